@@ -1,0 +1,49 @@
+// The in-memory computation cache: LRU, keyed by
+// graph hash ⊕ pipeline fingerprint ⊕ backend fingerprint.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/graph.h"
+#include "core/pass_manager.h"
+
+namespace lazylab {
+
+struct CompiledGraph {
+  std::unique_ptr<Executable> executable;
+  // For compiled parameter i, the ordinal it had in the trace that produced
+  // the key (a trace may hold parameters that did not survive the cut).
+  std::vector<int64_t> source_ordinals;
+  std::vector<TensorType> output_types;
+  std::optional<Graph> source;  // kept when hits are verified structurally
+  std::vector<PassStat> pass_stats;
+  size_t num_kernels = 0;
+  uint64_t arena_bytes = 0;
+  double compile_ms = 0;
+};
+
+class ComputationCache {
+ public:
+  explicit ComputationCache(size_t capacity) : capacity_(capacity ? capacity : 1) {}
+
+  // Returns the entry and marks it most recently used, or nullptr.
+  std::shared_ptr<CompiledGraph> find(uint64_t key);
+  // Inserts and returns how many entries were evicted.
+  size_t insert(uint64_t key, std::shared_ptr<CompiledGraph> entry);
+  size_t size() const { return entries_.size(); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  using Entry = std::pair<uint64_t, std::shared_ptr<CompiledGraph>>;
+  size_t capacity_;
+  std::list<Entry> order_;  // most recent first
+  std::unordered_map<uint64_t, std::list<Entry>::iterator> entries_;
+};
+
+}  // namespace lazylab

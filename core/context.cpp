@@ -1,0 +1,262 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/hash.h"
+#include "core/tensor.h"
+
+namespace lazylab {
+
+inline constexpr NodeId kNoNode = ~NodeId{0};
+
+struct TensorImpl {
+  Context* context = nullptr;
+  TensorType type;
+  NodeId node = kNoNode;  // pending node in the current trace
+  size_t pending_index = 0;
+  BufferPtr data;         // the computed value
+  std::shared_ptr<const Error> error;
+  // The parameter node standing for `data` in the current trace, so x+x
+  // uses one parameter and x+y two.
+  NodeId parameter_node = kNoNode;
+  uint64_t parameter_epoch = 0;
+
+  ~TensorImpl() {
+    if (node != kNoNode) context->forget(this);
+  }
+};
+
+// ---- Tensor ----
+
+bool Tensor::ok() const { return impl_ && !impl_->error; }
+
+const Error* Tensor::error() const {
+  static const Error kEmpty{"use of an empty Tensor"};
+  if (!impl_) return &kEmpty;
+  return impl_->error.get();
+}
+
+const TensorType& Tensor::type() const {
+  static const TensorType kNone;
+  return impl_ ? impl_->type : kNone;
+}
+
+Context& Tensor::context() const { return *impl_->context; }
+
+bool Tensor::pending() const { return impl_ && impl_->node != kNoNode; }
+
+Expected<BufferPtr> Tensor::data() const {
+  if (!ok()) return *error();
+  if (pending()) {
+    Status status = impl_->context->sync();
+    if (!status) return status.error();
+  }
+  return impl_->data;
+}
+
+// ---- Context ----
+
+Context::Context(Engine& engine) : engine_(&engine), metrics_(&engine.metrics()) { trace_.reserve(1024); }
+
+Context::Context() : metrics_(&own_metrics_) { trace_.reserve(1024); }
+
+Context::~Context() {
+  for (TensorImpl* impl : pending_) impl->node = kNoNode;
+}
+
+void Context::forget(TensorImpl* impl) {
+  TensorImpl* last = pending_.back();
+  pending_[impl->pending_index] = last;
+  last->pending_index = impl->pending_index;
+  pending_.pop_back();
+  impl->node = kNoNode;
+}
+
+Tensor Context::error_tensor(Error error) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->context = this;
+  impl->error = std::make_shared<const Error>(std::move(error));
+  return Tensor(std::move(impl));
+}
+
+Tensor Context::make_pending(NodeId node) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->context = this;
+  impl->type = trace_.node(node).type;
+  impl->node = node;
+  impl->pending_index = pending_.size();
+  pending_.push_back(impl.get());
+  ++metrics().nodes_traced;
+  return Tensor(std::move(impl));
+}
+
+Tensor Context::from_buffer(TensorType type, BufferPtr data) {
+  if (!data || data->bytes() != type.bytes())
+    return error_tensor(make_error(fmt::format("from_buffer: buffer does not hold {}", to_string(type))));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->context = this;
+  impl->type = std::move(type);
+  impl->data = std::move(data);
+  return Tensor(std::move(impl));
+}
+
+Tensor Context::full(double value, TensorType type) {
+  Attrs attrs;
+  attrs[0].f = value;
+  return record(OpId::Constant, {}, attrs, &type);
+}
+
+Tensor Context::dynamic_scalar(double value, DType dtype) {
+  TensorType type{dtype, {}};
+  auto buffer = std::make_shared<Buffer>(type.bytes());
+  switch (dtype) {
+    case DType::F32: *reinterpret_cast<float*>(buffer->data()) = static_cast<float>(value); break;
+    case DType::F64: *reinterpret_cast<double*>(buffer->data()) = value; break;
+    case DType::I32: *reinterpret_cast<int32_t*>(buffer->data()) = static_cast<int32_t>(value); break;
+    case DType::I64: *reinterpret_cast<int64_t*>(buffer->data()) = static_cast<int64_t>(value); break;
+    case DType::Bool: *reinterpret_cast<uint8_t*>(buffer->data()) = value != 0; break;
+  }
+  return from_buffer(type, std::move(buffer));
+}
+
+Tensor Context::iota(TensorType type, int64_t axis) {
+  Attrs attrs;
+  attrs[0].i = axis;
+  return record(OpId::Iota, {}, attrs, &type);
+}
+
+Expected<NodeId> Context::node_for(const Tensor& operand) {
+  if (!operand.ok()) return *operand.error();
+  TensorImpl* impl = operand.impl();
+  if (impl->context != this) return make_error("operand belongs to another Context");
+  if (impl->node != kNoNode) return impl->node;
+  if (impl->parameter_epoch != epoch_) {
+    Attrs attrs;
+    attrs[0].i = static_cast<int64_t>(parameter_data_.size());
+    impl->parameter_node = trace_.add(OpId::Parameter, impl->type, {}, attrs);
+    impl->parameter_epoch = epoch_;
+    parameter_data_.push_back(impl->data);
+  }
+  return impl->parameter_node;
+}
+
+Tensor Context::record(OpId op, std::span<const Tensor> operands, const Attrs& attrs,
+                       const TensorType* declared) {
+  Operands ids;
+  boost::container::small_vector<const TensorType*, 3> types;
+  for (const Tensor& operand : operands) {
+    auto id = node_for(operand);
+    if (!id) return error_tensor(id.error());
+    ids.push_back(*id);
+    types.push_back(&operand.type());
+  }
+  auto type = infer_type(op, std::span(types.data(), types.size()), attrs, declared);
+  if (!type) return error_tensor(type.error());
+  return make_pending(trace_.add(op, std::move(*type), std::move(ids), attrs));
+}
+
+struct Context::Roots {
+  std::vector<NodeId> nodes;  // unique, ascending
+  uint64_t hash = 0;
+};
+
+Context::Roots Context::collect_roots() {
+  Roots roots;
+  for (TensorImpl* impl : pending_) roots.nodes.push_back(impl->node);
+  std::sort(roots.nodes.begin(), roots.nodes.end());
+  roots.nodes.erase(std::unique(roots.nodes.begin(), roots.nodes.end()), roots.nodes.end());
+  boost::container::small_vector<uint64_t, 8> hashes;
+  for (NodeId node : roots.nodes) hashes.push_back(trace_.node(node).hash);
+  roots.hash = hash_roots(std::span(hashes.data(), hashes.size()));
+  return roots;
+}
+
+namespace {
+
+// The part of `trace` that `roots` need, renumbered, with parameters numbered
+// densely; `source_ordinals` receives each new parameter's trace ordinal.
+Graph cut_trace(const Graph& trace, const std::vector<NodeId>& roots,
+                std::vector<int64_t>& source_ordinals) {
+  std::vector<bool> live = live_nodes(trace, roots);
+  std::vector<NodeId> renumbered(trace.size());
+  Graph graph;
+  for (NodeId id = 0; id < trace.size(); ++id) {
+    if (!live[id]) continue;
+    const Node& node = trace.node(id);
+    Operands operands;
+    for (NodeId operand : node.operands) operands.push_back(renumbered[operand]);
+    Attrs attrs = node.attrs;
+    if (node.op == OpId::Parameter) {
+      source_ordinals.push_back(node.attrs[0].i);
+      attrs[0].i = static_cast<int64_t>(source_ordinals.size() - 1);
+    }
+    renumbered[id] = graph.add(node.op, node.type, std::move(operands), std::move(attrs));
+  }
+  for (NodeId root : roots) graph.add_root(renumbered[root]);
+  return graph;
+}
+
+}  // namespace
+
+Graph Context::capture() {
+  Roots roots = collect_roots();
+  std::vector<int64_t> source_ordinals;
+  return cut_trace(trace_, roots.nodes, source_ordinals);
+}
+
+Status Context::run_roots(const Roots& roots) {
+  if (!engine_) return make_error("sync: this Context only captures traces (it has no engine)");
+  Engine& engine = *engine_;
+  uint64_t key = engine.cache_key(roots.hash);
+  std::shared_ptr<CompiledGraph> compiled = engine.lookup(key);
+  if (!compiled || engine.options().verify_cache_hits) {
+    std::vector<int64_t> source_ordinals;
+    Graph graph = cut_trace(trace_, roots.nodes, source_ordinals);
+    if (!compiled || !structurally_equal(*compiled->source, graph)) {
+      auto fresh = engine.compile(key, graph, std::move(source_ordinals));
+      if (!fresh) return fresh.error();
+      compiled = std::move(*fresh);
+    }
+  }
+  boost::container::small_vector<const void*, 8> parameters;
+  for (int64_t ordinal : compiled->source_ordinals) parameters.push_back(parameter_data_[ordinal]->data());
+  boost::container::small_vector<BufferPtr, 8> outputs;
+  boost::container::small_vector<void*, 8> output_pointers;
+  for (const TensorType& type : compiled->output_types) {
+    outputs.push_back(std::make_shared<Buffer>(type.bytes()));
+    output_pointers.push_back(outputs.back()->data());
+  }
+  LAZYLAB_TRY(engine.execute(*compiled, parameters.data(), output_pointers.data()));
+  for (TensorImpl* impl : pending_) {
+    auto root = std::lower_bound(roots.nodes.begin(), roots.nodes.end(), impl->node);
+    impl->data = outputs[root - roots.nodes.begin()];
+    impl->node = kNoNode;
+  }
+  pending_.clear();
+  return {};
+}
+
+void Context::reset_trace() {
+  for (TensorImpl* impl : pending_) impl->node = kNoNode;
+  pending_.clear();
+  trace_.clear();
+  parameter_data_.clear();
+  ++epoch_;
+}
+
+Status Context::sync() {
+  if (pending_.empty()) {
+    reset_trace();
+    return {};
+  }
+  ++metrics().traces;
+  Status status = run_roots(collect_roots());
+  // On failure the pending tensors are dropped (they read as an error), so
+  // the next step starts from a clean trace either way.
+  if (!status)
+    for (TensorImpl* impl : pending_) impl->error = std::make_shared<const Error>(status.error());
+  reset_trace();
+  return status;
+}
+
+}  // namespace lazylab

@@ -1,0 +1,77 @@
+#include "core/engine.h"
+
+#include <chrono>
+#include <numeric>
+
+#include "core/hash.h"
+#include "core/module.h"
+#include "core/pass_manager.h"
+
+namespace lazylab {
+namespace {
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Engine::Engine(Pipeline pipeline, Backend& backend, EngineOptions options)
+    : pipeline_(std::move(pipeline)), backend_(backend), options_(std::move(options)),
+      cache_(options_.cache_capacity) {}
+
+uint64_t Engine::cache_key(uint64_t graph_hash) const {
+  return hash_combine(hash_combine(graph_hash, pipeline_.fingerprint), backend_.fingerprint());
+}
+
+std::shared_ptr<CompiledGraph> Engine::lookup(uint64_t key) {
+  auto entry = cache_.find(key);
+  if (entry) ++metrics_.cache_hits;
+  return entry;
+}
+
+Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Graph& graph,
+                                                         std::vector<int64_t> source_ordinals) {
+  auto start = std::chrono::steady_clock::now();
+  ++metrics_.cache_misses;
+  Module module;
+  module.graph = graph;
+  auto stats = run_pipeline(pipeline_, module, options_.passes);
+  if (!stats) return stats.error();
+  if (!module.program)
+    return make_error("pipeline '" + pipeline_.canonical +
+                      "' does not lower the graph to a Program; end it with 'lower'");
+  auto executable = backend_.compile(*module.program, module.graph);
+  if (!executable) return executable.error();
+  auto compiled = std::make_shared<CompiledGraph>();
+  compiled->executable = std::move(*executable);
+  compiled->source_ordinals = std::move(source_ordinals);
+  for (NodeId root : graph.roots()) compiled->output_types.push_back(graph.node(root).type);
+  if (options_.verify_cache_hits) compiled->source = graph;
+  compiled->pass_stats = std::move(*stats);
+  compiled->num_kernels = module.program->kernels.size();
+  compiled->arena_bytes = module.program->arena_bytes;
+  compiled->compile_ms = milliseconds_since(start);
+  metrics_.compile_ms += compiled->compile_ms;
+  metrics_.evictions += cache_.insert(key, compiled);
+  last_compiled_ = compiled;
+  return compiled;
+}
+
+Expected<std::shared_ptr<CompiledGraph>> Engine::get_or_compile(const Graph& graph) {
+  uint64_t key = cache_key(graph.hash());
+  auto entry = lookup(key);
+  if (entry && (!options_.verify_cache_hits || structurally_equal(*entry->source, graph))) return entry;
+  std::vector<int64_t> ordinals(graph.parameters().size());
+  std::iota(ordinals.begin(), ordinals.end(), 0);
+  return compile(key, graph, std::move(ordinals));
+}
+
+Status Engine::execute(CompiledGraph& compiled, const void* const* parameters, void* const* outputs) {
+  auto start = std::chrono::steady_clock::now();
+  Status status = compiled.executable->execute(parameters, outputs);
+  metrics_.execute_ms += milliseconds_since(start);
+  return status;
+}
+
+}  // namespace lazylab

@@ -1,0 +1,55 @@
+// Ties one pipeline and one backend to a computation cache: look up by key,
+// compile on a miss (passes, then the backend), execute, and keep metrics.
+#pragma once
+
+#include <memory>
+
+#include "core/backend.h"
+#include "core/compilation_cache.h"
+#include "core/metrics.h"
+#include "core/pipeline.h"
+
+namespace lazylab {
+
+struct EngineOptions {
+  size_t cache_capacity = 128;
+  // Compare the graph structurally on every hit; a mismatch (a 64-bit hash
+  // collision) recompiles and replaces the entry instead of trusting it.
+  bool verify_cache_hits = false;
+  PassManagerOptions passes;
+};
+
+class Engine {
+ public:
+  Engine(Pipeline pipeline, Backend& backend, EngineOptions options = {});
+
+  uint64_t cache_key(uint64_t graph_hash) const;
+  // The cached entry for `key`, or nullptr; counts a hit when found.
+  std::shared_ptr<CompiledGraph> lookup(uint64_t key);
+  // Runs the pipeline and the backend on `graph` (parameters numbered
+  // densely) and caches the result under `key`; counts a miss.
+  Expected<std::shared_ptr<CompiledGraph>> compile(uint64_t key, const Graph& graph,
+                                                   std::vector<int64_t> source_ordinals);
+  // Lookup by the graph's own hash, compiling on a miss.
+  Expected<std::shared_ptr<CompiledGraph>> get_or_compile(const Graph& graph);
+
+  Status execute(CompiledGraph& compiled, const void* const* parameters, void* const* outputs);
+
+  const EngineOptions& options() const { return options_; }
+  const Pipeline& pipeline() const { return pipeline_; }
+  Backend& backend() { return backend_; }
+  Metrics& metrics() { return metrics_; }
+  const ComputationCache& cache() const { return cache_; }
+  // The most recent compilation (for reports), or nullptr.
+  std::shared_ptr<const CompiledGraph> last_compiled() const { return last_compiled_; }
+
+ private:
+  Pipeline pipeline_;
+  Backend& backend_;
+  EngineOptions options_;
+  ComputationCache cache_;
+  Metrics metrics_;
+  std::shared_ptr<const CompiledGraph> last_compiled_;
+};
+
+}  // namespace lazylab

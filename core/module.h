@@ -1,0 +1,30 @@
+// What a pass pipeline transforms: the graph, the kernel partition chosen by
+// fusion, and finally the lowered Program.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/program.h"
+
+namespace lazylab {
+
+struct Module {
+  Graph graph;
+  // Kernel id per node, set by a fusion strategy; -1 for nodes in no kernel
+  // (parameters, dead nodes). Empty until fusion runs.
+  std::vector<int> kernel_of;
+  std::optional<Program> program;
+
+  size_t num_kernels() const;
+};
+
+// Replaces the graph after a rewrite; a partition or Program made for the old
+// graph no longer applies.
+void replace_graph(Module& module, Graph graph);
+
+// The module's IR as text: the graph, then the partition or Program if set.
+std::string print_module(const Module& module);
+
+}  // namespace lazylab

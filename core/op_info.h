@@ -1,0 +1,70 @@
+// The C++ view of the op table (plugins/include/lazylab/ops.def). Nothing
+// else lists ops.
+#pragma once
+
+#include <array>
+#include <boost/container/small_vector.hpp>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "core/expected.h"
+#include "core/tensor_type.h"
+
+namespace lazylab {
+
+enum class OpId : uint16_t {
+#define LAZYLAB_OP(id, name, category, arity, type_rule, schema) id,
+#include "lazylab/ops.def"
+#undef LAZYLAB_OP
+};
+inline constexpr int kNumOps = LAZYLAB_OP_COUNT;
+
+enum class OpCategory : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite };
+enum class TypeRule : uint8_t {
+  Declared, Same, Compare, Select, Transpose, Slice, Concat, Reduce, Matmul
+};
+enum class AttrKind : uint8_t { Int, Float, Bool, Ints };
+
+inline constexpr int kMaxAttrs = 3;
+
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind = AttrKind::Int;
+};
+
+struct OpInfo {
+  OpId id;
+  std::string_view name;
+  OpCategory category;
+  int arity;  // -1: variadic
+  TypeRule type_rule;
+  int num_attrs = 0;
+  std::array<AttrSpec, kMaxAttrs> attrs{};
+};
+
+using Ints = boost::container::small_vector<int64_t, 6>;
+
+// One attribute's value; which member is meaningful follows the op's schema.
+struct AttrValue {
+  int64_t i = 0;
+  double f = 0;
+  Ints ints;
+  bool operator==(const AttrValue& other) const;  // floats compare bitwise
+};
+using Attrs = std::array<AttrValue, kMaxAttrs>;
+
+const OpInfo& op_info(OpId op);
+std::optional<OpId> find_op(std::string_view name);
+std::string_view op_name(OpId op);
+std::string_view category_name(OpCategory category);
+std::optional<int> attr_index(OpId op, std::string_view attr_name);
+
+// Result type of `op` applied to `operands` with `attrs`. `declared` is the
+// type stated by the node; required by TypeRule::Declared ops and, for the
+// others, checked against the inferred type when present.
+Expected<TensorType> infer_type(OpId op, std::span<const TensorType* const> operands,
+                                const Attrs& attrs, const TensorType* declared);
+
+}  // namespace lazylab

@@ -1,0 +1,86 @@
+// A pass: a name, a one-line summary, typed options with defaults, and a run
+// function that rewrites the module and says whether it changed anything.
+// Passes register themselves by name (see LAZYLAB_REGISTER_PASS); core never
+// includes a concrete pass.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/expected.h"
+#include "core/module.h"
+
+namespace lazylab {
+
+enum class OptionKind { Int, Bool, Enum, String };
+
+struct PassOptionSpec {
+  std::string name;
+  OptionKind kind = OptionKind::String;
+  std::string default_value;
+  std::string help;
+  std::vector<std::string> choices;  // OptionKind::Enum
+  // For enums whose choices come from a registry filled at start-up.
+  std::function<std::vector<std::string>()> dynamic_choices;
+
+  std::vector<std::string> allowed() const { return dynamic_choices ? dynamic_choices() : choices; }
+};
+
+// Option values after validation against the pass's specs; every option has
+// a value (its default when the pipeline does not set it).
+class PassOptions {
+ public:
+  PassOptions() = default;
+  explicit PassOptions(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+  const std::string& get(const std::string& name) const { return values_.at(name); }
+  int64_t get_int(const std::string& name) const { return std::stoll(get(name)); }
+  bool get_bool(const std::string& name) const { return get(name) == "true"; }
+  const std::map<std::string, std::string>& values() const { return values_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  // Returns whether the module changed.
+  virtual Expected<bool> run(Module& module) = 0;
+};
+
+struct PassInfo {
+  std::string name;
+  std::string summary;
+  std::vector<PassOptionSpec> options;
+  std::function<std::unique_ptr<Pass>(const PassOptions&)> create;
+};
+
+class PassRegistry {
+ public:
+  static PassRegistry& global();
+  void add(PassInfo info);
+  const PassInfo* find(std::string_view name) const;
+  std::vector<const PassInfo*> list() const;  // sorted by name
+
+ private:
+  std::map<std::string, PassInfo, std::less<>> passes_;
+};
+
+// Validates `text` against `spec`; returns the canonical value.
+Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::string& text);
+
+struct PassRegistrar {
+  explicit PassRegistrar(PassInfo info) { PassRegistry::global().add(std::move(info)); }
+};
+
+}  // namespace lazylab
+
+#define LAZYLAB_PASS_CONCAT_(a, b) a##b
+#define LAZYLAB_PASS_CONCAT(a, b) LAZYLAB_PASS_CONCAT_(a, b)
+// Registers a pass at static-initialisation time; libraries holding passes
+// are linked whole so the registrars are kept.
+#define LAZYLAB_REGISTER_PASS(...) \
+  static const ::lazylab::PassRegistrar LAZYLAB_PASS_CONCAT(lazylab_pass_registrar_, __LINE__){__VA_ARGS__}

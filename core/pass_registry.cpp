@@ -1,0 +1,56 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+
+#include "core/pass.h"
+
+namespace lazylab {
+
+PassRegistry& PassRegistry::global() {
+  static PassRegistry registry;
+  return registry;
+}
+
+void PassRegistry::add(PassInfo info) {
+  std::string name = info.name;
+  passes_.insert_or_assign(std::move(name), std::move(info));
+}
+
+const PassInfo* PassRegistry::find(std::string_view name) const {
+  auto it = passes_.find(name);
+  return it == passes_.end() ? nullptr : &it->second;
+}
+
+std::vector<const PassInfo*> PassRegistry::list() const {
+  std::vector<const PassInfo*> infos;
+  for (auto& [name, info] : passes_) infos.push_back(&info);
+  return infos;
+}
+
+Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::string& text) {
+  switch (spec.kind) {
+    case OptionKind::Int: {
+      int64_t value = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (ec != std::errc() || end != text.data() + text.size())
+        return make_error(fmt::format("option '{}' expects an integer, got '{}'", spec.name, text));
+      return std::to_string(value);
+    }
+    case OptionKind::Bool:
+      if (text == "true" || text == "1") return std::string("true");
+      if (text == "false" || text == "0") return std::string("false");
+      return make_error(fmt::format("option '{}' expects true or false, got '{}'", spec.name, text));
+    case OptionKind::Enum: {
+      std::vector<std::string> allowed = spec.allowed();
+      for (const std::string& choice : allowed)
+        if (choice == text) return text;
+      return make_error(fmt::format("option '{}' expects one of {{{}}}, got '{}'", spec.name,
+                                    fmt::join(allowed, ", "), text));
+    }
+    case OptionKind::String: return text;
+  }
+  return text;
+}
+
+}  // namespace lazylab

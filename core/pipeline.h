@@ -1,0 +1,28 @@
+// Textual pass pipelines: "canonicalize,cse,fuse{strategy=none},lower".
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/pass.h"
+
+namespace lazylab {
+
+struct PassInvocation {
+  const PassInfo* info = nullptr;
+  PassOptions options;       // validated, defaults filled in
+  std::string canonical;     // "fuse{strategy=none}" with every option spelled out
+};
+
+struct Pipeline {
+  std::vector<PassInvocation> passes;
+  std::string canonical;     // the whole pipeline, canonical
+  uint64_t fingerprint = 0;  // hash of `canonical`: part of the cache key
+};
+
+Expected<Pipeline> parse_pipeline(std::string_view text,
+                                  const PassRegistry& registry = PassRegistry::global());
+
+}  // namespace lazylab

@@ -1,0 +1,138 @@
+// The lazy tensor API. Every op appends a node to the context's pending
+// trace (hashed in O(1)); nothing runs until a sync point: Context::sync(),
+// mark_step(), or a host read (Tensor::to_vector). Tensors must not outlive
+// their Context.
+//
+// Errors are values here too: an op on bad operands (shape mismatch, wrong
+// dtype) returns a tensor that carries the error; ops on it propagate it, and
+// reading it returns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/engine.h"
+#include "core/graph.h"
+
+namespace lazylab {
+
+class Context;
+struct TensorImpl;
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::F32; }
+template <> constexpr DType dtype_of<double>() { return DType::F64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::Bool; }
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool ok() const;
+  const Error* error() const;  // null when ok
+  const TensorType& type() const;
+  const Dims& shape() const { return type().shape; }
+  DType dtype() const { return type().dtype; }
+  int64_t rank() const { return type().rank(); }
+  Context& context() const;
+  bool pending() const;  // recorded in the trace, not yet computed
+
+  // Host reads: sync first if pending.
+  Expected<BufferPtr> data() const;
+  template <class T>
+  Expected<std::vector<T>> to_vector() const;
+
+  TensorImpl* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+class Context {
+ public:
+  explicit Context(Engine& engine);
+  // A capture-only context: it traces, and capture() hands back the graph;
+  // sync() reports that there is no engine to run it.
+  Context();
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Device data; it enters a trace as a parameter, hashed by type and
+  // ordinal, never by value.
+  Tensor from_buffer(TensorType type, BufferPtr data);
+  template <class T>
+  Tensor from_vector(const std::vector<T>& values, Dims shape);
+  // A splat constant, hashed by value.
+  Tensor full(double value, TensorType type);
+  Tensor scalar(double value, DType dtype = DType::F32) { return full(value, TensorType{dtype, {}}); }
+  // A scalar that changes between steps: it becomes a parameter so the
+  // cache keeps hitting.
+  Tensor dynamic_scalar(double value, DType dtype = DType::F32);
+  Tensor iota(TensorType type, int64_t axis);
+
+  // Computes every live pending tensor.
+  Status sync();
+  Status mark_step() { return sync(); }
+
+  // The graph sync() would compile now (the live pending tensors as roots),
+  // without running it; the trace is left as it is.
+  Graph capture();
+
+  Metrics& metrics() { return *metrics_; }
+  size_t pending_nodes() const { return trace_.size(); }
+
+  // Appends `op` to the trace; used by the ops in tensor_ops.h.
+  Tensor record(OpId op, std::span<const Tensor> operands, const Attrs& attrs = {},
+                const TensorType* declared = nullptr);
+  Tensor error_tensor(Error error);
+
+  // Bookkeeping for TensorImpl; not for users.
+  void forget(TensorImpl* impl);
+
+ private:
+  struct Roots;
+  Expected<NodeId> node_for(const Tensor& operand);
+  Tensor make_pending(NodeId node);
+  Roots collect_roots();
+  Status run_roots(const Roots& roots);
+  void reset_trace();
+
+  Engine* engine_ = nullptr;
+  Metrics own_metrics_;
+  Metrics* metrics_;
+  Graph trace_;
+  uint64_t epoch_ = 1;
+  std::vector<TensorImpl*> pending_;
+  std::vector<BufferPtr> parameter_data_;  // by trace ordinal
+};
+
+template <class T>
+Tensor Context::from_vector(const std::vector<T>& values, Dims shape) {
+  TensorType type{dtype_of<T>(), std::move(shape)};
+  if (static_cast<int64_t>(values.size()) != type.num_elements())
+    return error_tensor(make_error("from_vector: " + std::to_string(values.size()) +
+                                   " values for shape " + to_string(type)));
+  auto buffer = std::make_shared<Buffer>(type.bytes());
+  std::copy(values.begin(), values.end(), reinterpret_cast<T*>(buffer->data()));
+  return from_buffer(std::move(type), std::move(buffer));
+}
+
+template <class T>
+Expected<std::vector<T>> Tensor::to_vector() const {
+  if (!ok()) return *error();
+  if (dtype() != dtype_of<T>())
+    return make_error("to_vector: tensor is " + to_string(type()) + ", asked for another dtype");
+  auto buffer = data();
+  if (!buffer) return buffer.error();
+  const T* begin = reinterpret_cast<const T*>((*buffer)->data());
+  return std::vector<T>(begin, begin + type().num_elements());
+}
+
+}  // namespace lazylab

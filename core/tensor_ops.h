@@ -1,0 +1,90 @@
+// Ops on lazy tensors. Binary ops follow NumPy broadcasting (inserting
+// explicit broadcast nodes); dtypes must match (no implicit promotion).
+// Axes may be negative (counted from the end). Empty `axes` reduces all.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lazylab {
+
+// Elementwise.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor cast(const Tensor& x, DType dtype);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& predicate, const Tensor& a, const Tensor& b);
+
+// Layout.
+Tensor broadcast_to(const Tensor& x, const Dims& shape);
+Tensor reshape(const Tensor& x, const Dims& shape);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& perm);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+             const std::vector<int64_t>& stride = {});
+// Elements [start, limit) of one axis.
+Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t limit);
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+
+// Reductions.
+Tensor sum(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor max(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor min(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);
+
+// Batched matmul over leading dims; a lower-rank operand is broadcast over
+// the other's batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// Composites (the decompose pass turns them into primitives).
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor gelu(const Tensor& x);
+
+// A splat of `value` with x's dtype and shape.
+Tensor full_like(const Tensor& x, double value);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+// Rebinds: the IR stays functional.
+inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = a + b; }
+inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a = a - b; }
+inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a = a * b; }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a = a / b; }
+
+// NumPy's broadcast of two shapes, or an error naming both.
+Expected<Dims> broadcast_shapes(const Dims& a, const Dims& b);
+
+}  // namespace lazylab

@@ -1,0 +1,13 @@
+#pragma once
+
+#include "core/expected.h"
+#include "core/graph.h"
+
+namespace lazylab {
+
+// Checks operand order (acyclicity), types against the op table's inference,
+// attribute ranges, parameter ordinals (dense, unique) and roots. The error
+// names the offending node as it prints.
+Status verify(const Graph& graph);
+
+}  // namespace lazylab

@@ -1,0 +1,25 @@
+// The lazylab CLI's subcommands; each takes the arguments after its name
+// and returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lazylab::cli {
+
+using Args = std::vector<std::string>;
+
+// Exit codes: 0 success, 1 error (message on stderr), 2 bad usage,
+// 3 the experiment ran but a result did not match the reference.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitMismatch = 3;
+
+int run_command(const Args& args);
+int show_command(const Args& args);
+int passes_command(const Args& args);
+int backends_command(const Args& args);
+int workloads_command(const Args& args);
+
+}  // namespace lazylab::cli

@@ -1,0 +1,49 @@
+// lazylab: the command-line front door.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+
+namespace {
+
+struct Command {
+  const char* summary;
+  std::function<int(const lazylab::cli::Args&)> run;
+};
+
+const std::map<std::string, Command>& commands() {
+  using namespace lazylab::cli;
+  static const std::map<std::string, Command> kCommands = {
+      {"run", {"run an experiment (workloads x pipelines x backends) and write its reports", run_command}},
+      {"show", {"print a workload's or .lzir file's IR after a pipeline (or its Graphviz DOT)", show_command}},
+      {"passes", {"list the registered passes with their options", passes_command}},
+      {"backends", {"list the backend plugins found on the plugin path", backends_command}},
+      {"workloads", {"list the built-in workloads and their parameters", workloads_command}},
+  };
+  return kCommands;
+}
+
+void print_usage(std::ostream& out) {
+  out << "usage: lazylab COMMAND [ARGS...]   (lazylab COMMAND --help for details)\n\ncommands:\n";
+  for (auto& [name, command] : commands()) out << fmt::format("  {:<10} {}\n", name, command.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? lazylab::cli::kExitUsage : lazylab::cli::kExitOk;
+  }
+  auto it = commands().find(argv[1]);
+  if (it == commands().end()) {
+    std::cerr << fmt::format("lazylab: unknown command '{}'\n", argv[1]);
+    print_usage(std::cerr);
+    return lazylab::cli::kExitUsage;
+  }
+  return it->second.run(lazylab::cli::Args(argv + 2, argv + argc));
+}

@@ -1,0 +1,59 @@
+// An experiment: workloads x pipelines x backends, with the repeat policy,
+// the correctness reference and the report outputs. Loaded from YAML; the
+// commented schema is experiments/quickstart.yaml.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/expected.h"
+#include "workload.h"
+
+namespace lazylab {
+
+struct WorkloadEntry {
+  std::string name;  // built-in name, or a .lzir path (resolved against the experiment's folder)
+  WorkloadParams params;
+};
+
+struct PipelineEntry {
+  std::string name;
+  std::string text;
+};
+
+struct BackendEntry {
+  std::string name;
+  std::string options;
+};
+
+struct Experiment {
+  std::string path;
+  std::string name;
+  std::string description;
+  uint64_t seed = 0;
+  std::vector<WorkloadEntry> workloads;
+  std::vector<PipelineEntry> pipelines;
+  std::string baseline;  // a pipeline name
+  std::vector<BackendEntry> backends;
+  int64_t warmup = 2;
+  int64_t runs = 10;
+  struct {
+    std::string backend = "interp";
+    std::string pipeline = "lower";
+    double rtol = 1e-4;
+    double atol = 1e-5;
+  } reference;
+  struct {
+    std::string json;
+    std::string markdown;
+  } report;
+  size_t cache_capacity = 64;
+  bool verify_cache_hits = false;
+  uint64_t hash = 0;  // of the file's bytes
+};
+
+Expected<Experiment> load_experiment(const std::string& path);
+Expected<Experiment> parse_experiment(const std::string& text, const std::string& path);
+
+}  // namespace lazylab

@@ -1,0 +1,216 @@
+#include "runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ostream>
+
+#include "core/backend.h"
+#include "core/engine.h"
+#include "core/pipeline.h"
+#include "workload.h"
+
+namespace lazylab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct Outputs {
+  std::vector<TensorType> types;
+  std::vector<std::vector<double>> values;
+};
+
+double element(const Buffer& buffer, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::F32: return reinterpret_cast<const float*>(buffer.data())[i];
+    case DType::F64: return reinterpret_cast<const double*>(buffer.data())[i];
+    case DType::I32: return reinterpret_cast<const int32_t*>(buffer.data())[i];
+    case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(buffer.data())[i]);
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(buffer.data())[i];
+  }
+  return 0;
+}
+
+Expected<Outputs> read_outputs(const std::vector<Tensor>& tensors) {
+  Outputs outputs;
+  for (const Tensor& tensor : tensors) {
+    auto buffer = tensor.data();
+    if (!buffer) return buffer.error();
+    std::vector<double> values(tensor.type().num_elements());
+    for (size_t i = 0; i < values.size(); ++i) values[i] = element(**buffer, tensor.dtype(), static_cast<int64_t>(i));
+    outputs.types.push_back(tensor.type());
+    outputs.values.push_back(std::move(values));
+  }
+  return outputs;
+}
+
+// numpy.allclose semantics: |a - b| <= atol + rtol * |b|; NaNs must match.
+Correctness compare(const Outputs& got, const Outputs& want, double rtol, double atol) {
+  Correctness c;
+  c.pass = true;
+  if (got.types != want.types) return {false, 0, 0, "output types differ from the reference"};
+  for (size_t o = 0; o < got.values.size(); ++o)
+    for (size_t i = 0; i < got.values[o].size(); ++i) {
+      double a = got.values[o][i], b = want.values[o][i];
+      if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
+        bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+        if (!same && c.pass) c = {false, c.max_abs_error, c.max_rel_error, fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
+        continue;
+      }
+      double abs_error = std::fabs(a - b);
+      c.max_abs_error = std::max(c.max_abs_error, abs_error);
+      c.max_rel_error = std::max(c.max_rel_error, abs_error / std::max(std::fabs(b), 1e-30));
+      if (abs_error > atol + rtol * std::fabs(b) && c.pass) {
+        c.pass = false;
+        c.problem = fmt::format("output {} element {}: {} vs reference {}", o, i, a, b);
+      }
+    }
+  return c;
+}
+
+Status outputs_ok(const std::vector<Tensor>& outputs, const std::string& workload) {
+  for (const Tensor& t : outputs)
+    if (!t.ok()) return make_error(fmt::format("workload {}: {}", workload, t.error()->message));
+  return {};
+}
+
+struct CellSetup {
+  const Experiment& experiment;
+  const Workload& workload;
+  const std::vector<HostTensor>& inputs;
+  Backend& backend;
+  const Pipeline& pipeline;
+};
+
+EngineOptions engine_options(const Experiment& e) {
+  EngineOptions options;
+  options.cache_capacity = e.cache_capacity;
+  options.verify_cache_hits = e.verify_cache_hits;
+  return options;
+}
+
+Expected<Outputs> run_reference(const CellSetup& setup) {
+  Engine engine(setup.pipeline, setup.backend, engine_options(setup.experiment));
+  Context context(engine);
+  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
+  std::vector<Tensor> outputs = setup.workload.step(context, inputs);
+  LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
+  LAZYLAB_TRY(context.sync());
+  return read_outputs(outputs);
+}
+
+Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) {
+  const Experiment& e = setup.experiment;
+  Engine engine(setup.pipeline, setup.backend, engine_options(e));
+  Context context(engine);
+  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
+  CellResult cell;
+  std::vector<double> step_ms, trace_us, overhead_us, execute_ms;
+  std::vector<Tensor> outputs;
+  for (int64_t step = 0; step < 1 + e.warmup + e.runs; ++step) {
+    uint64_t nodes_before = context.metrics().nodes_traced;
+    double execute_before = context.metrics().execute_ms;
+    auto t0 = Clock::now();
+    outputs = setup.workload.step(context, inputs);
+    auto t1 = Clock::now();
+    LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
+    LAZYLAB_TRY(context.sync());
+    auto t2 = Clock::now();
+    double execute = context.metrics().execute_ms - execute_before;
+    cell.nodes_per_step = static_cast<int64_t>(context.metrics().nodes_traced - nodes_before);
+    if (step == 0) {
+      cell.cold_step_ms = elapsed_ms(t0, t2);
+      cell.compile_ms = context.metrics().compile_ms;
+      if (auto compiled = engine.last_compiled()) {
+        cell.passes = compiled->pass_stats;
+        cell.kernels = compiled->num_kernels;
+        cell.arena_bytes = compiled->arena_bytes;
+      }
+    } else if (step > e.warmup) {
+      step_ms.push_back(elapsed_ms(t0, t2));
+      trace_us.push_back(elapsed_ms(t0, t1) * 1e3);
+      overhead_us.push_back((elapsed_ms(t1, t2) - execute) * 1e3);
+      execute_ms.push_back(execute);
+    }
+  }
+  auto got = read_outputs(outputs);
+  if (!got) return got.error();
+  cell.correctness = compare(*got, reference, e.reference.rtol, e.reference.atol);
+  cell.step_ms = spread_of(step_ms);
+  cell.trace_us = spread_of(trace_us);
+  cell.hit_sync_overhead_us = spread_of(overhead_us);
+  cell.execute_ms = spread_of(execute_ms);
+  cell.ops_per_step = setup.workload.ops_per_step();
+  cell.metrics = context.metrics();
+  return cell;
+}
+
+void compute_speedups(ExperimentResult& result) {
+  for (CellResult& cell : result.cells)
+    for (const CellResult& base : result.cells)
+      if (base.pipeline == result.experiment.baseline && base.workload == cell.workload && base.backend == cell.backend &&
+          cell.step_ms.median > 0)
+        cell.speedup_vs_baseline = base.step_ms.median / cell.step_ms.median;
+}
+
+}  // namespace
+
+Spread spread_of(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  size_t n = samples.size();
+  double median = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+  return {median, samples.front(), samples.back()};
+}
+
+bool ExperimentResult::all_correct() const {
+  return std::all_of(cells.begin(), cells.end(), [](const CellResult& c) { return c.correctness.pass; });
+}
+
+Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
+  ExperimentResult result{e, {}};
+  auto reference_backend = load_backend(e.reference.backend);
+  if (!reference_backend) return reference_backend.error();
+  auto reference_pipeline = parse_pipeline(e.reference.pipeline);
+  if (!reference_pipeline) return make_error("reference: " + reference_pipeline.error().message);
+  std::vector<Pipeline> pipelines;
+  for (const PipelineEntry& entry : e.pipelines) {
+    auto pipeline = parse_pipeline(entry.text);
+    if (!pipeline) return make_error(fmt::format("pipelines.{}: {}", entry.name, pipeline.error().message));
+    pipelines.push_back(std::move(*pipeline));
+  }
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const BackendEntry& entry : e.backends) {
+    auto backend = load_backend(entry.name, entry.options);
+    if (!backend) return backend.error();
+    backends.push_back(std::move(*backend));
+  }
+  for (const WorkloadEntry& entry : e.workloads) {
+    auto workload = make_workload(entry.name, entry.params);
+    if (!workload) return workload.error();
+    std::vector<HostTensor> inputs = (*workload)->make_inputs(e.seed);
+    auto reference = run_reference({e, **workload, inputs, **reference_backend, *reference_pipeline});
+    if (!reference) return make_error(fmt::format("{} on the reference: {}", entry.name, reference.error().message));
+    for (size_t b = 0; b < backends.size(); ++b)
+      for (size_t p = 0; p < pipelines.size(); ++p) {
+        if (progress) *progress << fmt::format("  {} / {} / {} ...", entry.name, e.pipelines[p].name, e.backends[b].name) << std::flush;
+        auto cell = run_cell({e, **workload, inputs, *backends[b], pipelines[p]}, *reference);
+        if (!cell) return make_error(fmt::format("{} / {} / {}: {}", entry.name, e.pipelines[p].name, e.backends[b].name, cell.error().message));
+        cell->workload = (*workload)->name();
+        cell->pipeline = e.pipelines[p].name;
+        cell->backend = e.backends[b].name;
+        if (progress) *progress << fmt::format(" {:.3f} ms {}\n", cell->step_ms.median, cell->correctness.pass ? "ok" : "MISMATCH");
+        result.cells.push_back(std::move(*cell));
+      }
+  }
+  compute_speedups(result);
+  return result;
+}
+
+}  // namespace lazylab

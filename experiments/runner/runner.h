@@ -1,0 +1,55 @@
+// Runs an experiment: every workload x pipeline x backend cell, each checked
+// against the reference backend, timed over repeats.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "core/metrics.h"
+#include "core/pass_manager.h"
+#include "experiment.h"
+
+namespace lazylab {
+
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread spread_of(std::vector<double> samples);
+
+struct Correctness {
+  bool pass = false;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  std::string problem;  // first mismatch, shape or dtype difference
+};
+
+struct CellResult {
+  std::string workload, pipeline, backend;
+  Correctness correctness;
+  size_t kernels = 0;
+  uint64_t arena_bytes = 0;
+  double compile_ms = 0;      // cold: passes + backend compile on the first step
+  double cold_step_ms = 0;    // the whole first step
+  Spread step_ms;             // trace + sync + execute, per step, cache hits
+  Spread trace_us;            // recording the step's ops
+  Spread hit_sync_overhead_us;  // sync on a hit minus the backend's execute time
+  Spread execute_ms;          // the backend's execute alone
+  int64_t nodes_per_step = 0;
+  int64_t ops_per_step = 0;   // workload-defined (chain: 3 * iters)
+  std::vector<PassStat> passes;
+  Metrics metrics;
+  double speedup_vs_baseline = 0;  // baseline median step / this median step
+};
+
+struct ExperimentResult {
+  Experiment experiment;
+  std::vector<CellResult> cells;
+  bool all_correct() const;
+};
+
+// Errors (a workload that fails to build, a pipeline that does not parse, a
+// backend that cannot load or run) end the run: no partial result.
+Expected<ExperimentResult> run_experiment(const Experiment& experiment, std::ostream* progress);
+
+}  // namespace lazylab

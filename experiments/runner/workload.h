@@ -1,0 +1,56 @@
+// Workloads: the reference suite of WORKLOADS.md built in by name, with
+// parameters overridable from YAML, and workloads read from .lzir files.
+// A workload makes seeded host inputs and traces one step on a Context.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lazylab {
+
+struct HostTensor {
+  TensorType type;
+  BufferPtr data;
+};
+
+using WorkloadParams = std::map<std::string, int64_t>;
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual std::string name() const = 0;
+  virtual WorkloadParams params() const = 0;
+  // Inputs from `seed`, never all zeros; equal seeds give equal inputs.
+  virtual std::vector<HostTensor> make_inputs(uint64_t seed) const = 0;
+  // Traces one step; the outputs are the step's results.
+  virtual std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const = 0;
+  // Ops a step records, for per-op figures (chain-tiny); 0 when not meaningful.
+  virtual int64_t ops_per_step() const { return 0; }
+};
+
+struct WorkloadInfo {
+  std::string name;
+  std::string summary;
+  WorkloadParams defaults;
+};
+
+std::vector<WorkloadInfo> builtin_workloads();
+
+// A built-in workload by name; `overrides` must name known parameters.
+Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& name, const WorkloadParams& overrides);
+
+// A workload replaying a .lzir graph: parameters become seeded inputs.
+Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path);
+
+// Either a file (ends in .lzir) or a built-in name.
+Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides);
+
+// Puts host inputs on a context.
+std::vector<Tensor> bind_inputs(Context& context, const std::vector<HostTensor>& inputs);
+
+}  // namespace lazylab

@@ -1,0 +1,17 @@
+// Seeded input generation shared by the built-in and file workloads.
+#pragma once
+
+#include <random>
+
+#include "workload.h"
+
+namespace lazylab {
+
+enum class Fill { Uniform, Normal };
+
+// Each input gets its own stream (seed, index), so adding an input does not
+// change the others. Uniform draws are in [-1, 1) and never exactly zero.
+HostTensor make_random(const TensorType& type, uint64_t seed, uint64_t index, Fill fill = Fill::Uniform,
+                       double scale = 1.0);
+
+}  // namespace lazylab

@@ -1,0 +1,182 @@
+// canonicalize: algebraic simplification and constant folding, as a table of
+// rewrite rules applied to a fixed point. Each rule names the op it matches
+// and returns a replacement or nothing.
+//
+// Folding evaluates with the interpreter's reference semantics
+// (lazylab/reference_semantics.hpp) and rounds to the result dtype, so a
+// folded value equals what the interpreter would compute. Identities that are
+// only true up to the sign of zero (x + 0 -> x) are applied, as in most ML
+// compilers; x * 0 is not folded (NaN and infinity would change).
+#include <cmath>
+
+#include "core/graph_builder.h"
+#include "core/pass.h"
+#include "lazylab/reference_semantics.hpp"
+
+namespace lazylab {
+namespace {
+
+using Replacement = Expected<std::optional<NodeId>>;
+constexpr std::optional<NodeId> kKeep{};
+
+struct Match {
+  GraphBuilder& builder;
+  const Node& node;
+  const Operands& operands;
+
+  const Node& operand(size_t i) const { return builder.node(operands[i]); }
+  bool is_constant(size_t i) const { return operand(i).op == OpId::Constant; }
+  bool is_splat(size_t i, double value) const { return is_constant(i) && operand(i).attrs[0].f == value; }
+  double value(size_t i) const { return operand(i).attrs[0].f; }
+  NodeId fold_to(double value) const { return builder.constant(round_to(node.type.dtype, value), node.type); }
+
+  static double round_to(DType dtype, double value) {
+    switch (dtype) {
+      case DType::F32: return static_cast<float>(value);
+      case DType::F64: return value;
+      case DType::I32: return std::isfinite(value) ? static_cast<int32_t>(value) : 0;
+      case DType::I64: return std::isfinite(value) ? static_cast<double>(static_cast<int64_t>(value)) : 0;
+      case DType::Bool: return value != 0;
+    }
+    return value;
+  }
+};
+
+bool all_constant(const Match& m) {
+  for (size_t i = 0; i < m.operands.size(); ++i)
+    if (!m.is_constant(i)) return false;
+  return !m.operands.empty();
+}
+
+Replacement fold_elementwise(const Match& m) {
+  if (!all_constant(m)) return kKeep;
+  auto op = static_cast<uint32_t>(m.node.op);
+  double out = 0;
+  if (m.node.op == OpId::Cast) return std::optional(m.fold_to(m.value(0)));
+  if (m.node.op == OpId::Select) return std::optional(m.operands[m.value(0) != 0 ? 1 : 2]);
+  if (m.operands.size() == 1 && reference::apply_unary(op, m.value(0), out)) return std::optional(m.fold_to(out));
+  if (m.operands.size() != 2) return kKeep;
+  if (!is_float(m.operand(0).type.dtype) && m.node.op != OpId::Pow && m.node.type.dtype != DType::Bool) {
+    long long integer = 0;
+    if (!reference::apply_binary_int(op, static_cast<long long>(m.value(0)), static_cast<long long>(m.value(1)), integer))
+      return kKeep;  // e.g. integer division by zero: leave it for the runtime to report
+    return std::optional(m.fold_to(static_cast<double>(integer)));
+  }
+  if (reference::apply_binary(op, m.value(0), m.value(1), out)) return std::optional(m.fold_to(out));
+  return kKeep;
+}
+
+// A splat keeps its value through any layout change.
+Replacement fold_layout(const Match& m) {
+  if (!all_constant(m)) return kKeep;
+  return std::optional(m.fold_to(m.value(0)));
+}
+
+Replacement fold_reduce(const Match& m) {
+  if (!m.is_constant(0)) return kKeep;
+  if (m.node.op != OpId::ReduceSum) return std::optional(m.fold_to(m.value(0)));
+  double count = static_cast<double>(m.operand(0).type.num_elements()) /
+                 static_cast<double>(std::max<int64_t>(m.node.type.num_elements(), 1));
+  return std::optional(m.fold_to(m.value(0) * count));
+}
+
+// x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, pow(x, 1) -> x
+Replacement identity_operand(const Match& m) {
+  switch (m.node.op) {
+    case OpId::Add:
+      if (m.is_splat(1, 0)) return std::optional(m.operands[0]);
+      if (m.is_splat(0, 0)) return std::optional(m.operands[1]);
+      return kKeep;
+    case OpId::Mul:
+      if (m.is_splat(1, 1)) return std::optional(m.operands[0]);
+      if (m.is_splat(0, 1)) return std::optional(m.operands[1]);
+      return kKeep;
+    case OpId::Sub:
+      return m.is_splat(1, 0) ? std::optional(m.operands[0]) : kKeep;
+    case OpId::Div:
+    case OpId::Pow:
+      return m.is_splat(1, 1) ? std::optional(m.operands[0]) : kKeep;
+    default: return kKeep;
+  }
+}
+
+Replacement double_negation(const Match& m) {
+  if (m.operand(0).op != OpId::Neg) return kKeep;
+  return std::optional(m.operand(0).operands[0]);
+}
+
+// Layout ops and casts that leave their operand unchanged.
+Replacement no_op_layout(const Match& m) {
+  if (m.node.type != m.operand(0).type) return kKeep;
+  if (m.node.op == OpId::Transpose)
+    for (size_t d = 0; d < m.node.attrs[0].ints.size(); ++d)
+      if (m.node.attrs[0].ints[d] != static_cast<int64_t>(d)) return kKeep;
+  return std::optional(m.operands[0]);
+}
+
+Replacement reshape_of_reshape(const Match& m) {
+  if (m.operand(0).op != OpId::Reshape) return kKeep;
+  auto id = m.builder.add(OpId::Reshape, {m.operand(0).operands[0]}, {}, &m.node.type);
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
+struct Rule {
+  const char* name;
+  bool (*matches)(OpId op);
+  Replacement (*rewrite)(const Match& m);
+};
+
+bool is_elementwise(OpId op) { return op_info(op).category == OpCategory::Elementwise; }
+bool is_reduction(OpId op) { return op_info(op).category == OpCategory::Reduction; }
+bool is_constant_preserving_layout(OpId op) {
+  return op == OpId::Broadcast || op == OpId::Reshape || op == OpId::Transpose || op == OpId::Slice;
+}
+
+constexpr Rule kRules[] = {
+    {"fold-elementwise", is_elementwise, fold_elementwise},
+    {"fold-layout", is_constant_preserving_layout, fold_layout},
+    {"fold-reduce", is_reduction, fold_reduce},
+    {"identity-operand", [](OpId op) { return op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Pow; }, identity_operand},
+    {"double-negation", [](OpId op) { return op == OpId::Neg; }, double_negation},
+    {"no-op-layout", [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; }, no_op_layout},
+    {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
+};
+
+Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands& operands) {
+  Match m{builder, node, operands};
+  for (const Rule& rule : kRules) {
+    if (!rule.matches(node.op)) continue;
+    auto replacement = rule.rewrite(m);
+    if (!replacement || *replacement) return replacement;
+  }
+  return kKeep;
+}
+
+class Canonicalize : public Pass {
+ public:
+  explicit Canonicalize(int64_t max_iterations) : max_iterations_(max_iterations) {}
+
+  Expected<bool> run(Module& module) override {
+    bool changed = false;
+    for (int64_t i = 0; i < max_iterations_; ++i) {
+      auto rebuilt = rebuild(module.graph, apply_rules);
+      if (!rebuilt) return rebuilt.error();
+      if (!rebuilt->changed) break;
+      replace_graph(module, std::move(rebuilt->graph));
+      changed = true;
+    }
+    return changed;
+  }
+
+ private:
+  int64_t max_iterations_;
+};
+
+LAZYLAB_REGISTER_PASS(PassInfo{
+    "canonicalize", "Algebraic simplification and constant folding, to a fixed point",
+    {{"max-iterations", OptionKind::Int, "8", "rewrite rounds before giving up on a fixed point", {}, {}}},
+    [](const PassOptions& options) { return std::make_unique<Canonicalize>(options.get_int("max-iterations")); }});
+
+}  // namespace
+}  // namespace lazylab

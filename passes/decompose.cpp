@@ -1,0 +1,105 @@
+// decompose: rewrites the composite ops (softmax, layernorm, gelu) into
+// primitives, using their definitions in ops.def:
+//   softmax(x)   = e / sum(e), e = exp(x - max(x))           along `axis`
+//   layernorm    = (x - mean) * rsqrt(var + eps) * w + b     over the last axis
+//   gelu(x)      = 0.5x(1 + tanh(0.7978845608(x + 0.044715x^3)))
+#include "core/graph_builder.h"
+#include "core/pass.h"
+#include "lazylab/reference_semantics.hpp"
+
+namespace lazylab {
+namespace {
+
+// A thin expression layer over GraphBuilder so each decomposition reads like
+// its formula; the first error sticks and is reported once.
+class Emitter {
+ public:
+  explicit Emitter(GraphBuilder& builder) : builder_(builder) {}
+
+  NodeId op(OpId op, Operands operands, const Attrs& attrs = {}, const TensorType* declared = nullptr) {
+    if (error_) return 0;
+    // Broadcast operands of elementwise ops to the widest shape.
+    if (op_info(op).category == OpCategory::Elementwise && operands.size() > 1) {
+      Dims shape = builder_.type(operands[0]).shape;
+      for (NodeId id : operands)
+        if (builder_.type(id).shape.size() > shape.size()) shape = builder_.type(id).shape;
+      for (NodeId& id : operands) id = take(builder_.broadcast_to(id, shape));
+    }
+    return error_ ? 0 : take(builder_.add(op, std::move(operands), attrs, declared));
+  }
+  NodeId scalar(double value, NodeId like) { return builder_.constant(value, builder_.type(like)); }
+  // Reduction keeping dims, then broadcast back to `x`'s shape.
+  NodeId reduce_keep(OpId reduce, NodeId x, int64_t axis) {
+    Attrs attrs;
+    attrs[0].ints = {axis};
+    attrs[1].i = 1;
+    NodeId reduced = op(reduce, {x}, attrs);
+    return error_ ? 0 : take(builder_.broadcast_to(reduced, builder_.type(x).shape));
+  }
+  Expected<std::optional<NodeId>> result(NodeId id) {
+    if (error_) return *error_;
+    return std::optional<NodeId>(id);
+  }
+
+ private:
+  NodeId take(Expected<NodeId> id) {
+    if (!id) {
+      error_ = id.error();
+      return 0;
+    }
+    return *id;
+  }
+  GraphBuilder& builder_;
+  std::optional<Error> error_;
+};
+
+Expected<std::optional<NodeId>> decompose_softmax(Emitter& e, NodeId x, int64_t axis) {
+  NodeId shifted = e.op(OpId::Sub, {x, e.reduce_keep(OpId::ReduceMax, x, axis)});
+  NodeId exps = e.op(OpId::Exp, {shifted});
+  return e.result(e.op(OpId::Div, {exps, e.reduce_keep(OpId::ReduceSum, exps, axis)}));
+}
+
+Expected<std::optional<NodeId>> decompose_layernorm(Emitter& e, GraphBuilder& b, const Node& node,
+                                                    const Operands& operands) {
+  NodeId x = operands[0];
+  int64_t last = b.type(x).rank() - 1;
+  NodeId centered = e.op(OpId::Sub, {x, e.reduce_keep(OpId::ReduceMean, x, last)});
+  NodeId variance = e.reduce_keep(OpId::ReduceMean, e.op(OpId::Mul, {centered, centered}), last);
+  NodeId inv_std = e.op(OpId::Rsqrt, {e.op(OpId::Add, {variance, e.scalar(node.attrs[0].f, x)})});
+  NodeId normalized = e.op(OpId::Mul, {centered, inv_std});
+  return e.result(e.op(OpId::Add, {e.op(OpId::Mul, {normalized, operands[1]}), operands[2]}));
+}
+
+Expected<std::optional<NodeId>> decompose_gelu(Emitter& e, NodeId x) {
+  NodeId cube = e.op(OpId::Mul, {e.op(OpId::Mul, {x, x}), x});
+  NodeId inner = e.op(OpId::Add, {x, e.op(OpId::Mul, {e.scalar(reference::kGeluCubic, x), cube})});
+  NodeId t = e.op(OpId::Tanh, {e.op(OpId::Mul, {e.scalar(reference::kGeluScale, x), inner})});
+  NodeId half_x = e.op(OpId::Mul, {e.scalar(0.5, x), x});
+  return e.result(e.op(OpId::Mul, {half_x, e.op(OpId::Add, {e.scalar(1.0, x), t})}));
+}
+
+Expected<std::optional<NodeId>> decompose_node(GraphBuilder& builder, const Node& node, const Operands& operands) {
+  Emitter e(builder);
+  switch (node.op) {
+    case OpId::Softmax: return decompose_softmax(e, operands[0], node.attrs[0].i);
+    case OpId::Layernorm: return decompose_layernorm(e, builder, node, operands);
+    case OpId::Gelu: return decompose_gelu(e, operands[0]);
+    default: return std::optional<NodeId>{};
+  }
+}
+
+class Decompose : public Pass {
+ public:
+  Expected<bool> run(Module& module) override {
+    auto rebuilt = rebuild(module.graph, decompose_node);
+    if (!rebuilt) return rebuilt.error();
+    if (rebuilt->changed) replace_graph(module, std::move(rebuilt->graph));
+    return rebuilt->changed;
+  }
+};
+
+LAZYLAB_REGISTER_PASS(PassInfo{"decompose", "Rewrite composite ops (softmax, layernorm, gelu) into primitives", {},
+                               [](const PassOptions&) { return std::make_unique<Decompose>(); }});
+
+}  // namespace
+}  // namespace lazylab
