@@ -39,7 +39,10 @@ uint64_t hash_node(const Node& node, std::span<const Node> earlier_nodes) {
   words.push(node.type.shape.size());
   for (int64_t d : node.type.shape) words.push(static_cast<uint64_t>(d));
   words.push(node.operands.size());
-  for (NodeId operand : node.operands) words.push(earlier_nodes[operand].hash);
+  // An out-of-range operand (a malformed graph the verifier will reject)
+  // hashes as a sentinel instead of reading out of bounds.
+  for (NodeId operand : node.operands)
+    words.push(operand < earlier_nodes.size() ? earlier_nodes[operand].hash : ~uint64_t{0});
   const OpInfo& info = op_info(node.op);
   for (int a = 0; a < info.num_attrs; ++a) {
     const AttrValue& value = node.attrs[a];

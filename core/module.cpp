@@ -21,8 +21,8 @@ void replace_graph(Module& module, Graph graph) {
 }
 
 std::string print_module(const Module& module) {
-  if (module.program) return print_graph(module.graph) + print_program(*module.program, module.graph);
-  std::string out = print_graph(module.graph);
+  if (module.program) return print_graph(module.graph, module.name) + print_program(*module.program, module.graph);
+  std::string out = print_graph(module.graph, module.name);
   if (module.kernel_of.empty()) return out;
   out += "kernels {\n";
   for (size_t k = 0; k < module.num_kernels(); ++k) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/graph.h"
@@ -11,6 +12,7 @@
 namespace lazylab {
 
 struct Module {
+  std::string name = "main";  // printed as graph @name
   Graph graph;
   // Kernel id per node, set by a fusion strategy; -1 for nodes in no kernel
   // (parameters, dead nodes). Empty until fusion runs.

@@ -67,9 +67,10 @@ Expected<Graph> capture_workload(const ShowOptions& o) {
   return context.capture();
 }
 
-Status show_graph(Graph graph, const ShowOptions& o, const Pipeline& pipeline) {
+Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, const Pipeline& pipeline) {
   LAZYLAB_TRY(verify(graph));
   Module module;
+  module.name = name;
   module.graph = std::move(graph);
   PassManagerOptions pm{o.verify_each, o.print_after_all, {o.print_after.begin(), o.print_after.end()}, &std::cout};
   auto stats = run_pipeline(pipeline, module, pm);
@@ -92,7 +93,7 @@ int show_file(const ShowOptions& o, const Pipeline& pipeline) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (i) std::cout << "// -----\n";
     auto parsed = parse_graph(chunks[i].text, o.target, chunks[i].first_line);
-    Status status = parsed ? show_graph(std::move(parsed->graph), o, pipeline) : Status(parsed.error());
+    Status status = parsed ? show_graph(std::move(parsed->graph), parsed->name, o, pipeline) : Status(parsed.error());
     if (!status) {
       std::cerr << "lazylab: " << status.error().message << "\n";
       exit = kExitError;
@@ -130,7 +131,7 @@ int show_command(const Args& args) {
   }
   if (o.target.ends_with(".lzir")) return show_file(o, pipeline);
   auto graph = capture_workload(o);
-  Status status = graph ? show_graph(std::move(*graph), o, pipeline) : Status(graph.error());
+  Status status = graph ? show_graph(std::move(*graph), o.target, o, pipeline) : Status(graph.error());
   if (!status) {
     std::cerr << "lazylab: " << status.error().message << "\n";
     return kExitError;

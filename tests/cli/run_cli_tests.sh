@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The CLI tested the way a user runs it.
+# usage: run_cli_tests.sh LAZYLAB SOURCE_ROOT TESTS_BUILD_DIR
+set -uo pipefail
+lazylab=$(realpath "$1") src=$2 test_build=$(realpath "$3")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$src"
+passed=0 failed=0
+
+# check NAME EXPECTED_EXIT PATTERN -- COMMAND...: runs COMMAND, checks its exit
+# code and that stdout+stderr match the extended regex PATTERN.
+check() {
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out status
+  out=$("$@" 2>&1)
+  status=$?
+  if [[ $status -ne $want ]]; then
+    echo "FAIL $name: exit $status, expected $want"; echo "$out" | head -20; failed=$((failed + 1)); return
+  fi
+  if ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: output does not match /$pattern/"; echo "$out" | head -20; failed=$((failed + 1)); return
+  fi
+  echo "ok   $name"; passed=$((passed + 1))
+}
+
+experiment() {  # experiment FILE LINES...: writes a small experiment
+  local file=$1; shift
+  printf '%s\n' "$@" > "$file"
+}
+
+check "help lists commands" 0 "run +run an experiment" -- "$lazylab" --help
+check "no command is a usage error" 2 "usage: lazylab COMMAND" -- "$lazylab"
+check "unknown command" 2 "unknown command 'rn'" -- "$lazylab" rn
+for command in run show passes backends workloads; do
+  check "$command --help" 0 "usage: lazylab $command" -- "$lazylab" "$command" --help
+done
+check "run needs an experiment" 2 "required" -- "$lazylab" run
+check "unknown option" 2 "unrecognised option|unrecognized option" -- "$lazylab" passes --colour
+
+# The quickstart, as the README runs it (reports into a scratch folder).
+check "quickstart runs" 0 "wrote .*quickstart.json" -- "$lazylab" run experiments/quickstart.yaml -o "$work/qs" -q
+check "quickstart JSON is complete" 0 "ok" -- python3 -c "
+import json, sys
+r = json.load(open('$work/qs/quickstart.json'))
+assert r['schema_version'] == 1, r['schema_version']
+assert r['all_correct'] is True
+assert len(r['cells']) == 16, len(r['cells'])
+assert len(r['experiment']['hash']) == 16
+for c in r['cells']:
+    assert c['correctness']['pass'] and c['step_ms']['median'] > 0 and c['kernels'] > 0, c
+    assert c['metrics']['cache_misses'] == 1, c['metrics']
+    assert c['passes'], c
+tiny = [c for c in r['cells'] if c['workload'] == 'chain-tiny']
+assert all('step_us_per_op' in c for c in tiny)
+base = [c for c in r['cells'] if c['pipeline'] == 'eager']
+assert all(c['speedup_vs_baseline'] == 1.0 for c in base)
+print('ok')"
+check "quickstart Markdown" 0 "\| chain-tiny \| eager \| interp \|" -- cat "$work/qs/quickstart.md"
+
+# Malformed experiments: a clear error, exit 1, and no report.
+experiment "$work/bad-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" "colour: blue" \
+  "report: {json: r.json}"
+check "unknown YAML key" 1 "bad-key.yaml:5: colour: unknown key" -- "$lazylab" run "$work/bad-key.yaml" -o "$work/out1"
+check "no report after an error" 1 "" -- test -e "$work/out1/r.json"
+experiment "$work/bad-type.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" "repeat: {runs: lots}"
+check "wrong YAML type" 1 "repeat.runs: expected an integer, got 'lots'" -- "$lazylab" run "$work/bad-type.yaml"
+experiment "$work/bad-yaml.yaml" "name: t" "workloads: [chain-tiny" "pipelines: {p: lower}"
+check "malformed YAML" 1 "bad-yaml.yaml:3:[0-9]+: malformed YAML" -- "$lazylab" run "$work/bad-yaml.yaml"
+experiment "$work/bad-pass.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'cse,bogus,lower'}" "backends: [interp]" \
+  "report: {json: r.json}"
+check "unknown pass in a pipeline" 1 "pipelines.p: pipeline 'cse,bogus,lower': unknown pass 'bogus'" -- \
+  "$lazylab" run "$work/bad-pass.yaml" -o "$work/out2"
+check "no report after a pipeline error" 1 "" -- test -e "$work/out2/r.json"
+experiment "$work/bad-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{strategy=magic},lower'}" "backends: [interp]"
+check "bad pass option" 1 "option 'strategy' expects one of \{none\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
+experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
+check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
+experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
+check "wrong plugin ABI" 1 "built for plugin ABI 2.0, this lazylab speaks 1.0" -- "$lazylab" run "$work/abi.yaml"
+experiment "$work/bad-param.yaml" "name: t" "workloads: [{name: softmax, params: {colums: 3}}]" "pipelines: {p: lower}" "backends: [interp]"
+check "unknown workload parameter" 1 "workload 'softmax' has no parameter 'colums'" -- "$lazylab" run "$work/bad-param.yaml"
+check "missing experiment file" 1 "nowhere.yaml: cannot open experiment file" -- "$lazylab" run "$work/nowhere.yaml"
+experiment "$work/nolower.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: cse}" "backends: [interp]"
+check "pipeline without lower" 1 "end it with 'lower'" -- "$lazylab" run "$work/nolower.yaml"
+
+# show
+printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
+check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"
+check "missing .lzir file" 1 "nothing.lzir: cannot open" -- "$lazylab" show "$work/nothing.lzir"
+check "unknown workload" 1 "unknown workload 'chian'" -- "$lazylab" show chian
+check "show a workload after a pipeline" 0 "program \{  // 5 kernels" -- \
+  "$lazylab" show chain-tiny --param iters=1 --pipeline 'canonicalize,cse,dce,lower'
+check "show --dot" 0 "digraph G" -- "$lazylab" show softmax --param rows=2 --param cols=4 --pipeline decompose,fuse --dot
+check "show --print-after-all" 0 "IR after cse //" -- "$lazylab" show experiments/workloads/axpy.lzir --pipeline cse,dce --print-after-all
+check "show with an unknown pass" 1 "unknown pass 'csee'" -- "$lazylab" show chain-tiny --pipeline csee
+check "show with a bad param" 1 "expected NAME=INTEGER" -- "$lazylab" show chain-tiny --param iters
+
+# listings
+check "passes lists every pass" 0 "strategy=\{none\} \(default none\)" -- "$lazylab" passes
+check "backends lists interp" 0 "interp +Reference interpreter" -- "$lazylab" backends
+check "a broken plugin on the path is listed as unusable" 0 "wrongabi +UNUSABLE: .*ABI 2.0" -- \
+  env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends
+check "workloads lists the suite" 0 "gpt2-block" -- "$lazylab" workloads
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,30 @@
+// A backend whose compile and execute fail, to check that plugin errors
+// reach the caller as values with the plugin's message.
+#include <stdexcept>
+
+#include "lazylab/backend_plugin.hpp"
+
+namespace {
+
+class FailingExecutable : public lazylab::plugin::Executable {
+ public:
+  void execute(const void* const*, void* const*) override { throw std::runtime_error("device on fire"); }
+};
+
+class FailingBackend : public lazylab::plugin::Backend {
+ public:
+  explicit FailingBackend(const std::map<std::string, std::string>& options) : fail_compile_(options.count("fail-compile")) {}
+  void capabilities(lazylab_capabilities&) const override {}
+  std::string device_description() const override { return "nothing"; }
+  std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {
+    if (fail_compile_) throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");
+    return std::make_unique<FailingExecutable>();
+  }
+
+ private:
+  bool fail_compile_;
+};
+
+}  // namespace
+
+LAZYLAB_DEFINE_BACKEND(FailingBackend, "failing", "fails on purpose (tests)")

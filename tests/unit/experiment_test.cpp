@@ -1,0 +1,77 @@
+// Experiment YAML: every malformed input names the key path and line.
+#include "runner/experiment.h"
+#include "support.h"
+
+using namespace lazylab;
+
+namespace {
+
+const std::string kValid = R"(name: t
+workloads:
+  - chain-tiny
+  - name: softmax
+    params: {rows: 4, cols: 8}
+pipelines:
+  eager: "fuse,lower"
+  clean: "cse,dce,lower"
+backends: [interp]
+)";
+
+std::string error_of(const std::string& text) {
+  auto parsed = parse_experiment(text, "x.yaml");
+  REQUIRE_FALSE(parsed.ok());
+  return parsed.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("a minimal experiment parses with defaults") {
+  auto e = parse_experiment(kValid, "dir/x.yaml");
+  REQUIRE(e.ok());
+  CHECK(e->workloads.size() == 2);
+  CHECK(e->workloads[1].params.at("cols") == 8);
+  CHECK(e->pipelines[1].name == "clean");  // YAML order is kept
+  CHECK(e->baseline == "eager");
+  CHECK(e->runs == 10);
+  CHECK(e->reference.backend == "interp");
+  CHECK(e->hash != 0);
+}
+
+TEST_CASE("file workloads resolve against the experiment's folder") {
+  auto e = parse_experiment("name: t\nworkloads: [{file: w/a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n", "exp/x.yaml");
+  REQUIRE(e.ok());
+  CHECK(e->workloads[0].name == "exp/w/a.lzir");
+}
+
+TEST_CASE("malformed experiments are errors with the key path") {
+  CHECK(error_of(kValid + "colour: blue\n") ==
+        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, name, pipelines, reference, repeat, report, seed, workloads)");
+  CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
+  CHECK(error_of(kValid + "repeat: {runs: 0}\n") == "x.yaml:10: repeat: needs warmup >= 0 and runs >= 1");
+  CHECK(error_of(kValid + "reference: {rtol: tight}\n") == "x.yaml:10: reference.rtol: expected a number, got 'tight'");
+  CHECK(error_of(kValid + "baseline: turbo\n") == "x.yaml:10: baseline: 'turbo' is not one of the pipelines");
+  CHECK(error_of("name: t\npipelines: {p: lower}\nbackends: [interp]\n") == "x.yaml:1: workloads: missing required key");
+  CHECK(error_of("name: t\nworkloads: [{name: chain, params: {n: big}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0].params.n: expected an integer, got 'big'");
+  CHECK(error_of("name: t\nworkloads: [{name: chain, file: a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0]: give exactly one of 'name' or 'file'");
+  CHECK(error_of("name: t\nworkloads: [{nme: chain}]\npipelines: {p: lower}\nbackends: [interp]\n").find("workloads[0].nme: unknown key") != std::string::npos);
+  CHECK(error_of("name: t\nworkloads: [chain]\npipelines: [lower]\nbackends: [interp]\n") ==
+        "x.yaml:3: pipelines: expected a non-empty mapping of name: pipeline text");
+  CHECK(error_of("name: t\nworkloads: [chain\n") .find("x.yaml:3:1: malformed YAML") == 0);
+}
+
+TEST_CASE("unknown workloads and parameters are reported when the workload is made") {
+  auto unknown = make_workload("chian", {});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("unknown workload 'chian' (built-in: chain, chain-small, chain-tiny") == 0);
+  auto bad_param = make_workload("softmax", {{"colums", 3}});
+  REQUIRE_FALSE(bad_param.ok());
+  CHECK(bad_param.error().message == "workload 'softmax' has no parameter 'colums' (parameters: cols, rows)");
+  auto negative = make_workload("softmax", {{"cols", -3}});
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.error().message == "workload 'softmax': parameter 'cols' must be positive, got -3");
+  auto missing = make_workload("nowhere.lzir", {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message == "nowhere.lzir: cannot open workload file");
+}

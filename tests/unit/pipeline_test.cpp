@@ -1,0 +1,96 @@
+// Textual pipelines, typed options, and the pass manager's bookkeeping.
+#include <sstream>
+
+#include "core/pass_manager.h"
+#include "core/text_format.h"
+#include "support.h"
+
+using namespace lazylab;
+
+namespace {
+
+std::string pipeline_error(const std::string& text) {
+  auto parsed = parse_pipeline(text);
+  REQUIRE_FALSE(parsed.ok());
+  return parsed.error().message;
+}
+
+Module module_from(const std::string& text) {
+  auto parsed = parse_graph(text);
+  REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? "" : parsed.error().message));
+  Module module;
+  module.graph = std::move(parsed->graph);
+  return module;
+}
+
+}  // namespace
+
+TEST_CASE("pipelines parse with defaults spelled out canonically") {
+  auto p = parse_pipeline(" canonicalize , cse,fuse{strategy=none} ,lower");
+  REQUIRE(p.ok());
+  CHECK(p->passes.size() == 4);
+  CHECK(p->canonical == "canonicalize{max-iterations=8},cse,fuse{strategy=none},lower");
+  CHECK(parse_pipeline("canonicalize{max-iterations=8},cse,fuse,lower")->fingerprint == p->fingerprint);
+  CHECK(parse_pipeline("canonicalize{max-iterations=3},cse,fuse,lower")->fingerprint != p->fingerprint);
+}
+
+TEST_CASE("pipeline errors name the pass, the option and the value") {
+  CHECK(pipeline_error("cse,bogus").find("unknown pass 'bogus' (known: canonicalize, cse, dce, decompose, fuse, lower") != std::string::npos);
+  CHECK(pipeline_error("fuse{strategy=magic}").find("option 'strategy' expects one of {none") != std::string::npos);
+  CHECK(pipeline_error("fuse{colour=red}").find("pass 'fuse' has no option 'colour' (options: strategy)") != std::string::npos);
+  CHECK(pipeline_error("canonicalize{max-iterations=lots}").find("option 'max-iterations' expects an integer, got 'lots'") != std::string::npos);
+  CHECK(pipeline_error("cse,,dce").find("empty pass name") != std::string::npos);
+  CHECK(pipeline_error("fuse{strategy=none").find("unbalanced '{'") != std::string::npos);
+  CHECK(pipeline_error("fuse{strategy}").find("needs the form name=value") != std::string::npos);
+}
+
+TEST_CASE("the pass manager times passes, counts nodes and kernels, prints IR after") {
+  Module module = module_from(R"(graph @g {
+  %0 = parameter {ordinal = 0} : f32[4]
+  %1 = exp(%0) : f32[4]
+  %2 = exp(%0) : f32[4]
+  %3 = add(%1, %2) : f32[4]
+  return %3
+})");
+  std::ostringstream ir;
+  PassManagerOptions options{true, false, {"cse"}, &ir};
+  auto stats = run_pipeline(*parse_pipeline("cse,fuse,lower"), module, options);
+  REQUIRE(stats.ok());
+  REQUIRE(stats->size() == 3);
+  CHECK((*stats)[0].nodes_before == 4);
+  CHECK((*stats)[0].nodes_after == 3);
+  CHECK((*stats)[0].changed);
+  CHECK((*stats)[1].kernels_after == 2);
+  CHECK((*stats)[0].milliseconds >= 0);
+  CHECK(ir.str().find("// -----// IR after cse //----- //") != std::string::npos);
+  CHECK(ir.str().find("IR after fuse") == std::string::npos);
+  REQUIRE(module.program);
+  CHECK(module.program->kernels.size() == 2);
+}
+
+TEST_CASE("lower refuses a partition with a cycle between kernels") {
+  Module module = module_from(R"(graph @g {
+  %0 = parameter {ordinal = 0} : f32[4]
+  %1 = exp(%0) : f32[4]
+  %2 = neg(%1) : f32[4]
+  %3 = add(%1, %2) : f32[4]
+  return %3
+})");
+  // %1 and %3 in one kernel, %2 in another: k0 -> k1 -> k0.
+  module.kernel_of = {-1, 0, 1, 0};
+  auto stats = run_pipeline(*parse_pipeline("lower"), module);
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.error().message == "pass lower: the kernel partition has a cycle between kernels");
+}
+
+TEST_CASE("a pipeline that does not lower cannot run") {
+  auto backend = lazylab::testing::interp_backend();
+  Engine engine(*parse_pipeline("cse"), *backend);
+  Context ctx(engine);
+  Tensor x = ctx.from_vector<float>({1}, {1});
+  Tensor y = x + 1.0;
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message.find("end it with 'lower'") != std::string::npos);
+  CHECK_FALSE(y.ok());
+}

@@ -1,0 +1,72 @@
+// Loading backend plugins: every failure is a clear error naming the file.
+#include <cstdlib>
+
+#include "support.h"
+
+#ifndef LAZYLAB_TEST_PLUGIN_DIR
+#error "LAZYLAB_TEST_PLUGIN_DIR must name the folder holding the test plugins"
+#endif
+
+using namespace lazylab;
+
+namespace {
+
+std::string load_error(const std::string& name, const std::string& options = "") {
+  auto backend = load_backend(name, options);
+  REQUIRE_FALSE(backend.ok());
+  return backend.error().message;
+}
+
+const std::string kDir = LAZYLAB_TEST_PLUGIN_DIR;
+
+}  // namespace
+
+TEST_CASE("the interpreter loads by name from the build tree") {
+  auto backend = load_backend("interp");
+  REQUIRE(backend.ok());
+  CHECK((*backend)->name() == "interp");
+  CHECK((*backend)->capabilities().supports_op[LAZYLAB_OP_Add]);
+  CHECK_FALSE((*backend)->capabilities().supports_op[LAZYLAB_OP_Parameter]);
+}
+
+TEST_CASE("a missing plugin names the file it looked for and where") {
+  std::string message = load_error("nonexistent");
+  CHECK(message.find("backend 'nonexistent': no lazylab-backend-nonexistent.so in the plugin path [") == 0);
+  CHECK(load_error("/no/such/dir/lazylab-backend-x.so") == "backend plugin /no/such/dir/lazylab-backend-x.so: no such file");
+}
+
+TEST_CASE("a wrong ABI major version is refused") {
+  std::string path = kDir + "/lazylab-backend-wrongabi.so";
+  CHECK(load_error(path) == "backend plugin " + path + ": it was built for plugin ABI 2.0, this lazylab speaks 1.0; rebuild it");
+}
+
+TEST_CASE("a shared object without the entry point is refused") {
+  std::string path = kDir + "/lazylab-backend-noentry.so";
+  CHECK(load_error(path) == "backend plugin " + path + ": missing entry point 'lazylab_backend_entry' (not a lazylab backend plugin?)");
+}
+
+TEST_CASE("LAZYLAB_PLUGIN_PATH is searched first") {
+  setenv("LAZYLAB_PLUGIN_PATH", kDir.c_str(), 1);
+  auto backend = load_backend("failing");
+  unsetenv("LAZYLAB_PLUGIN_PATH");
+  REQUIRE(backend.ok());
+  CHECK((*backend)->name() == "failing");
+}
+
+TEST_CASE("bad backend options, compile failures and execute failures come back as errors") {
+  CHECK(load_error("interp", "threads=4") == "backend plugin " + load_backend("interp").value()->path() +
+                                                 ": create: interp takes no options, got 'threads'");
+  CHECK(load_error("interp", "garbage").find("backend option 'garbage' is not key=value") != std::string::npos);
+  for (bool fail_compile : {true, false}) {
+    auto backend = load_backend(kDir + "/lazylab-backend-failing.so", fail_compile ? "fail-compile=1" : "");
+    REQUIRE(backend.ok());
+    Engine engine(lazylab::testing::pipeline("lower"), **backend);
+    Context ctx(engine);
+    Tensor y = ctx.from_vector<float>({1}, {1}) + 1.0;
+    Status status = ctx.sync();
+    REQUIRE_FALSE(status.ok());
+    if (fail_compile) CHECK(status.error().message == "backend failing: compile: kernel for op 1 failed to compile");
+    else CHECK(status.error().message == "execute: device on fire");
+    CHECK_FALSE(y.ok());
+  }
+}

@@ -1,0 +1,103 @@
+// The tensor API: NumPy broadcasting, errors as values, lazy syncs.
+#include "support.h"
+
+using namespace lazylab;
+using namespace lazylab::testing;
+
+TEST_CASE("broadcast_shapes follows NumPy") {
+  CHECK(*broadcast_shapes({3, 1}, {1, 4}) == Dims{3, 4});
+  CHECK(*broadcast_shapes({4}, {2, 3, 4}) == Dims{2, 3, 4});
+  CHECK(*broadcast_shapes({}, {5}) == Dims{5});
+  auto bad = broadcast_shapes({3}, {4});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "shapes [3] and [4] do not broadcast");
+}
+
+TEST_CASE("binary ops insert broadcast nodes and compute NumPy results") {
+  Session s;
+  Tensor column = s.ctx.from_vector<float>({1, 2}, {2, 1});
+  Tensor row = s.ctx.from_vector<float>({10, 20, 30}, {3});
+  Tensor sum = column + row;
+  CHECK(sum.shape() == Dims{2, 3});
+  check_close(values(sum), {11, 21, 31, 12, 22, 32});
+}
+
+TEST_CASE("shape mismatch is an error value that propagates") {
+  Session s;
+  Tensor a = s.ctx.from_vector<float>({1, 2, 3}, {3});
+  Tensor b = s.ctx.from_vector<float>({1, 2}, {2});
+  Tensor c = a + b;
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error()->message == "add: shapes [3] and [2] do not broadcast");
+  Tensor d = exp(c) * 2.0;
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error()->message == c.error()->message);
+  auto read = d.to_vector<float>();
+  REQUIRE_FALSE(read.ok());
+  // The failed ops recorded nothing: the context still works.
+  check_close(values(a * 2.0), {2, 4, 6});
+}
+
+TEST_CASE("dtype mismatch and bad axes are errors") {
+  Session s;
+  Tensor f = s.ctx.from_vector<float>({1}, {1});
+  Tensor i = s.ctx.from_vector<int32_t>({1}, {1});
+  Tensor mixed = f + i;
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.error()->message.find("operand types differ") != std::string::npos);
+  Tensor bad_axis = sum(f, {3});
+  REQUIRE_FALSE(bad_axis.ok());
+  CHECK(bad_axis.error()->message == "reduce_sum: axis 3 out of range for rank 1");
+  Tensor needs_float = exp(i);
+  REQUIRE_FALSE(needs_float.ok());
+  CHECK(needs_float.error()->message.find("floating-point") != std::string::npos);
+  Tensor bad_matmul = matmul(s.ctx.from_vector<float>({1, 2}, {1, 2}), s.ctx.from_vector<float>({1, 2, 3}, {3, 1}));
+  REQUIRE_FALSE(bad_matmul.ok());
+  CHECK(bad_matmul.error()->message.find("contracting dimensions differ") != std::string::npos);
+}
+
+TEST_CASE("nothing runs until a sync point; a host read syncs") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
+  Tensor y = relu(x * 3.0 - 4.0);
+  CHECK(y.pending());
+  CHECK(s.ctx.metrics().traces == 0);
+  CHECK(s.ctx.pending_nodes() > 0);
+  check_close(values(y), {0, 2});
+  CHECK_FALSE(y.pending());
+  CHECK(s.ctx.metrics().traces == 1);
+  CHECK(s.ctx.pending_nodes() == 0);
+}
+
+TEST_CASE("sync computes every live pending tensor in one graph") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
+  Tensor a = x + 1.0, b = x * 2.0;
+  REQUIRE(s.ctx.sync().ok());
+  CHECK_FALSE(a.pending());
+  CHECK_FALSE(b.pending());
+  CHECK(s.ctx.metrics().cache_misses == 1);
+  check_close(values(a), {2, 3});
+  check_close(values(b), {2, 4});
+  CHECK(s.ctx.metrics().traces == 1);
+}
+
+TEST_CASE("x += y rebinds; the IR stays functional") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
+  Tensor original = x;
+  x += x;
+  check_close(values(x), {2, 4});
+  check_close(values(original), {1, 2});
+}
+
+TEST_CASE("a capture-only context reports that it cannot run") {
+  Context ctx;
+  Tensor x = ctx.from_vector<float>({1}, {1});
+  Tensor y = x + 1.0;
+  Graph graph = ctx.capture();
+  CHECK(graph.roots().size() == 1);
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message.find("no engine") != std::string::npos);
+}

@@ -1,0 +1,89 @@
+// .lzir: round trips keep the hash; errors name line and column.
+#include "core/text_format.h"
+#include "core/verifier.h"
+#include "runner/workload.h"
+#include "support.h"
+
+using namespace lazylab;
+
+namespace {
+
+std::string parse_error(const std::string& text) {
+  auto parsed = parse_graph(text, "t.lzir");
+  REQUIRE_FALSE(parsed.ok());
+  return parsed.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("every built-in workload prints and parses back to an equal graph") {
+  for (const WorkloadInfo& info : builtin_workloads()) {
+    CAPTURE(info.name);
+    auto workload = make_builtin_workload(info.name, info.name == "gpt2-block" ? WorkloadParams{{"channels", 16}, {"heads", 2}, {"seq", 4}, {"batch", 1}} : WorkloadParams{});
+    REQUIRE(workload.ok());
+    Context ctx;
+    std::vector<Tensor> inputs;
+    for (const HostTensor& input : (*workload)->make_inputs(1)) inputs.push_back(ctx.from_buffer(input.type, input.data));
+    std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
+    Graph graph = ctx.capture();
+    REQUIRE(verify(graph).ok());
+    std::string text = print_graph(graph);
+    auto parsed = parse_graph(text);
+    REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? "" : parsed.error().message));
+    CHECK(parsed->graph.hash() == graph.hash());
+    CHECK(structurally_equal(parsed->graph, graph));
+    CHECK(print_graph(parsed->graph) == text);
+  }
+}
+
+TEST_CASE("attributes of every kind round-trip, including inf and exact floats") {
+  std::string text = R"(graph @g {
+  %0 = parameter {ordinal = 0} : f32[2,3]
+  %1 = constant {value = -inf} : f32[2,3]
+  %2 = constant {value = 0.1} : f64[]
+  %3 = max(%0, %1) : f32[2,3]
+  %4 = reduce_sum(%3) {axes = [0, 1], keepdim = true} : f32[1,1]
+  %5 = slice(%0) {start = [0, 1], limit = [2, 3], stride = [1, 2]} : f32[2,1]
+  return %4, %5, %2
+}
+)";
+  auto parsed = parse_graph(text);
+  REQUIRE(parsed.ok());
+  CHECK(print_graph(parsed->graph, "g") == text);
+  CHECK(parsed->graph.node(2).attrs[0].f == 0.1);
+}
+
+TEST_CASE("names are free-form and comments are ignored") {
+  auto parsed = parse_graph("// leading comment\ngraph @n { %x = parameter {ordinal = 0} : i32[2] // trailing\n %double_x = add(%x, %x) : i32[2]\n return %double_x }");
+  REQUIRE(parsed.ok());
+  CHECK(parsed->name == "n");
+  CHECK(parsed->graph.size() == 2);
+}
+
+TEST_CASE("parse errors name the line and column") {
+  CHECK(parse_error("graph @g {\n  %0 = frobnicate : f32[1]\n  return %0\n}") == "t.lzir:2:8: unknown op 'frobnicate'");
+  CHECK(parse_error("graph @g {\n  %0 = neg(%1) : f32[1]\n  return %0\n}") == "t.lzir:2:12: use of undefined value %1");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f33[1]\n  return %0\n}") == "t.lzir:2:34: unknown dtype 'f33'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter : f32[1]\n  return %0\n}") == "t.lzir:2:18: op 'parameter' needs attribute 'ordinal'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0, axis = 1} : f32[1]\n  return %0\n}") == "t.lzir:2:32: op 'parameter' has no attribute 'axis'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = x} : f32[1]\n  return %0\n}") == "t.lzir:2:29: expected an integer, found 'x'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n  %0 = neg(%0) : f32[1]\n  return %0\n}") == "t.lzir:3:3: value %0 defined twice");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n") == "t.lzir:3:1: unexpected end of input inside graph");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n  return %0\n} extra") == "t.lzir:4:3: unexpected text after the graph");
+}
+
+TEST_CASE("type errors in the text are reported at the op") {
+  std::string message = parse_error(
+      "graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = parameter {ordinal = 1} : f32[3]\n  %2 = add(%0, %1) : f32[2]\n  return %2\n}");
+  CHECK(message == "t.lzir:4:8: add: operand types differ: f32[2] vs f32[3]");
+  message = parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = exp(%0) : f32[3]\n  return %1\n}");
+  CHECK(message == "t.lzir:3:8: exp: declared type f32[3] but operands give f32[2]");
+  message = parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = reshape(%0) : f32[3]\n  return %1\n}");
+  CHECK(message == "t.lzir:3:8: reshape: cannot reshape f32[2] to f32[3]");
+}
+
+TEST_CASE("a parsed file keeps line numbers when split") {
+  auto parsed = parse_graph("graph @g {\n  %0 = nope : f32[1]\n  return %0 }", "f.lzir", 10);
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.error().message == "f.lzir:11:8: unknown op 'nope'");
+}
