@@ -36,10 +36,11 @@ const Error* Tensor::error() const {
   return impl_->error.get();
 }
 
-const TensorType& Tensor::type() const {
-  static const TensorType kNone;
-  return impl_ ? impl_->type : kNone;
-}
+namespace {
+const TensorType kNoType;
+}  // namespace
+
+const TensorType& Tensor::type() const { return impl_ ? impl_->type : kNoType; }
 
 Context& Tensor::context() const { return *impl_->context; }
 
@@ -103,7 +104,7 @@ Tensor Context::from_buffer(TensorType type, BufferPtr data) {
 Tensor Context::full(double value, TensorType type) {
   Attrs attrs;
   attrs[0].f = value;
-  return record(OpId::Constant, {}, attrs, &type);
+  return record(OpId::Constant, std::span<const Tensor* const>(), attrs, &type);
 }
 
 Tensor Context::dynamic_scalar(double value, DType dtype) {
@@ -122,7 +123,7 @@ Tensor Context::dynamic_scalar(double value, DType dtype) {
 Tensor Context::iota(TensorType type, int64_t axis) {
   Attrs attrs;
   attrs[0].i = axis;
-  return record(OpId::Iota, {}, attrs, &type);
+  return record(OpId::Iota, std::span<const Tensor* const>(), attrs, &type);
 }
 
 Expected<NodeId> Context::node_for(const Tensor& operand) {
@@ -140,19 +141,25 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   return impl->parameter_node;
 }
 
-Tensor Context::record(OpId op, std::span<const Tensor> operands, const Attrs& attrs,
+Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs,
                        const TensorType* declared) {
   Operands ids;
   boost::container::small_vector<const TensorType*, 3> types;
-  for (const Tensor& operand : operands) {
-    auto id = node_for(operand);
+  for (const Tensor* operand : operands) {
+    auto id = node_for(*operand);
     if (!id) return error_tensor(id.error());
     ids.push_back(*id);
-    types.push_back(&operand.type());
+    types.push_back(&operand->type());
   }
   auto type = infer_type(op, std::span(types.data(), types.size()), attrs, declared);
   if (!type) return error_tensor(type.error());
-  return make_pending(trace_.add(op, std::move(*type), std::move(ids), attrs));
+  return make_pending(trace_.add(op, std::move(*type), std::move(ids), std::move(attrs)));
+}
+
+Tensor Context::record(OpId op, std::span<const Tensor> operands, Attrs attrs, const TensorType* declared) {
+  boost::container::small_vector<const Tensor*, 3> pointers;
+  for (const Tensor& operand : operands) pointers.push_back(&operand);
+  return record(op, std::span(pointers.data(), pointers.size()), std::move(attrs), declared);
 }
 
 struct Context::Roots {
@@ -234,6 +241,14 @@ Status Context::run_roots(const Roots& roots) {
   }
   pending_.clear();
   return {};
+}
+
+void Context::discard_pending() {
+  if (!pending_.empty()) {
+    auto discarded = std::make_shared<const Error>(Error{"the pending trace was discarded"});
+    for (TensorImpl* impl : pending_) impl->error = discarded;
+  }
+  reset_trace();
 }
 
 void Context::reset_trace() {

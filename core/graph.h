@@ -15,6 +15,11 @@ using NodeId = uint32_t;
 using Operands = boost::container::small_vector<NodeId, 3>;
 
 struct Node {
+  // A constructor (not aggregate initialisation) so emplacing a node does not
+  // zero-fill it first: that was a measurable part of tracing cost.
+  Node(OpId op, TensorType&& type, Operands&& operands, Attrs&& attrs)
+      : op(op), type(std::move(type)), operands(std::move(operands)), attrs(std::move(attrs)) {}
+
   OpId op;
   TensorType type;
   Operands operands;

@@ -1,5 +1,8 @@
 #include "core/hash.h"
 
+// Node hashes are a few dozen bytes: inlining XXH3 (a mode xxHash documents
+// for small inputs) avoids a call through the shared library per node.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <bit>

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "core/expected.h"
 #include "core/tensor_type.h"
@@ -44,7 +45,9 @@ struct OpInfo {
   std::array<AttrSpec, kMaxAttrs> attrs{};
 };
 
-using Ints = boost::container::small_vector<int64_t, 6>;
+// Attribute lists are rare (reductions, layout ops); a std::vector costs
+// nothing when empty, which keeps the common elementwise node small.
+using Ints = std::vector<int64_t>;
 
 // One attribute's value; which member is meaningful follows the op's schema.
 struct AttrValue {

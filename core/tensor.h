@@ -80,6 +80,9 @@ class Context {
   // Computes every live pending tensor.
   Status sync();
   Status mark_step() { return sync(); }
+  // Drops the pending trace without running it; pending tensors read as an
+  // error afterwards.
+  void discard_pending();
 
   // The graph sync() would compile now (the live pending tensors as roots),
   // without running it; the trace is left as it is.
@@ -89,8 +92,9 @@ class Context {
   size_t pending_nodes() const { return trace_.size(); }
 
   // Appends `op` to the trace; used by the ops in tensor_ops.h.
-  Tensor record(OpId op, std::span<const Tensor> operands, const Attrs& attrs = {},
+  Tensor record(OpId op, std::span<const Tensor* const> operands, Attrs attrs = {},
                 const TensorType* declared = nullptr);
+  Tensor record(OpId op, std::span<const Tensor> operands, Attrs attrs = {}, const TensorType* declared = nullptr);
   Tensor error_tensor(Error error);
 
   // Bookkeeping for TensorImpl; not for users.

@@ -20,6 +20,10 @@ Tensor unary(OpId op, const Tensor& x) {
 
 Tensor binary(OpId op, const Tensor& a, const Tensor& b) {
   if (!a.ok() || !b.ok()) return first_error({&a, &b});
+  if (a.shape() == b.shape()) {  // the common case: no broadcast nodes, no copies
+    const Tensor* operands[] = {&a, &b};
+    return a.context().record(op, operands);
+  }
   auto shape = broadcast_shapes(a.shape(), b.shape());
   if (!shape) return a.context().error_tensor(make_error(fmt::format("{}: {}", op_name(op), shape.error().message)));
   Tensor operands[] = {broadcast_to(a, *shape), broadcast_to(b, *shape)};

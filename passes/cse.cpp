@@ -20,7 +20,7 @@ class CommonSubexpressionElimination : public Pass {
     std::unordered_multimap<uint64_t, NodeId> seen;
     auto merge = [&](GraphBuilder& builder, const Node& node,
                      const Operands& operands) -> Expected<std::optional<NodeId>> {
-      Node candidate{node.op, node.type, operands, node.attrs};
+      Node candidate(node.op, TensorType(node.type), Operands(operands), Attrs(node.attrs));
       candidate.hash = hash_node(candidate, builder.graph().nodes());
       auto [begin, end] = seen.equal_range(candidate.hash);
       for (auto it = begin; it != end; ++it)

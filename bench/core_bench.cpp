@@ -1,0 +1,152 @@
+// Micro-benchmarks of the framework's own costs: tracing, hashing, the
+// cache-hit sync path and the .lzir text format, at 1k, 10k and 100k nodes
+// so growth is visible. Backend execution is excluded where it would hide
+// them (the sync counters subtract the backend's execute time).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <memory>
+
+#include "core/backend.h"
+#include "core/engine.h"
+#include "core/hash.h"
+#include "core/pipeline.h"
+#include "core/tensor_ops.h"
+#include "core/text_format.h"
+
+namespace lazylab {
+namespace {
+
+// A chain of elementwise ops over `params` inputs of 1 element: add, mul,
+// relu in turn, each reading the running value and one input.
+Tensor trace_chain(const std::vector<Tensor>& params, int64_t nodes) {
+  Tensor x = params[0];
+  for (int64_t i = 0; i < nodes; ++i) {
+    const Tensor& p = params[i % params.size()];
+    switch (i % 3) {
+      case 0: x = add(x, p); break;
+      case 1: x = mul(x, p); break;
+      default: x = relu(x); break;
+    }
+  }
+  return x;
+}
+
+std::vector<Tensor> make_params(Context& ctx, int64_t count) {
+  std::vector<Tensor> params;
+  for (int64_t i = 0; i < count; ++i) params.push_back(ctx.from_vector<float>({0.5f}, {1}));
+  return params;
+}
+
+void BM_TraceElementwise(benchmark::State& state) {
+  Context ctx;
+  std::vector<Tensor> params = make_params(ctx, 3);
+  for (auto _ : state) {
+    Tensor out = trace_chain(params, state.range(0));
+    benchmark::DoNotOptimize(out.impl());
+    state.PauseTiming();
+    ctx.discard_pending();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.counters["ns_per_node"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_TraceElementwise)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+Graph chain_graph(int64_t nodes) {
+  Context ctx;
+  std::vector<Tensor> params = make_params(ctx, 3);
+  Tensor out = trace_chain(params, nodes);
+  return ctx.capture();
+}
+
+void BM_HashNodes(benchmark::State& state) {
+  Graph graph = chain_graph(state.range(0));
+  for (auto _ : state) {
+    uint64_t combined = 0;
+    for (const Node& node : graph.nodes()) combined ^= hash_node(node, graph.nodes());
+    benchmark::DoNotOptimize(combined);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(graph.size()));
+}
+BENCHMARK(BM_HashNodes)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+void BM_GraphHash(benchmark::State& state) {
+  Graph graph = chain_graph(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(graph.hash());
+}
+BENCHMARK(BM_GraphHash)->Arg(1000)->Arg(10000)->Arg(100000);
+
+// One step of a training loop on a cache hit: trace, sync (hit), execute.
+// Counters: trace_us and sync_overhead_us (sync minus the backend's execute).
+void BM_CacheHitStep(benchmark::State& state) {
+  auto backend = load_backend("interp");
+  if (!backend) {
+    state.SkipWithError(backend.error().message.c_str());
+    return;
+  }
+  Engine engine(*parse_pipeline("lower"), **backend);
+  Context ctx(engine);
+  std::vector<Tensor> params = make_params(ctx, state.range(1));
+  double trace_s = 0, sync_s = 0, execute_ms_before = 0;
+  (void)ctx.sync();
+  { Tensor warm = trace_chain(params, state.range(0)); (void)ctx.sync(); }
+  execute_ms_before = engine.metrics().execute_ms;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor out = trace_chain(params, state.range(0));
+    auto t1 = std::chrono::steady_clock::now();
+    Status status = ctx.sync();
+    auto t2 = std::chrono::steady_clock::now();
+    if (!status) state.SkipWithError(status.error().message.c_str());
+    trace_s += std::chrono::duration<double>(t1 - t0).count();
+    sync_s += std::chrono::duration<double>(t2 - t1).count();
+  }
+  double n = static_cast<double>(state.iterations());
+  double execute_s = (engine.metrics().execute_ms - execute_ms_before) / 1e3;
+  state.counters["trace_us"] = trace_s / n * 1e6;
+  state.counters["sync_us"] = sync_s / n * 1e6;
+  state.counters["sync_overhead_us"] = (sync_s - execute_s) / n * 1e6;
+  state.counters["misses"] = static_cast<double>(engine.metrics().cache_misses);
+}
+BENCHMARK(BM_CacheHitStep)
+    ->Args({300, 3})
+    ->Args({1000, 3})
+    ->Args({10000, 3})
+    ->Args({100000, 3})
+    ->Args({300, 1})
+    ->Args({300, 30})
+    ->Args({300, 300})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_PrintLzir(benchmark::State& state) {
+  Graph graph = chain_graph(state.range(0));
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string text = print_graph(graph);
+    bytes += text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(graph.size()));
+}
+BENCHMARK(BM_PrintLzir)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+void BM_ParseLzir(benchmark::State& state) {
+  std::string text = print_graph(chain_graph(state.range(0)));
+  for (auto _ : state) {
+    auto parsed = parse_graph(text);
+    if (!parsed) state.SkipWithError(parsed.error().message.c_str());
+    benchmark::DoNotOptimize(parsed->graph.size());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_ParseLzir)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace lazylab
+
+BENCHMARK_MAIN();
