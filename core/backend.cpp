@@ -10,6 +10,7 @@
 
 #include "core/hash.h"
 #include "core/program_view.h"
+#include "core/text_format.h"
 
 #ifndef LAZYLAB_BUILD_BACKENDS_DIR
 #define LAZYLAB_BUILD_BACKENDS_DIR ""
@@ -129,7 +130,20 @@ std::string Backend::summary() const { return library_->api().summary; }
 
 std::string Backend::device_description() const { return library_->api().device_description(handle_); }
 
+Status Backend::check_supported(const Program& program, const Graph& graph) const {
+  for (const Kernel& kernel : program.kernels)
+    for (NodeId id : kernel.ops) {
+      OpId op = graph.node(id).op;
+      if (capabilities_.supports_op[static_cast<int>(op)]) continue;
+      bool composite = op_info(op).category == OpCategory::Composite;
+      return make_error(fmt::format("backend {} cannot run op '{}' (%{} = {}){}", name_, op_name(op), id,
+                                    print_node(graph, id), composite ? "; add 'decompose' to the pipeline" : ""));
+    }
+  return {};
+}
+
 Expected<std::unique_ptr<Executable>> Backend::compile(const Program& program, const Graph& graph) {
+  LAZYLAB_TRY(check_supported(program, graph));
   ProgramView view(program, graph);
   char* error = nullptr;
   lazylab_executable* handle = library_->api().compile(handle_, &view.get(), &error);

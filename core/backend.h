@@ -44,7 +44,10 @@ class Backend {
   // Part of the cache key: the backend's name and options.
   uint64_t fingerprint() const { return fingerprint_; }
 
+  // Checks the Program against the declared capabilities, then compiles.
   Expected<std::unique_ptr<Executable>> compile(const Program& program, const Graph& graph);
+  // An error naming the first op the backend says it cannot run.
+  Status check_supported(const Program& program, const Graph& graph) const;
 
  private:
   std::shared_ptr<const PluginLibrary> library_;

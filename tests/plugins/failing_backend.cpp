@@ -1,5 +1,5 @@
-// A backend whose compile and execute fail, to check that plugin errors
-// reach the caller as values with the plugin's message.
+// A backend whose compile and execute fail and that declines softmax, to
+// check that these errors reach the caller as values with clear messages.
 #include <stdexcept>
 
 #include "lazylab/backend_plugin.hpp"
@@ -14,7 +14,10 @@ class FailingExecutable : public lazylab::plugin::Executable {
 class FailingBackend : public lazylab::plugin::Backend {
  public:
   explicit FailingBackend(const std::map<std::string, std::string>& options) : fail_compile_(options.count("fail-compile")) {}
-  void capabilities(lazylab_capabilities&) const override {}
+  // Everything but softmax, so the host's capability check can be tested.
+  void capabilities(lazylab_capabilities& caps) const override {
+    for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Softmax;
+  }
   std::string device_description() const override { return "nothing"; }
   std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {
     if (fail_compile_) throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");

@@ -53,6 +53,19 @@ TEST_CASE("LAZYLAB_PLUGIN_PATH is searched first") {
   CHECK((*backend)->name() == "failing");
 }
 
+TEST_CASE("an op the backend does not declare is refused before compiling") {
+  auto backend = load_backend(kDir + "/lazylab-backend-failing.so");
+  REQUIRE(backend.ok());
+  CHECK_FALSE((*backend)->capabilities().supports_op[LAZYLAB_OP_Softmax]);
+  Engine engine(lazylab::testing::pipeline("lower"), **backend);
+  Context ctx(engine);
+  Tensor y = softmax(ctx.from_vector<float>({1, 2}, {1, 2}), -1);
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message ==
+        "backend failing cannot run op 'softmax' (%1 = softmax(%0) {axis = 1} : f32[1,2]); add 'decompose' to the pipeline");
+}
+
 TEST_CASE("bad backend options, compile failures and execute failures come back as errors") {
   CHECK(load_error("interp", "threads=4") == "backend plugin " + load_backend("interp").value()->path() +
                                                  ": create: interp takes no options, got 'threads'");

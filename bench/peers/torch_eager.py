@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""PyTorch eager on the reference workloads of WORKLOADS.md.
+
+Writes a JSON report with the same cell shape as `lazylab run` reports
+(workload, pipeline, backend, step_ms {median, min, max}), so the two can be
+placed side by side (bench/peers/compare.py). Needs Debian's python3-torch
+(`bash .ci/setup --peers`); run it with /usr/bin/python3.
+
+  /usr/bin/python3 bench/peers/torch_eager.py --workloads chain-tiny --out reports/torch.json
+"""
+import argparse
+import json
+import math
+import platform
+import statistics
+import time
+
+import torch
+
+DEFAULTS = {
+    "chain": {"n": 1048576, "iters": 100},
+    "chain-small": {"n": 4096, "iters": 100},
+    "chain-tiny": {"n": 64, "iters": 100},
+    "softmax": {"rows": 1024, "cols": 4096},
+    "layernorm": {"rows": 8192, "cols": 768},
+    "mlp": {"batch": 256, "d": 768, "hidden": 3072},
+    "attention": {"batch": 4, "heads": 12, "seq": 256, "head_dim": 64},
+    "gpt2-block": {"batch": 4, "seq": 256, "channels": 768, "heads": 12},
+}
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def make(name, p, g):
+    u = lambda *shape: torch.rand(*shape, generator=g) * 2 - 1
+    n = lambda *shape, s=1.0: torch.randn(*shape, generator=g) * s
+    if name.startswith("chain"):
+        x = u(p["n"])
+
+        def step():
+            y = x
+            for _ in range(p["iters"]):
+                y = y + 1
+                y = y * 0.99
+                y = torch.relu(y)
+            return y
+        return step, 3 * p["iters"]
+    if name == "softmax":
+        x = u(p["rows"], p["cols"])
+        return lambda: torch.softmax(x, -1), 0
+    if name == "layernorm":
+        x, w, b = u(p["rows"], p["cols"]), u(p["cols"]), u(p["cols"])
+        return lambda: torch.nn.functional.layer_norm(x, (p["cols"],), w, b, 1e-5), 0
+    if name == "mlp":
+        d, h = p["d"], p["hidden"]
+        x, w1, b1, w2, b2 = u(p["batch"], d), n(d, h, s=0.02), n(h, s=0.02), n(h, d, s=0.02), n(d, s=0.02)
+        return lambda: gelu_tanh(x @ w1 + b1) @ w2 + b2, 0
+    if name == "attention":
+        shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
+        q, k, v = u(*shape), u(*shape), u(*shape)
+        return lambda: torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v, 0
+    if name == "gpt2-block":
+        B, T, C, H = p["batch"], p["seq"], p["channels"], p["heads"]
+        D = C // H
+        x = n(B, T, C)
+        ln1w, ln1b, ln2w, ln2b = n(C), n(C), n(C), n(C)
+        wqkv, bqkv, wp, bp = n(C, 3 * C, s=0.02), n(3 * C, s=0.02), n(C, C, s=0.02), n(C, s=0.02)
+        wf, bf, wo, bo = n(C, 4 * C, s=0.02), n(4 * C, s=0.02), n(4 * C, C, s=0.02), n(C, s=0.02)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        ln = torch.nn.functional.layer_norm
+
+        def step():
+            qkv = ln(x, (C,), ln1w, ln1b, 1e-5) @ wqkv + bqkv
+            q, k, v = (t.reshape(B, T, H, D).permute(0, 2, 1, 3) for t in qkv.split(C, -1))
+            s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
+            s = s.masked_fill(~mask, float("-inf"))
+            y = (torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+            h = x + (y @ wp + bp)
+            return h + (gelu_tanh(ln(h, (C,), ln2w, ln2b, 1e-5) @ wf + bf) @ wo + bo)
+        return step, 0
+    raise SystemExit(f"unknown workload {name}")
+
+
+def measure(step, warmup, runs):
+    with torch.no_grad():
+        for _ in range(warmup):
+            step()
+        samples = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            step()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=",".join(DEFAULTS), help="comma-separated names")
+    ap.add_argument("--param", action="append", default=[], help="WORKLOAD.NAME=INT override")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    params = {k: dict(v) for k, v in DEFAULTS.items()}
+    for item in args.param:
+        key, value = item.split("=")
+        workload, name = key.rsplit(".", 1)
+        params[workload][name] = int(value)
+    cells = []
+    for i, name in enumerate(args.workloads.split(",")):
+        g = torch.Generator().manual_seed(42 + i)
+        step, ops = make(name, params[name], g)
+        step_ms = measure(step, args.warmup, args.runs)
+        cell = {"workload": name, "pipeline": "torch-eager", "backend": "torch", "params": params[name], "step_ms": step_ms}
+        if ops:
+            cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
+        cells.append(cell)
+        print(f"{name:12s} torch eager {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
+    report = {"schema_version": 1, "peer": f"torch {torch.__version__} eager, {args.threads} threads",
+              "machine": platform.processor() or platform.machine(), "cells": cells}
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
