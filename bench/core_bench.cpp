@@ -92,7 +92,10 @@ void BM_CacheHitStep(benchmark::State& state) {
   std::vector<Tensor> params = make_params(ctx, state.range(1));
   double trace_s = 0, sync_s = 0, execute_ms_before = 0;
   (void)ctx.sync();
-  { Tensor warm = trace_chain(params, state.range(0)); (void)ctx.sync(); }
+  {
+    Tensor warm = trace_chain(params, state.range(0));
+    (void)ctx.sync();
+  }
   execute_ms_before = engine.metrics().execute_ms;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();

@@ -45,9 +45,7 @@ namespace {
 
 std::string plugin_file_name(const std::string& name) { return "lazylab-backend-" + name + ".so"; }
 
-bool looks_like_path(const std::string& text) {
-  return text.find('/') != std::string::npos || text.ends_with(".so");
-}
+bool looks_like_path(const std::string& text) { return text.find('/') != std::string::npos || text.ends_with(".so"); }
 
 Expected<std::string> find_plugin(const std::string& name) {
   std::vector<std::string> dirs = PluginSearch::directories();
@@ -55,8 +53,8 @@ Expected<std::string> find_plugin(const std::string& name) {
     fs::path candidate = fs::path(dir) / plugin_file_name(name);
     if (fs::exists(candidate)) return candidate.string();
   }
-  return make_error(fmt::format("backend '{}': no {} in the plugin path [{}]", name,
-                                plugin_file_name(name), fmt::join(dirs, ", ")));
+  return make_error(
+      fmt::format("backend '{}': no {} in the plugin path [{}]", name, plugin_file_name(name), fmt::join(dirs, ", ")));
 }
 
 Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
@@ -66,15 +64,16 @@ Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
   auto entry = reinterpret_cast<lazylab_backend_entry_fn>(dlsym(handle, LAZYLAB_BACKEND_ENTRY));
   if (!entry) {
     dlclose(handle);
-    return make_error(fmt::format("backend plugin {}: missing entry point '{}' (not a lazylab backend plugin?)",
-                                  path, LAZYLAB_BACKEND_ENTRY));
+    return make_error(fmt::format("backend plugin {}: missing entry point '{}' (not a lazylab backend plugin?)", path,
+                                  LAZYLAB_BACKEND_ENTRY));
   }
   const lazylab_backend_api* api = entry(LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
   std::string problem;
-  if (!api) problem = "its entry point returned no API (it refused this host's ABI version)";
+  if (!api)
+    problem = "its entry point returned no API (it refused this host's ABI version)";
   else if (api->abi_major != LAZYLAB_ABI_MAJOR)
-    problem = fmt::format("it was built for plugin ABI {}.{}, this lazylab speaks {}.{}; rebuild it",
-                          api->abi_major, api->abi_minor, LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
+    problem = fmt::format("it was built for plugin ABI {}.{}, this lazylab speaks {}.{}; rebuild it", api->abi_major,
+                          api->abi_minor, LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
   else if (api->struct_size < sizeof(lazylab_backend_api))
     problem = "its API table is smaller than ABI 1.0 requires";
   if (!problem.empty()) {
@@ -109,8 +108,7 @@ Executable::~Executable() { library_->api().destroy_executable(handle_); }
 
 Status Executable::execute(const void* const* parameters, void* const* outputs) {
   char* error = nullptr;
-  if (library_->api().execute(handle_, parameters, outputs, &error) != 0)
-    return library_->take_error(error, "execute");
+  if (library_->api().execute(handle_, parameters, outputs, &error) != 0) return library_->take_error(error, "execute");
   return {};
 }
 
@@ -175,8 +173,10 @@ std::vector<BackendListing> list_backends() {
       if (!file.starts_with("lazylab-backend-") || !file.ends_with(".so")) continue;
       BackendListing listing{file.substr(16, file.size() - 19), entry.path().string(), {}, {}};
       auto library = open_library(listing.path);
-      if (library) listing.summary = (*library)->api().summary;
-      else listing.problem = library.error().message;
+      if (library)
+        listing.summary = (*library)->api().summary;
+      else
+        listing.problem = library.error().message;
       listings.push_back(std::move(listing));
     }
   return listings;

@@ -65,8 +65,7 @@ struct PluginSearch {
 
 // `name_or_path`: a backend name ("interp") or a path to a .so file.
 // `options`: "key=value,..." passed to the plugin's create().
-Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path,
-                                                const std::string& options = "");
+Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path, const std::string& options = "");
 
 struct BackendListing {
   std::string name, path, summary;

@@ -10,9 +10,8 @@ namespace lazylab {
 class Buffer {
  public:
   explicit Buffer(size_t bytes)
-      : bytes_(bytes),
-        data_(static_cast<std::byte*>(::operator new(bytes ? bytes : 1, std::align_val_t{64}))) {}
-  ~Buffer() { ::operator delete(data_, std::align_val_t{64}); }
+      : bytes_(bytes), data_(static_cast<std::byte*>(::operator new (bytes ? bytes : 1, std::align_val_t{64}))) {}
+  ~Buffer() { ::operator delete (data_, std::align_val_t{64}); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 

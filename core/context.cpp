@@ -14,7 +14,7 @@ struct TensorImpl {
   TensorType type;
   NodeId node = kNoNode;  // pending node in the current trace
   size_t pending_index = 0;
-  BufferPtr data;         // the computed value
+  BufferPtr data;  // the computed value
   std::shared_ptr<const Error> error;
   // The parameter node standing for `data` in the current trace, so x+x
   // uses one parameter and x+y two.
@@ -141,8 +141,7 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   return impl->parameter_node;
 }
 
-Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs,
-                       const TensorType* declared) {
+Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs, const TensorType* declared) {
   Operands ids;
   boost::container::small_vector<const TensorType*, 3> types;
   for (const Tensor* operand : operands) {
@@ -182,8 +181,7 @@ namespace {
 
 // The part of `trace` that `roots` need, renumbered, with parameters numbered
 // densely; `source_ordinals` receives each new parameter's trace ordinal.
-Graph cut_trace(const Graph& trace, const std::vector<NodeId>& roots,
-                std::vector<int64_t>& source_ordinals) {
+Graph cut_trace(const Graph& trace, const std::vector<NodeId>& roots, std::vector<int64_t>& source_ordinals) {
   std::vector<bool> live = live_nodes(trace, roots);
   std::vector<NodeId> renumbered(trace.size());
   Graph graph;

@@ -17,8 +17,7 @@ enum class DType : uint8_t {
   Bool = LAZYLAB_BOOL,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64, DType::I32, DType::I64,
-                                       DType::Bool};
+inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool};
 
 std::string_view dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view text);

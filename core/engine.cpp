@@ -17,7 +17,9 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Engine::Engine(Pipeline pipeline, Backend& backend, EngineOptions options)
-    : pipeline_(std::move(pipeline)), backend_(backend), options_(std::move(options)),
+    : pipeline_(std::move(pipeline)),
+      backend_(backend),
+      options_(std::move(options)),
       cache_(options_.cache_capacity) {}
 
 uint64_t Engine::cache_key(uint64_t graph_hash) const {

@@ -57,9 +57,8 @@ class [[nodiscard]] Status {
 
 // Early-return helpers keep call sites flat; they hide no control flow beyond
 // "propagate the error".
-#define LAZYLAB_TRY(status_expr)                     \
-  do {                                               \
-    auto lazylab_try_status_ = (status_expr);        \
-    if (!lazylab_try_status_.ok())                   \
-      return lazylab_try_status_.error();            \
+#define LAZYLAB_TRY(status_expr)                                       \
+  do {                                                                 \
+    auto lazylab_try_status_ = (status_expr);                          \
+    if (!lazylab_try_status_.ok()) return lazylab_try_status_.error(); \
   } while (0)

@@ -38,9 +38,7 @@ class FusionStrategyRegistry {
 };
 
 struct FusionStrategyRegistrar {
-  explicit FusionStrategyRegistrar(FusionStrategyInfo info) {
-    FusionStrategyRegistry::global().add(std::move(info));
-  }
+  explicit FusionStrategyRegistrar(FusionStrategyInfo info) { FusionStrategyRegistry::global().add(std::move(info)); }
 };
 
 }  // namespace lazylab

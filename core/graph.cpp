@@ -53,14 +53,12 @@ std::vector<bool> live_nodes(const Graph& graph, std::span<const NodeId> roots) 
 namespace {
 
 bool same_node_shape(const Node& a, const Node& b) {
-  return a.op == b.op && a.type == b.type && a.attrs == b.attrs &&
-         a.operands.size() == b.operands.size();
+  return a.op == b.op && a.type == b.type && a.attrs == b.attrs && a.operands.size() == b.operands.size();
 }
 
 // Walks both graphs from matching roots, pairing nodes; a node of `a` must
 // always pair with the same node of `b`.
-bool match(const Graph& a, const Graph& b, NodeId x, NodeId y,
-           std::unordered_map<NodeId, NodeId>& pairing) {
+bool match(const Graph& a, const Graph& b, NodeId x, NodeId y, std::unordered_map<NodeId, NodeId>& pairing) {
   std::vector<std::pair<NodeId, NodeId>> stack{{x, y}};
   while (!stack.empty()) {
     auto [u, v] = stack.back();
@@ -72,8 +70,7 @@ bool match(const Graph& a, const Graph& b, NodeId x, NodeId y,
     }
     const Node &nu = a.node(u), &nv = b.node(v);
     if (!same_node_shape(nu, nv)) return false;
-    for (size_t i = 0; i < nu.operands.size(); ++i)
-      stack.emplace_back(nu.operands[i], nv.operands[i]);
+    for (size_t i = 0; i < nu.operands.size(); ++i) stack.emplace_back(nu.operands[i], nv.operands[i]);
   }
   return true;
 }

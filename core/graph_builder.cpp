@@ -4,8 +4,7 @@
 
 namespace lazylab {
 
-Expected<NodeId> GraphBuilder::add(OpId op, Operands operands, const Attrs& attrs,
-                                   const TensorType* declared) {
+Expected<NodeId> GraphBuilder::add(OpId op, Operands operands, const Attrs& attrs, const TensorType* declared) {
   boost::container::small_vector<const TensorType*, 3> types;
   for (NodeId id : operands) types.push_back(&graph_.node(id).type);
   auto type = infer_type(op, std::span(types.data(), types.size()), attrs, declared);

@@ -13,8 +13,7 @@ namespace lazylab {
 class GraphBuilder {
  public:
   // Infers and checks the result type; `declared` as for infer_type.
-  Expected<NodeId> add(OpId op, Operands operands, const Attrs& attrs = {},
-                       const TensorType* declared = nullptr);
+  Expected<NodeId> add(OpId op, Operands operands, const Attrs& attrs = {}, const TensorType* declared = nullptr);
   // For nodes already known to be well-typed (copies).
   NodeId add_typed(OpId op, TensorType type, Operands operands, Attrs attrs);
   NodeId constant(double value, TensorType type);
@@ -32,8 +31,8 @@ class GraphBuilder {
 
 // A rewrite returns the id of a replacement built in `builder`, or nullopt to
 // keep the node (copied with `operands`, the remapped operand ids).
-using RewriteFn = std::function<Expected<std::optional<NodeId>>(
-    GraphBuilder& builder, const Node& node, const Operands& operands)>;
+using RewriteFn =
+    std::function<Expected<std::optional<NodeId>>(GraphBuilder& builder, const Node& node, const Operands& operands)>;
 
 struct Rebuilt {
   Graph graph;
@@ -42,7 +41,6 @@ struct Rebuilt {
 
 // Rebuilds `graph` through `rewrite`; `keep` (optional, by node id) drops
 // nodes for which it is false. Roots are remapped.
-Expected<Rebuilt> rebuild(const Graph& graph, const RewriteFn& rewrite,
-                          const std::vector<bool>* keep = nullptr);
+Expected<Rebuilt> rebuild(const Graph& graph, const RewriteFn& rewrite, const std::vector<bool>* keep = nullptr);
 
 }  // namespace lazylab

@@ -12,8 +12,8 @@ struct Metrics {
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;  // each one a compilation (a new shape is a new graph)
   uint64_t evictions = 0;
-  double compile_ms = 0;      // passes + backend compile, misses only
-  double execute_ms = 0;      // backend execute
+  double compile_ms = 0;  // passes + backend compile, misses only
+  double execute_ms = 0;  // backend execute
 
   std::string to_string() const;
 };

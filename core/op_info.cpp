@@ -16,8 +16,8 @@ constexpr std::optional<AttrKind> parse_attr_kind(std::string_view kind) {
 }
 
 // Parses "a:int,b:ints" at compile time; a malformed schema fails the build.
-consteval OpInfo make_info(OpId id, std::string_view name, OpCategory category, int arity,
-                           TypeRule rule, std::string_view schema) {
+consteval OpInfo make_info(OpId id, std::string_view name, OpCategory category, int arity, TypeRule rule,
+                           std::string_view schema) {
   OpInfo info{id, name, category, arity, rule};
   while (!schema.empty()) {
     size_t comma = schema.find(',');
@@ -42,8 +42,7 @@ constexpr OpInfo kOpTable[] = {
 }  // namespace
 
 bool AttrValue::operator==(const AttrValue& other) const {
-  return i == other.i && std::bit_cast<uint64_t>(f) == std::bit_cast<uint64_t>(other.f) &&
-         ints == other.ints;
+  return i == other.i && std::bit_cast<uint64_t>(f) == std::bit_cast<uint64_t>(other.f) && ints == other.ints;
 }
 
 const OpInfo& op_info(OpId op) { return kOpTable[static_cast<int>(op)]; }

@@ -23,9 +23,7 @@ enum class OpId : uint16_t {
 inline constexpr int kNumOps = LAZYLAB_OP_COUNT;
 
 enum class OpCategory : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite };
-enum class TypeRule : uint8_t {
-  Declared, Same, Compare, Select, Transpose, Slice, Concat, Reduce, Matmul
-};
+enum class TypeRule : uint8_t { Declared, Same, Compare, Select, Transpose, Slice, Concat, Reduce, Matmul };
 enum class AttrKind : uint8_t { Int, Float, Bool, Ints };
 
 inline constexpr int kMaxAttrs = 3;
@@ -67,7 +65,7 @@ std::optional<int> attr_index(OpId op, std::string_view attr_name);
 // Result type of `op` applied to `operands` with `attrs`. `declared` is the
 // type stated by the node; required by TypeRule::Declared ops and, for the
 // others, checked against the inferred type when present.
-Expected<TensorType> infer_type(OpId op, std::span<const TensorType* const> operands,
-                                const Attrs& attrs, const TensorType* declared);
+Expected<TensorType> infer_type(OpId op, std::span<const TensorType* const> operands, const Attrs& attrs,
+                                const TensorType* declared);
 
 }  // namespace lazylab

@@ -83,4 +83,4 @@ struct PassRegistrar {
 // Registers a pass at static-initialisation time; libraries holding passes
 // are linked whole so the registrars are kept.
 #define LAZYLAB_REGISTER_PASS(...) \
-  static const ::lazylab::PassRegistrar LAZYLAB_PASS_CONCAT(lazylab_pass_registrar_, __LINE__){__VA_ARGS__}
+  static const ::lazylab::PassRegistrar LAZYLAB_PASS_CONCAT(lazylab_pass_registrar_, __LINE__) { __VA_ARGS__ }

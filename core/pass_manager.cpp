@@ -14,8 +14,7 @@ bool wants_print(const PassManagerOptions& options, const std::string& name) {
   return options.ir_out && (options.print_after_all || options.print_after.count(name));
 }
 
-Expected<PassStat> run_one(const PassInvocation& invocation, Module& module,
-                           const PassManagerOptions& options) {
+Expected<PassStat> run_one(const PassInvocation& invocation, Module& module, const PassManagerOptions& options) {
   PassStat stat{invocation.canonical};
   stat.nodes_before = module.graph.size();
   stat.kernels_before = module.num_kernels();
@@ -31,8 +30,7 @@ Expected<PassStat> run_one(const PassInvocation& invocation, Module& module,
     if (!status) return make_error(fmt::format("after pass {}: {}", invocation.canonical, status.error().message));
   }
   if (wants_print(options, invocation.info->name))
-    *options.ir_out << "// -----// IR after " << invocation.canonical << " //----- //\n"
-                    << print_module(module);
+    *options.ir_out << "// -----// IR after " << invocation.canonical << " //----- //\n" << print_module(module);
   return stat;
 }
 

@@ -42,8 +42,7 @@ std::string known_names(const PassRegistry& registry) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& info,
-                                                               std::string_view body) {
+Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& info, std::string_view body) {
   std::map<std::string, std::string> values;
   for (const PassOptionSpec& spec : info.options) values[spec.name] = spec.default_value;
   if (trim(body).empty()) return values;
@@ -54,8 +53,8 @@ Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& i
     if (eq == std::string_view::npos)
       return make_error(fmt::format("pass '{}': option '{}' needs the form name=value", info.name, item));
     std::string name(trim(item.substr(0, eq)));
-    auto spec = std::find_if(info.options.begin(), info.options.end(),
-                             [&](const PassOptionSpec& s) { return s.name == name; });
+    auto spec =
+        std::find_if(info.options.begin(), info.options.end(), [&](const PassOptionSpec& s) { return s.name == name; });
     if (spec == info.options.end()) {
       std::vector<std::string> known;
       for (const PassOptionSpec& s : info.options) known.push_back(s.name);
@@ -73,8 +72,7 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
   size_t brace = item.find('{');
   std::string name(trim(item.substr(0, brace)));
   const PassInfo* info = registry.find(name);
-  if (!info)
-    return make_error(fmt::format("unknown pass '{}' (known: {})", name, known_names(registry)));
+  if (!info) return make_error(fmt::format("unknown pass '{}' (known: {})", name, known_names(registry)));
   std::string_view body;
   if (brace != std::string_view::npos) {
     if (item.back() != '}') return make_error(fmt::format("pass '{}': text after its options", name));

@@ -12,8 +12,8 @@ namespace lazylab {
 
 struct PassInvocation {
   const PassInfo* info = nullptr;
-  PassOptions options;       // validated, defaults filled in
-  std::string canonical;     // "fuse{strategy=none}" with every option spelled out
+  PassOptions options;    // validated, defaults filled in
+  std::string canonical;  // "fuse{strategy=none}" with every option spelled out
 };
 
 struct Pipeline {
@@ -22,7 +22,6 @@ struct Pipeline {
   uint64_t fingerprint = 0;  // hash of `canonical`: part of the cache key
 };
 
-Expected<Pipeline> parse_pipeline(std::string_view text,
-                                  const PassRegistry& registry = PassRegistry::global());
+Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& registry = PassRegistry::global());
 
 }  // namespace lazylab

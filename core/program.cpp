@@ -16,17 +16,15 @@ std::string value_list(const std::vector<NodeId>& ids) {
 }  // namespace
 
 std::string print_program(const Program& program, const Graph& graph) {
-  std::string out = fmt::format("program {{  // {} kernels, arena {} bytes\n",
-                                program.kernels.size(), program.arena_bytes);
+  std::string out =
+      fmt::format("program {{  // {} kernels, arena {} bytes\n", program.kernels.size(), program.arena_bytes);
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const Kernel& kernel = program.kernels[k];
-    out += fmt::format("  kernel @k{}({}) -> ({}) {{\n", k, value_list(kernel.inputs),
-                       value_list(kernel.outputs));
+    out += fmt::format("  kernel @k{}({}) -> ({}) {{\n", k, value_list(kernel.inputs), value_list(kernel.outputs));
     for (NodeId id : kernel.ops) {
       const ValueInfo& value = program.values[id];
-      std::string placement = value.kind == ValueKind::Arena
-                                  ? fmt::format("  // arena[{}, +{}]", value.offset, value.bytes)
-                                  : "";
+      std::string placement =
+          value.kind == ValueKind::Arena ? fmt::format("  // arena[{}, +{}]", value.offset, value.bytes) : "";
       out += fmt::format("    %{} = {}{}\n", id, print_node(graph, id), placement);
     }
     out += "  }\n";

@@ -23,7 +23,7 @@ struct ValueInfo {
   int64_t ordinal = -1;  // parameters
   uint64_t offset = 0;   // arena values
   uint64_t bytes = 0;
-  int kernel = -1;       // producing kernel; -1 for parameters
+  int kernel = -1;  // producing kernel; -1 for parameters
 };
 
 struct Kernel {
@@ -33,10 +33,10 @@ struct Kernel {
 };
 
 struct Program {
-  std::vector<ValueInfo> values;  // indexed by node id
-  std::vector<Kernel> kernels;    // in execution order
-  std::vector<NodeId> parameters; // by ordinal
-  std::vector<NodeId> outputs;    // the graph's roots, in order
+  std::vector<ValueInfo> values;   // indexed by node id
+  std::vector<Kernel> kernels;     // in execution order
+  std::vector<NodeId> parameters;  // by ordinal
+  std::vector<NodeId> outputs;     // the graph's roots, in order
   uint64_t arena_bytes = 0;
 };
 

@@ -19,8 +19,8 @@ ProgramView::ProgramView(const Program& program, const Graph& graph) {
                     : info.kind == ValueKind::Arena   ? LAZYLAB_VALUE_ARENA
                                                       : LAZYLAB_VALUE_KERNEL_LOCAL;
     values_.push_back(lazylab_value{sizeof(lazylab_value), static_cast<uint32_t>(node.type.dtype),
-                                    static_cast<uint32_t>(shape.size()), shape.data(), kind,
-                                    info.ordinal, info.offset, node.type.bytes()});
+                                    static_cast<uint32_t>(shape.size()), shape.data(), kind, info.ordinal, info.offset,
+                                    node.type.bytes()});
   }
   for (const Kernel& kernel : program.kernels) {
     auto& ops = ops_.emplace_back();
@@ -31,8 +31,8 @@ ProgramView::ProgramView(const Program& program, const Graph& graph) {
       auto& attrs = attr_arrays_.emplace_back();
       for (int a = 0; a < info.num_attrs; ++a) {
         auto& ints = int_arrays_.emplace_back(node.attrs[a].ints.begin(), node.attrs[a].ints.end());
-        attrs.push_back(lazylab_attr{node.attrs[a].i, node.attrs[a].f,
-                                     static_cast<uint32_t>(ints.size()), ints.data()});
+        attrs.push_back(
+            lazylab_attr{node.attrs[a].i, node.attrs[a].f, static_cast<uint32_t>(ints.size()), ints.data()});
       }
       ops.push_back(lazylab_op{sizeof(lazylab_op), static_cast<uint32_t>(node.op), id,
                                static_cast<uint32_t>(operands.size()), operands.data(),
@@ -40,19 +40,17 @@ ProgramView::ProgramView(const Program& program, const Graph& graph) {
     }
     auto& inputs = id_arrays_.emplace_back(to_ids(kernel.inputs));
     auto& outputs = id_arrays_.emplace_back(to_ids(kernel.outputs));
-    kernels_.push_back(lazylab_kernel{sizeof(lazylab_kernel), static_cast<uint32_t>(ops.size()),
-                                      ops.data(), static_cast<uint32_t>(inputs.size()),
-                                      inputs.data(), static_cast<uint32_t>(outputs.size()),
-                                      outputs.data()});
+    kernels_.push_back(lazylab_kernel{sizeof(lazylab_kernel), static_cast<uint32_t>(ops.size()), ops.data(),
+                                      static_cast<uint32_t>(inputs.size()), inputs.data(),
+                                      static_cast<uint32_t>(outputs.size()), outputs.data()});
   }
   auto& params = id_arrays_.emplace_back(to_ids(program.parameters));
   auto& outputs = id_arrays_.emplace_back(to_ids(program.outputs));
-  view_ = lazylab_program{sizeof(lazylab_program),
-                          static_cast<uint32_t>(values_.size()), values_.data(),
-                          static_cast<uint32_t>(kernels_.size()), kernels_.data(),
-                          static_cast<uint32_t>(params.size()), params.data(),
-                          static_cast<uint32_t>(outputs.size()), outputs.data(),
-                          program.arena_bytes};
+  view_ = lazylab_program{sizeof(lazylab_program), static_cast<uint32_t>(values_.size()),
+                          values_.data(),          static_cast<uint32_t>(kernels_.size()),
+                          kernels_.data(),         static_cast<uint32_t>(params.size()),
+                          params.data(),           static_cast<uint32_t>(outputs.size()),
+                          outputs.data(),          program.arena_bytes};
 }
 
 }  // namespace lazylab

@@ -22,12 +22,28 @@ namespace lazylab {
 class Context;
 struct TensorImpl;
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::I64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::Bool; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::Bool;
+}
 
 class Tensor {
  public:
@@ -121,8 +137,8 @@ template <class T>
 Tensor Context::from_vector(const std::vector<T>& values, Dims shape) {
   TensorType type{dtype_of<T>(), std::move(shape)};
   if (static_cast<int64_t>(values.size()) != type.num_elements())
-    return error_tensor(make_error("from_vector: " + std::to_string(values.size()) +
-                                   " values for shape " + to_string(type)));
+    return error_tensor(
+        make_error("from_vector: " + std::to_string(values.size()) + " values for shape " + to_string(type)));
   auto buffer = std::make_shared<Buffer>(type.bytes());
   std::copy(values.begin(), values.end(), reinterpret_cast<T*>(buffer->data()));
   return from_buffer(std::move(type), std::move(buffer));

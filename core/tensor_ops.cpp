@@ -44,7 +44,8 @@ Tensor reduce(OpId op, const Tensor& x, std::vector<int64_t> axes, bool keepdim)
     for (int64_t d = 0; d < x.rank(); ++d) attrs[0].ints.push_back(d);
   for (int64_t axis : axes) {
     auto normalized = normalize_axis(axis, x.rank());
-    if (!normalized) return x.context().error_tensor(make_error(fmt::format("{}: {}", op_name(op), normalized.error().message)));
+    if (!normalized)
+      return x.context().error_tensor(make_error(fmt::format("{}: {}", op_name(op), normalized.error().message)));
     attrs[0].ints.push_back(*normalized);
   }
   std::sort(attrs[0].ints.begin(), attrs[0].ints.end());
@@ -120,7 +121,8 @@ Tensor where(const Tensor& predicate, const Tensor& a, const Tensor& b) {
 Tensor broadcast_to(const Tensor& x, const Dims& shape) {
   if (!x.ok() || x.shape() == shape) return x;
   if (x.shape().size() > shape.size())
-    return x.context().error_tensor(make_error(fmt::format("broadcast: cannot broadcast {} to {}", to_string(x.type()), to_string(shape))));
+    return x.context().error_tensor(
+        make_error(fmt::format("broadcast: cannot broadcast {} to {}", to_string(x.type()), to_string(shape))));
   Attrs attrs;
   int64_t offset = static_cast<int64_t>(shape.size() - x.shape().size());
   for (int64_t d = 0; d < x.rank(); ++d) attrs[0].ints.push_back(d + offset);
@@ -186,10 +188,18 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   return xs[0].context().record(OpId::Concat, xs, attrs);
 }
 
-Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(OpId::ReduceSum, x, std::move(axes), keepdim); }
-Tensor max(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(OpId::ReduceMax, x, std::move(axes), keepdim); }
-Tensor min(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(OpId::ReduceMin, x, std::move(axes), keepdim); }
-Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) { return reduce(OpId::ReduceMean, x, std::move(axes), keepdim); }
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce(OpId::ReduceSum, x, std::move(axes), keepdim);
+}
+Tensor max(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce(OpId::ReduceMax, x, std::move(axes), keepdim);
+}
+Tensor min(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce(OpId::ReduceMin, x, std::move(axes), keepdim);
+}
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce(OpId::ReduceMean, x, std::move(axes), keepdim);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!a.ok() || !b.ok()) return first_error({&a, &b});

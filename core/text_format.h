@@ -31,7 +31,6 @@ std::string print_attrs(const Node& node);
 
 // `source` names the input in errors ("file.lzir:3:7: ...");
 // `first_line` offsets line numbers when parsing a split of a larger file.
-Expected<NamedGraph> parse_graph(std::string_view text, std::string_view source = "<input>",
-                                 int first_line = 1);
+Expected<NamedGraph> parse_graph(std::string_view text, std::string_view source = "<input>", int first_line = 1);
 
 }  // namespace lazylab

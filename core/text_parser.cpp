@@ -38,8 +38,8 @@ class Lexer {
       token.kind = TokenKind::Ident;
     } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') {
       ++pos_;
-      while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
-                                     text_[pos_] == '.' || is_exponent_sign()))
+      while (pos_ < text_.size() &&
+             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' || is_exponent_sign()))
         ++pos_;
       token.kind = TokenKind::Number;
     } else {
@@ -55,8 +55,7 @@ class Lexer {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
   }
   bool is_exponent_sign() const {
-    return (text_[pos_] == '-' || text_[pos_] == '+') && pos_ > 0 &&
-           (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E');
+    return (text_[pos_] == '-' || text_[pos_] == '+') && pos_ > 0 && (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E');
   }
   int column() const { return static_cast<int>(pos_ - line_start_) + 1; }
   void skip_space_and_comments() {
@@ -82,8 +81,7 @@ class Lexer {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view source, int first_line)
-      : lexer_(text, first_line), source_(source) {
+  Parser(std::string_view text, std::string_view source, int first_line) : lexer_(text, first_line), source_(source) {
     advance();
   }
 
@@ -151,8 +149,7 @@ class Parser {
   Expected<int64_t> parse_int() {
     int64_t value = 0;
     auto [end, ec] = std::from_chars(token_.text.data(), token_.text.data() + token_.text.size(), value);
-    if (token_.kind != TokenKind::Number || ec != std::errc() ||
-        end != token_.text.data() + token_.text.size())
+    if (token_.kind != TokenKind::Number || ec != std::errc() || end != token_.text.data() + token_.text.size())
       return error(fmt::format("expected an integer, found {}", describe(token_)));
     advance();
     return value;
@@ -227,8 +224,7 @@ class Parser {
         Token name = token_;
         if (name.kind != TokenKind::Ident) return error("expected an attribute name");
         auto index = attr_index(op, name.text);
-        if (!index)
-          return error(fmt::format("op '{}' has no attribute '{}'", info.name, name.text));
+        if (!index) return error(fmt::format("op '{}' has no attribute '{}'", info.name, name.text));
         if (seen[*index]) return error(fmt::format("attribute '{}' given twice", name.text));
         seen[*index] = true;
         advance();
@@ -238,8 +234,7 @@ class Parser {
       LAZYLAB_TRY(expect_punct("}"));
     }
     for (int a = 0; a < info.num_attrs; ++a)
-      if (!seen[a])
-        return error(fmt::format("op '{}' needs attribute '{}'", info.name, info.attrs[a].name));
+      if (!seen[a]) return error(fmt::format("op '{}' needs attribute '{}'", info.name, info.attrs[a].name));
     return {};
   }
 
@@ -256,8 +251,7 @@ class Parser {
   Status parse_node(Graph& graph) {
     Token result = token_;
     if (result.kind != TokenKind::Value) return error("expected a value definition like %0 = ...");
-    if (names_.count(std::string(result.text)))
-      return error(fmt::format("value {} defined twice", result.text));
+    if (names_.count(std::string(result.text))) return error(fmt::format("value {} defined twice", result.text));
     advance();
     LAZYLAB_TRY(expect_punct("="));
     Token op_token = token_;

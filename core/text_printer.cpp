@@ -34,8 +34,7 @@ std::string print_node(const Graph& graph, NodeId id) {
   std::string out(op_name(node.op));
   if (!node.operands.empty()) {
     out += "(";
-    for (size_t i = 0; i < node.operands.size(); ++i)
-      out += fmt::format("{}%{}", i ? ", " : "", node.operands[i]);
+    for (size_t i = 0; i < node.operands.size(); ++i) out += fmt::format("{}%{}", i ? ", " : "", node.operands[i]);
     out += ")";
   }
   return out + print_attrs(node) + " : " + to_string(node.type);
@@ -43,11 +42,9 @@ std::string print_node(const Graph& graph, NodeId id) {
 
 std::string print_graph(const Graph& graph, std::string_view name) {
   std::string out = fmt::format("graph @{} {{\n", name);
-  for (NodeId id = 0; id < graph.size(); ++id)
-    out += fmt::format("  %{} = {}\n", id, print_node(graph, id));
+  for (NodeId id = 0; id < graph.size(); ++id) out += fmt::format("  %{} = {}\n", id, print_node(graph, id));
   out += "  return";
-  for (size_t i = 0; i < graph.roots().size(); ++i)
-    out += fmt::format("{} %{}", i ? "," : "", graph.roots()[i]);
+  for (size_t i = 0; i < graph.roots().size(); ++i) out += fmt::format("{} %{}", i ? "," : "", graph.roots()[i]);
   return out + "\n}\n";
 }
 

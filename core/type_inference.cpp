@@ -11,45 +11,46 @@ namespace {
 
 using Operands = std::span<const TensorType* const>;
 
-Error type_error(OpId op, const std::string& what) {
-  return make_error(fmt::format("{}: {}", op_name(op), what));
-}
+Error type_error(OpId op, const std::string& what) { return make_error(fmt::format("{}: {}", op_name(op), what)); }
 
 bool needs_float(OpId op) {
   switch (op) {
-    case OpId::Exp: case OpId::Log: case OpId::Sqrt: case OpId::Rsqrt: case OpId::Tanh:
-    case OpId::Sigmoid: case OpId::Pow: case OpId::ReduceMean: case OpId::Softmax:
-    case OpId::Layernorm: case OpId::Gelu:
-      return true;
-    default:
-      return false;
+    case OpId::Exp:
+    case OpId::Log:
+    case OpId::Sqrt:
+    case OpId::Rsqrt:
+    case OpId::Tanh:
+    case OpId::Sigmoid:
+    case OpId::Pow:
+    case OpId::ReduceMean:
+    case OpId::Softmax:
+    case OpId::Layernorm:
+    case OpId::Gelu: return true;
+    default: return false;
   }
 }
 
 Status check_operands_equal(OpId op, Operands operands) {
   for (size_t i = 1; i < operands.size(); ++i)
     if (!(*operands[i] == *operands[0]))
-      return type_error(op, fmt::format("operand types differ: {} vs {}", to_string(*operands[0]),
-                                        to_string(*operands[i])));
+      return type_error(
+          op, fmt::format("operand types differ: {} vs {}", to_string(*operands[0]), to_string(*operands[i])));
   return {};
 }
 
 Status check_axis(OpId op, int64_t axis, int64_t rank) {
-  if (axis < 0 || axis >= rank)
-    return type_error(op, fmt::format("axis {} out of range for rank {}", axis, rank));
+  if (axis < 0 || axis >= rank) return type_error(op, fmt::format("axis {} out of range for rank {}", axis, rank));
   return {};
 }
 
 Status check_broadcast(OpId op, const TensorType& in, const TensorType& out, const Ints& dims) {
   if (static_cast<int64_t>(dims.size()) != in.rank())
-    return type_error(op, fmt::format("dims has {} entries, operand rank is {}", dims.size(),
-                                      in.rank()));
+    return type_error(op, fmt::format("dims has {} entries, operand rank is {}", dims.size(), in.rank()));
   for (size_t i = 0; i < dims.size(); ++i) {
     LAZYLAB_TRY(check_axis(op, dims[i], out.rank()));
     if (i > 0 && dims[i] <= dims[i - 1]) return type_error(op, "dims must be increasing");
     if (in.shape[i] != 1 && in.shape[i] != out.shape[dims[i]])
-      return type_error(op, fmt::format("cannot broadcast {} to {}", to_string(in),
-                                        to_string(out)));
+      return type_error(op, fmt::format("cannot broadcast {} to {}", to_string(in), to_string(out)));
   }
   if (in.dtype != out.dtype) return type_error(op, "dtype must not change");
   return {};
@@ -66,16 +67,14 @@ Status check_declared(OpId op, Operands operands, const Attrs& attrs, const Tens
     case OpId::Broadcast: return check_broadcast(op, *operands[0], out, attrs[0].ints);
     case OpId::Reshape:
       if (operands[0]->num_elements() != out.num_elements() || operands[0]->dtype != out.dtype)
-        return type_error(op, fmt::format("cannot reshape {} to {}", to_string(*operands[0]),
-                                          to_string(out)));
+        return type_error(op, fmt::format("cannot reshape {} to {}", to_string(*operands[0]), to_string(out)));
       return {};
     default: return {};
   }
 }
 
 Expected<TensorType> infer_transpose(OpId op, const TensorType& in, const Ints& perm) {
-  if (static_cast<int64_t>(perm.size()) != in.rank())
-    return type_error(op, "perm length must equal the rank");
+  if (static_cast<int64_t>(perm.size()) != in.rank()) return type_error(op, "perm length must equal the rank");
   TensorType out{in.dtype, {}};
   std::vector<bool> seen(perm.size());
   for (int64_t p : perm) {
@@ -107,11 +106,9 @@ Expected<TensorType> infer_concat(OpId op, Operands operands, int64_t axis) {
   for (size_t i = 1; i < operands.size(); ++i) {
     const TensorType& t = *operands[i];
     bool compatible = t.dtype == out.dtype && t.rank() == out.rank();
-    for (int64_t d = 0; compatible && d < out.rank(); ++d)
-      compatible = d == axis || t.shape[d] == out.shape[d];
+    for (int64_t d = 0; compatible && d < out.rank(); ++d) compatible = d == axis || t.shape[d] == out.shape[d];
     if (!compatible)
-      return type_error(op, fmt::format("operand {} ({}) does not match {}", i, to_string(t),
-                                        to_string(*operands[0])));
+      return type_error(op, fmt::format("operand {} ({}) does not match {}", i, to_string(t), to_string(*operands[0])));
     out.shape[axis] += t.shape[axis];
   }
   return out;
@@ -128,22 +125,23 @@ Expected<TensorType> infer_reduce(OpId op, const TensorType& in, const Attrs& at
   }
   TensorType out{in.dtype, {}};
   for (int64_t d = 0; d < in.rank(); ++d) {
-    if (!reduced[d]) out.shape.push_back(in.shape[d]);
-    else if (keepdim) out.shape.push_back(1);
+    if (!reduced[d])
+      out.shape.push_back(in.shape[d]);
+    else if (keepdim)
+      out.shape.push_back(1);
   }
   return out;
 }
 
 Expected<TensorType> infer_matmul(OpId op, const TensorType& a, const TensorType& b) {
   if (a.rank() < 2 || a.rank() != b.rank() || a.dtype != b.dtype)
-    return type_error(op, fmt::format("operands {} and {} need equal ranks >= 2 and dtypes",
-                                      to_string(a), to_string(b)));
+    return type_error(op,
+                      fmt::format("operands {} and {} need equal ranks >= 2 and dtypes", to_string(a), to_string(b)));
   int64_t r = a.rank();
   for (int64_t d = 0; d < r - 2; ++d)
     if (a.shape[d] != b.shape[d]) return type_error(op, "batch dimensions differ");
   if (a.shape[r - 1] != b.shape[r - 2])
-    return type_error(op, fmt::format("contracting dimensions differ: {} vs {}",
-                                      to_string(a), to_string(b)));
+    return type_error(op, fmt::format("contracting dimensions differ: {} vs {}", to_string(a), to_string(b)));
   TensorType out = a;
   out.shape[r - 1] = b.shape[r - 1];
   return out;
@@ -162,8 +160,7 @@ Expected<TensorType> infer_same(OpId op, Operands operands, const Attrs& attrs) 
   return *operands[0];
 }
 
-Expected<TensorType> infer_by_rule(OpId op, Operands operands, const Attrs& attrs,
-                                   const TensorType* declared) {
+Expected<TensorType> infer_by_rule(OpId op, Operands operands, const Attrs& attrs, const TensorType* declared) {
   switch (op_info(op).type_rule) {
     case TypeRule::Declared:
       if (!declared) return type_error(op, "needs a declared result type");
@@ -189,23 +186,19 @@ Expected<TensorType> infer_by_rule(OpId op, Operands operands, const Attrs& attr
 
 }  // namespace
 
-Expected<TensorType> infer_type(OpId op, Operands operands, const Attrs& attrs,
-                                const TensorType* declared) {
+Expected<TensorType> infer_type(OpId op, Operands operands, const Attrs& attrs, const TensorType* declared) {
   const OpInfo& info = op_info(op);
-  bool arity_ok = info.arity < 0 ? !operands.empty()
-                                 : static_cast<int>(operands.size()) == info.arity;
+  bool arity_ok = info.arity < 0 ? !operands.empty() : static_cast<int>(operands.size()) == info.arity;
   if (!arity_ok)
-    return type_error(op, fmt::format("expects {} operands, got {}",
-                                      info.arity < 0 ? std::string("at least 1")
-                                                     : std::to_string(info.arity),
-                                      operands.size()));
+    return type_error(
+        op, fmt::format("expects {} operands, got {}",
+                        info.arity < 0 ? std::string("at least 1") : std::to_string(info.arity), operands.size()));
   if (needs_float(op) && !is_float(operands[0]->dtype))
-    return type_error(op, fmt::format("needs a floating-point operand, got {}",
-                                      to_string(*operands[0])));
+    return type_error(op, fmt::format("needs a floating-point operand, got {}", to_string(*operands[0])));
   auto result = infer_by_rule(op, operands, attrs, declared);
   if (result && declared && !(*result == *declared))
-    return type_error(op, fmt::format("declared type {} but operands give {}", to_string(*declared),
-                                      to_string(*result)));
+    return type_error(op,
+                      fmt::format("declared type {} but operands give {}", to_string(*declared), to_string(*result)));
   return result;
 }
 

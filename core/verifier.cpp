@@ -32,8 +32,7 @@ Status verify_parameters(const Graph& graph) {
   for (size_t i = 0; i < params.size(); ++i)
     if (graph.node(params[i]).attrs[0].i != static_cast<int64_t>(i))
       return node_error(graph, params[i],
-                        fmt::format("parameter ordinals must be 0..{} without gaps or repeats",
-                                    params.size() - 1));
+                        fmt::format("parameter ordinals must be 0..{} without gaps or repeats", params.size() - 1));
   return {};
 }
 

@@ -58,7 +58,8 @@ Replacement fold_elementwise(const Match& m) {
   if (m.operands.size() != 2) return kKeep;
   if (!is_float(m.operand(0).type.dtype) && m.node.op != OpId::Pow && m.node.type.dtype != DType::Bool) {
     long long integer = 0;
-    if (!reference::apply_binary_int(op, static_cast<long long>(m.value(0)), static_cast<long long>(m.value(1)), integer))
+    if (!reference::apply_binary_int(op, static_cast<long long>(m.value(0)), static_cast<long long>(m.value(1)),
+                                     integer))
       return kKeep;  // e.g. integer division by zero: leave it for the runtime to report
     return std::optional(m.fold_to(static_cast<double>(integer)));
   }
@@ -91,11 +92,9 @@ Replacement identity_operand(const Match& m) {
       if (m.is_splat(1, 1)) return std::optional(m.operands[0]);
       if (m.is_splat(0, 1)) return std::optional(m.operands[1]);
       return kKeep;
-    case OpId::Sub:
-      return m.is_splat(1, 0) ? std::optional(m.operands[0]) : kKeep;
+    case OpId::Sub: return m.is_splat(1, 0) ? std::optional(m.operands[0]) : kKeep;
     case OpId::Div:
-    case OpId::Pow:
-      return m.is_splat(1, 1) ? std::optional(m.operands[0]) : kKeep;
+    case OpId::Pow: return m.is_splat(1, 1) ? std::optional(m.operands[0]) : kKeep;
     default: return kKeep;
   }
 }
@@ -137,9 +136,15 @@ constexpr Rule kRules[] = {
     {"fold-elementwise", is_elementwise, fold_elementwise},
     {"fold-layout", is_constant_preserving_layout, fold_layout},
     {"fold-reduce", is_reduction, fold_reduce},
-    {"identity-operand", [](OpId op) { return op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Pow; }, identity_operand},
+    {"identity-operand",
+     [](OpId op) {
+       return op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Pow;
+     },
+     identity_operand},
     {"double-negation", [](OpId op) { return op == OpId::Neg; }, double_negation},
-    {"no-op-layout", [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; }, no_op_layout},
+    {"no-op-layout",
+     [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; },
+     no_op_layout},
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
 };
 
@@ -174,7 +179,8 @@ class Canonicalize : public Pass {
 };
 
 LAZYLAB_REGISTER_PASS(PassInfo{
-    "canonicalize", "Algebraic simplification and constant folding, to a fixed point",
+    "canonicalize",
+    "Algebraic simplification and constant folding, to a fixed point",
     {{"max-iterations", OptionKind::Int, "8", "rewrite rounds before giving up on a fixed point", {}, {}}},
     [](const PassOptions& options) { return std::make_unique<Canonicalize>(options.get_int("max-iterations")); }});
 

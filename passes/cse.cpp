@@ -37,8 +37,10 @@ class CommonSubexpressionElimination : public Pass {
   }
 };
 
-LAZYLAB_REGISTER_PASS(PassInfo{"cse", "Merge structurally identical nodes (common subexpressions)", {},
-                               [](const PassOptions&) { return std::make_unique<CommonSubexpressionElimination>(); }});
+LAZYLAB_REGISTER_PASS(PassInfo{
+    "cse", "Merge structurally identical nodes (common subexpressions)", {}, [](const PassOptions&) {
+      return std::make_unique<CommonSubexpressionElimination>();
+    }});
 
 }  // namespace
 }  // namespace lazylab

@@ -22,8 +22,10 @@ class DeadCodeElimination : public Pass {
   }
 };
 
-LAZYLAB_REGISTER_PASS(PassInfo{"dce", "Remove nodes that no root depends on (parameters are kept)", {},
-                               [](const PassOptions&) { return std::make_unique<DeadCodeElimination>(); }});
+LAZYLAB_REGISTER_PASS(PassInfo{
+    "dce", "Remove nodes that no root depends on (parameters are kept)", {}, [](const PassOptions&) {
+      return std::make_unique<DeadCodeElimination>();
+    }});
 
 }  // namespace
 }  // namespace lazylab

@@ -98,8 +98,10 @@ class Decompose : public Pass {
   }
 };
 
-LAZYLAB_REGISTER_PASS(PassInfo{"decompose", "Rewrite composite ops (softmax, layernorm, gelu) into primitives", {},
-                               [](const PassOptions&) { return std::make_unique<Decompose>(); }});
+LAZYLAB_REGISTER_PASS(PassInfo{
+    "decompose", "Rewrite composite ops (softmax, layernorm, gelu) into primitives", {}, [](const PassOptions&) {
+      return std::make_unique<Decompose>();
+    }});
 
 }  // namespace
 }  // namespace lazylab

@@ -29,8 +29,13 @@ class Fuse : public Pass {
 };
 
 LAZYLAB_REGISTER_PASS(PassInfo{
-    "fuse", "Partition the graph into kernels with a fusion strategy",
-    {{"strategy", OptionKind::Enum, "none", "the fusion strategy", {},
+    "fuse",
+    "Partition the graph into kernels with a fusion strategy",
+    {{"strategy",
+      OptionKind::Enum,
+      "none",
+      "the fusion strategy",
+      {},
       [] { return FusionStrategyRegistry::global().names(); }}},
     [](const PassOptions& options) { return std::make_unique<Fuse>(options.get("strategy")); }});
 

@@ -19,8 +19,7 @@ Status check_partition(const Graph& graph, const std::vector<int>& kernel_of) {
   std::vector<bool> live = live_nodes(graph);
   for (NodeId id = 0; id < graph.size(); ++id) {
     bool parameter = graph.node(id).op == OpId::Parameter;
-    if (parameter && kernel_of[id] >= 0)
-      return make_error(fmt::format("partition puts parameter %{} in a kernel", id));
+    if (parameter && kernel_of[id] >= 0) return make_error(fmt::format("partition puts parameter %{} in a kernel", id));
     if (!parameter && live[id] && kernel_of[id] < 0)
       return make_error(fmt::format("partition leaves %{} out of every kernel", id));
   }
@@ -50,7 +49,8 @@ Expected<std::vector<int>> order_kernels(const Graph& graph, const std::vector<i
     for (int next : successors[k])
       if (--indegree[next] == 0) ready.push(next);
   }
-  if (static_cast<int>(order.size()) != num_kernels) return make_error("the kernel partition has a cycle between kernels");
+  if (static_cast<int>(order.size()) != num_kernels)
+    return make_error("the kernel partition has a cycle between kernels");
   return order;
 }
 
@@ -127,7 +127,9 @@ class Lower : public Pass {
   }
 };
 
-LAZYLAB_REGISTER_PASS(PassInfo{"lower", "Lower the kernel partition to a Program: kernel order, buffers, naive memory plan", {},
+LAZYLAB_REGISTER_PASS(PassInfo{"lower",
+                               "Lower the kernel partition to a Program: kernel order, buffers, naive memory plan",
+                               {},
                                [](const PassOptions&) { return std::make_unique<Lower>(); }});
 
 }  // namespace

@@ -93,4 +93,5 @@ class InterpBackend : public plugin::Backend {
 }  // namespace
 }  // namespace lazylab::interp
 
-LAZYLAB_DEFINE_BACKEND(lazylab::interp::InterpBackend, "interp", "Reference interpreter: obviously correct loops, one op at a time")
+LAZYLAB_DEFINE_BACKEND(lazylab::interp::InterpBackend, "interp",
+                       "Reference interpreter: obviously correct loops, one op at a time")

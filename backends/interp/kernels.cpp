@@ -13,8 +13,10 @@ namespace {
 
 size_t element_size(uint32_t dtype) {
   switch (dtype) {
-    case LAZYLAB_F32: case LAZYLAB_I32: return 4;
-    case LAZYLAB_F64: case LAZYLAB_I64: return 8;
+    case LAZYLAB_F32:
+    case LAZYLAB_I32: return 4;
+    case LAZYLAB_F64:
+    case LAZYLAB_I64: return 8;
     default: return 1;
   }
 }
@@ -134,14 +136,15 @@ void binary(uint32_t op, const Array& a, const Array& b, Array& out) {
 void cast(const Array& x, Array& out) {
   bool exact_int = !is_float(x.dtype) && !is_float(out.dtype);
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
-    if (exact_int) store_int(out, i, load_int(x, i));
-    else store(out, i, load(x, i));
+    if (exact_int)
+      store_int(out, i, load_int(x, i));
+    else
+      store(out, i, load(x, i));
   }
 }
 
 void select(const Array& predicate, const Array& a, const Array& b, Array& out) {
-  for (int64_t i = 0, n = out.size(); i < n; ++i)
-    copy_element(load_int(predicate, i) ? a : b, i, out, i);
+  for (int64_t i = 0, n = out.size(); i < n; ++i) copy_element(load_int(predicate, i) ? a : b, i, out, i);
 }
 
 void broadcast(const Array& x, const std::vector<int64_t>& dims, Array& out) {
@@ -188,9 +191,8 @@ void concat(const std::vector<const Array*>& xs, int64_t axis, Array& out) {
 }
 
 void iota(int64_t axis, Array& out) {
-  for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
-    store_int(out, flat, index[axis]);
-  });
+  for_each_index(out.shape,
+                 [&](int64_t flat, const std::vector<int64_t>& index) { store_int(out, flat, index[axis]); });
 }
 
 // Reductions accumulate in double (floats) or int64 (integers).
@@ -207,8 +209,9 @@ void reduce(uint32_t op, const Array& x, const std::vector<int64_t>& axes, Array
   int64_t outputs = out.size();
   double init = op == LAZYLAB_OP_ReduceMax ? -INFINITY : op == LAZYLAB_OP_ReduceMin ? INFINITY : 0.0;
   std::vector<double> acc(outputs, init);
-  std::vector<long long> acc_int(outputs, op == LAZYLAB_OP_ReduceMax ? std::numeric_limits<long long>::min()
-                                          : op == LAZYLAB_OP_ReduceMin ? std::numeric_limits<long long>::max() : 0);
+  std::vector<long long> acc_int(outputs, op == LAZYLAB_OP_ReduceMax   ? std::numeric_limits<long long>::min()
+                                          : op == LAZYLAB_OP_ReduceMin ? std::numeric_limits<long long>::max()
+                                                                       : 0);
   bool integer = !is_float(x.dtype);
   for_each_index(x.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t target = 0;
@@ -221,14 +224,19 @@ void reduce(uint32_t op, const Array& x, const std::vector<int64_t>& axes, Array
     }
     double v = load(x, flat);
     double& a = acc[target];
-    if (op == LAZYLAB_OP_ReduceMax) a = (std::isnan(a) || std::isnan(v)) ? NAN : std::max(a, v);
-    else if (op == LAZYLAB_OP_ReduceMin) a = (std::isnan(a) || std::isnan(v)) ? NAN : std::min(a, v);
-    else a += v;
+    if (op == LAZYLAB_OP_ReduceMax)
+      a = (std::isnan(a) || std::isnan(v)) ? NAN : std::max(a, v);
+    else if (op == LAZYLAB_OP_ReduceMin)
+      a = (std::isnan(a) || std::isnan(v)) ? NAN : std::min(a, v);
+    else
+      a += v;
   });
   double count = static_cast<double>(x.size()) / static_cast<double>(outputs ? outputs : 1);
   for (int64_t i = 0; i < outputs; ++i) {
-    if (integer) store_int(out, i, op == LAZYLAB_OP_ReduceMean ? acc_int[i] / static_cast<long long>(count) : acc_int[i]);
-    else store(out, i, op == LAZYLAB_OP_ReduceMean ? acc[i] / count : acc[i]);
+    if (integer)
+      store_int(out, i, op == LAZYLAB_OP_ReduceMean ? acc_int[i] / static_cast<long long>(count) : acc_int[i]);
+    else
+      store(out, i, op == LAZYLAB_OP_ReduceMean ? acc[i] / count : acc[i]);
   }
 }
 
@@ -244,12 +252,16 @@ void matmul(const Array& a, const Array& b, Array& out) {
         long long acc_int = 0;
         for (int64_t p = 0; p < k; ++p) {
           int64_t ia = (batch * m + i) * k + p, ib = (batch * k + p) * n + j;
-          if (integer) acc_int += load_int(a, ia) * load_int(b, ib);
-          else acc += load(a, ia) * load(b, ib);
+          if (integer)
+            acc_int += load_int(a, ia) * load_int(b, ib);
+          else
+            acc += load(a, ia) * load(b, ib);
         }
         int64_t io = (batch * m + i) * n + j;
-        if (integer) store_int(out, io, acc_int);
-        else store(out, io, acc);
+        if (integer)
+          store_int(out, io, acc_int);
+        else
+          store(out, io, acc);
       }
 }
 
@@ -294,14 +306,14 @@ void evaluate(uint32_t op, const std::vector<const Array*>& in, const std::vecto
     case LAZYLAB_OP_Cast: return cast(*in[0], out);
     case LAZYLAB_OP_Select: return select(*in[0], *in[1], *in[2], out);
     case LAZYLAB_OP_Broadcast: return broadcast(*in[0], attrs[0].ints, out);
-    case LAZYLAB_OP_Reshape:
-      std::memcpy(out.data, in[0]->data, out.size() * element_size(out.dtype));
-      return;
+    case LAZYLAB_OP_Reshape: std::memcpy(out.data, in[0]->data, out.size() * element_size(out.dtype)); return;
     case LAZYLAB_OP_Transpose: return transpose(*in[0], attrs[0].ints, out);
     case LAZYLAB_OP_Slice: return slice(*in[0], attrs, out);
     case LAZYLAB_OP_Concat: return concat(in, attrs[0].i, out);
-    case LAZYLAB_OP_ReduceSum: case LAZYLAB_OP_ReduceMax: case LAZYLAB_OP_ReduceMin: case LAZYLAB_OP_ReduceMean:
-      return reduce(op, *in[0], attrs[0].ints, out);
+    case LAZYLAB_OP_ReduceSum:
+    case LAZYLAB_OP_ReduceMax:
+    case LAZYLAB_OP_ReduceMin:
+    case LAZYLAB_OP_ReduceMean: return reduce(op, *in[0], attrs[0].ints, out);
     case LAZYLAB_OP_Matmul: return matmul(*in[0], *in[1], out);
     case LAZYLAB_OP_Softmax: return softmax(*in[0], attrs[0].i, out);
     case LAZYLAB_OP_Layernorm: return layernorm(*in[0], *in[1], *in[2], attrs[0].f, out);

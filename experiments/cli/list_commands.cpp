@@ -34,7 +34,8 @@ int passes_command(const Args& args) {
   for (const PassInfo* info : PassRegistry::global().list()) {
     std::cout << fmt::format("{:<14} {}\n", info->name, info->summary);
     for (const PassOptionSpec& spec : info->options)
-      std::cout << fmt::format("    {}={} (default {}): {}\n", spec.name, kind_name(spec), spec.default_value, spec.help);
+      std::cout << fmt::format("    {}={} (default {}): {}\n", spec.name, kind_name(spec), spec.default_value,
+                               spec.help);
   }
   return kExitOk;
 }
@@ -43,8 +44,10 @@ int backends_command(const Args& args) {
   if (auto exit = parse_no_args(args, "usage: lazylab backends")) return *exit;
   std::vector<BackendListing> listings = list_backends();
   for (const BackendListing& b : listings) {
-    if (b.problem.empty()) std::cout << fmt::format("{:<10} {}\n           {}\n", b.name, b.summary, b.path);
-    else std::cout << fmt::format("{:<10} UNUSABLE: {}\n", b.name, b.problem);
+    if (b.problem.empty())
+      std::cout << fmt::format("{:<10} {}\n           {}\n", b.name, b.summary, b.path);
+    else
+      std::cout << fmt::format("{:<10} UNUSABLE: {}\n", b.name, b.problem);
   }
   std::cout << fmt::format("plugin path: {}\n", fmt::join(PluginSearch::directories(), ":"));
   return listings.empty() ? kExitError : kExitOk;

@@ -36,7 +36,8 @@ int run_command(const Args& args) {
   }
   std::vector<std::string> devices;
   for (const BackendEntry& entry : experiment->backends)
-    if (auto backend = load_backend(entry.name, entry.options)) devices.push_back(entry.name + ": " + (*backend)->device_description());
+    if (auto backend = load_backend(entry.name, entry.options))
+      devices.push_back(entry.name + ": " + (*backend)->device_description());
   RunInfo info = collect_run_info(devices);
   std::cout << report_console(*result);
   std::vector<std::string> written;

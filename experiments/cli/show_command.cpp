@@ -34,8 +34,10 @@ std::vector<Chunk> split_chunks(const std::string& text, bool split) {
   int line_number = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
-    if (line.rfind("// -----", 0) == 0) chunks.push_back({"", line_number + 1});
-    else chunks.back().text += line + "\n";
+    if (line.rfind("// -----", 0) == 0)
+      chunks.push_back({"", line_number + 1});
+    else
+      chunks.back().text += line + "\n";
   }
   return chunks;
 }
@@ -75,8 +77,10 @@ Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, co
   PassManagerOptions pm{o.verify_each, o.print_after_all, {o.print_after.begin(), o.print_after.end()}, &std::cout};
   auto stats = run_pipeline(pipeline, module, pm);
   if (!stats) return stats.error();
-  if (o.dot) std::cout << to_dot(module.graph, module.kernel_of.empty() ? nullptr : &module.kernel_of);
-  else if (!o.print_after_all) std::cout << print_module(module);
+  if (o.dot)
+    std::cout << to_dot(module.graph, module.kernel_of.empty() ? nullptr : &module.kernel_of);
+  else if (!o.print_after_all)
+    std::cout << print_module(module);
   return {};
 }
 
@@ -118,7 +122,8 @@ int show_command(const Args& args) {
   po::positional_options_description positional;
   positional.add("target", 1);
   po::variables_map vm;
-  if (auto exit = parse_args(args, "usage: lazylab show WORKLOAD|FILE.lzir [--pipeline P] [--dot]", options, positional, vm))
+  if (auto exit =
+          parse_args(args, "usage: lazylab show WORKLOAD|FILE.lzir [--pipeline P] [--dot]", options, positional, vm))
     return *exit;
   Pipeline pipeline;
   if (!o.pipeline.empty()) {

@@ -45,7 +45,9 @@ Definition chain(std::string name, int64_t n, std::string summary) {
 
 Definition softmax_workload() {
   return {{"softmax", "row-wise stable softmax: e = exp(x - max(x)); e / sum(e)", {{"rows", 1024}, {"cols", 4096}}},
-          [](const WorkloadParams& p) { return std::vector<InputSpec>{{{p.at("rows"), p.at("cols")}}}; },
+          [](const WorkloadParams& p) {
+            return std::vector<InputSpec>{{{p.at("rows"), p.at("cols")}}};
+          },
           [](const std::vector<Tensor>& in, const WorkloadParams&) { return std::vector<Tensor>{softmax(in[0], -1)}; },
           nullptr};
 }
@@ -67,8 +69,11 @@ Definition mlp_workload() {
   return {{"mlp", "gelu_tanh(x @ W1 + b1) @ W2 + b2", {{"batch", 256}, {"d", 768}, {"hidden", 3072}}},
           [](const WorkloadParams& p) {
             int64_t b = p.at("batch"), d = p.at("d"), h = p.at("hidden");
-            return std::vector<InputSpec>{{{b, d}}, {{d, h}, Fill::Normal, 0.02}, {{h}, Fill::Normal, 0.02},
-                                          {{h, d}, Fill::Normal, 0.02}, {{d}, Fill::Normal, 0.02}};
+            return std::vector<InputSpec>{{{b, d}},
+                                          {{d, h}, Fill::Normal, 0.02},
+                                          {{h}, Fill::Normal, 0.02},
+                                          {{h, d}, Fill::Normal, 0.02},
+                                          {{d}, Fill::Normal, 0.02}};
           },
           [](const std::vector<Tensor>& in, const WorkloadParams&) {
             return std::vector<Tensor>{matmul(gelu_tanh(matmul(in[0], in[1]) + in[2]), in[3]) + in[4]};
@@ -77,7 +82,9 @@ Definition mlp_workload() {
 }
 
 Definition attention_workload() {
-  return {{"attention", "softmax(Q @ K^T * 0.125) @ V, no mask", {{"batch", 4}, {"heads", 12}, {"seq", 256}, {"head_dim", 64}}},
+  return {{"attention",
+           "softmax(Q @ K^T * 0.125) @ V, no mask",
+           {{"batch", 4}, {"heads", 12}, {"seq", 256}, {"head_dim", 64}}},
           [](const WorkloadParams& p) {
             Dims shape{p.at("batch"), p.at("heads"), p.at("seq"), p.at("head_dim")};
             return std::vector<InputSpec>{{shape}, {shape}, {shape}};
@@ -111,15 +118,26 @@ std::vector<Tensor> gpt2_step(const std::vector<Tensor>& in, const WorkloadParam
 }
 
 Definition gpt2_workload() {
-  return {{"gpt2-block", "pre-LN GPT-2 block: causal attention + gelu MLP, with biases",
+  return {{"gpt2-block",
+           "pre-LN GPT-2 block: causal attention + gelu MLP, with biases",
            {{"batch", 4}, {"seq", 256}, {"channels", 768}, {"heads", 12}}},
           [](const WorkloadParams& p) {
             int64_t B = p.at("batch"), T = p.at("seq"), C = p.at("channels");
             auto weight = [](Dims shape) { return InputSpec{std::move(shape), Fill::Normal, 0.02}; };
             auto ln = [](int64_t c) { return InputSpec{{c}, Fill::Normal, 1.0}; };
-            return std::vector<InputSpec>{{{B, T, C}, Fill::Normal, 1.0}, ln(C), ln(C), weight({C, 3 * C}),
-                                          weight({3 * C}), weight({C, C}), weight({C}), ln(C), ln(C),
-                                          weight({C, 4 * C}), weight({4 * C}), weight({4 * C, C}), weight({C})};
+            return std::vector<InputSpec>{{{B, T, C}, Fill::Normal, 1.0},
+                                          ln(C),
+                                          ln(C),
+                                          weight({C, 3 * C}),
+                                          weight({3 * C}),
+                                          weight({C, C}),
+                                          weight({C}),
+                                          ln(C),
+                                          ln(C),
+                                          weight({C, 4 * C}),
+                                          weight({4 * C}),
+                                          weight({4 * C, C}),
+                                          weight({C})};
           },
           gpt2_step,
           nullptr};
@@ -164,7 +182,9 @@ class BuiltinWorkload : public Workload {
 
 Status check_params(const Definition& definition, const WorkloadParams& params) {
   for (auto& [key, value] : params)
-    if (value <= 0) return make_error(fmt::format("workload '{}': parameter '{}' must be positive, got {}", definition.info.name, key, value));
+    if (value <= 0)
+      return make_error(
+          fmt::format("workload '{}': parameter '{}' must be positive, got {}", definition.info.name, key, value));
   if (definition.info.name == "gpt2-block" && params.at("channels") % params.at("heads") != 0)
     return make_error("workload 'gpt2-block': channels must be divisible by heads");
   return {};
@@ -186,7 +206,8 @@ Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& nam
       if (!params.count(key)) {
         std::vector<std::string> known;
         for (auto& [k, v] : params) known.push_back(k);
-        return make_error(fmt::format("workload '{}' has no parameter '{}' (parameters: {})", name, key, fmt::join(known, ", ")));
+        return make_error(
+            fmt::format("workload '{}' has no parameter '{}' (parameters: {})", name, key, fmt::join(known, ", ")));
       }
       params[key] = value;
     }
@@ -195,7 +216,8 @@ Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& nam
   }
   std::vector<std::string> known;
   for (const Definition& definition : definitions()) known.push_back(definition.info.name);
-  return make_error(fmt::format("unknown workload '{}' (built-in: {}; or give a .lzir file)", name, fmt::join(known, ", ")));
+  return make_error(
+      fmt::format("unknown workload '{}' (built-in: {}; or give a .lzir file)", name, fmt::join(known, ", ")));
 }
 
 std::vector<Tensor> bind_inputs(Context& context, const std::vector<HostTensor>& inputs) {

@@ -29,7 +29,8 @@ class Reader {
     for (auto item : map) {
       auto key = item.first.as<std::string>();
       if (!allowed.count(key))
-        return error(item.first, join(key_path, key), fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
+        return error(item.first, join(key_path, key),
+                     fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
     }
     return {};
   }
@@ -44,7 +45,9 @@ class Reader {
     }
   }
 
-  static std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
 
  private:
   std::string path_;
@@ -61,7 +64,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
       entry.name = item.as<std::string>();
     } else {
       LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "params"}));
-      if (item["name"].IsDefined() == item["file"].IsDefined()) return r.error(item, at, "give exactly one of 'name' or 'file'");
+      if (item["name"].IsDefined() == item["file"].IsDefined())
+        return r.error(item, at, "give exactly one of 'name' or 'file'");
       if (item["file"]) {
         auto file = r.scalar<std::string>(item["file"], at + ".file", "a path");
         if (!file) return file.error();
@@ -87,7 +91,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
 }
 
 Status read_pipelines(const Reader& r, const YAML::Node& map, Experiment& e) {
-  if (!map.IsMap() || map.size() == 0) return r.error(map, "pipelines", "expected a non-empty mapping of name: pipeline text");
+  if (!map.IsMap() || map.size() == 0)
+    return r.error(map, "pipelines", "expected a non-empty mapping of name: pipeline text");
   for (auto item : map) {
     auto name = item.first.as<std::string>();
     auto text = r.scalar<std::string>(item.second, "pipelines." + name, "pipeline text");
@@ -122,7 +127,8 @@ Status read_backends(const Reader& r, const YAML::Node& list, Experiment& e) {
 }
 
 template <class T>
-Status read_optional(const Reader& r, const YAML::Node& map, const std::string& at, const char* key, const char* type, T& out) {
+Status read_optional(const Reader& r, const YAML::Node& map, const std::string& at, const char* key, const char* type,
+                     T& out) {
   if (!map[key]) return {};
   auto value = r.scalar<T>(map[key], Reader::join(at, key), type);
   if (!value) return value.error();
@@ -158,8 +164,9 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 }
 
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
-  LAZYLAB_TRY(r.expect_keys(root, "", {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends",
-                                       "repeat", "reference", "report", "cache"}));
+  LAZYLAB_TRY(r.expect_keys(root, "",
+                            {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
+                             "reference", "report", "cache"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -170,7 +177,8 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_backends(r, root["backends"], e));
   e.baseline = e.pipelines.front().name;
   LAZYLAB_TRY(read_optional(r, root, "", "baseline", "a pipeline name", e.baseline));
-  bool known = std::any_of(e.pipelines.begin(), e.pipelines.end(), [&](const PipelineEntry& p) { return p.name == e.baseline; });
+  bool known =
+      std::any_of(e.pipelines.begin(), e.pipelines.end(), [&](const PipelineEntry& p) { return p.name == e.baseline; });
   if (!known) return r.error(root["baseline"], "baseline", fmt::format("'{}' is not one of the pipelines", e.baseline));
   return read_sections(r, root, e);
 }

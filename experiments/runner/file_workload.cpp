@@ -21,7 +21,8 @@ class FileWorkload : public Workload {
   std::vector<HostTensor> make_inputs(uint64_t seed) const override {
     std::vector<HostTensor> inputs;
     std::vector<NodeId> parameters = graph_.parameters();
-    for (size_t i = 0; i < parameters.size(); ++i) inputs.push_back(make_random(graph_.node(parameters[i]).type, seed, i));
+    for (size_t i = 0; i < parameters.size(); ++i)
+      inputs.push_back(make_random(graph_.node(parameters[i]).type, seed, i));
     return inputs;
   }
   std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const override {

@@ -38,22 +38,40 @@ nlohmann::json spread_json(const Spread& s) { return {{"median", s.median}, {"mi
 nlohmann::json cell_json(const CellResult& c) {
   nlohmann::json passes = nlohmann::json::array();
   for (const PassStat& p : c.passes)
-    passes.push_back({{"pass", p.pass}, {"ms", p.milliseconds}, {"nodes_before", p.nodes_before},
-                      {"nodes_after", p.nodes_after}, {"kernels_after", p.kernels_after}, {"changed", p.changed}});
-  nlohmann::json cell = {
-      {"workload", c.workload}, {"pipeline", c.pipeline}, {"backend", c.backend},
-      {"correctness", {{"pass", c.correctness.pass}, {"max_abs_error", c.correctness.max_abs_error},
-                       {"max_rel_error", c.correctness.max_rel_error}, {"problem", c.correctness.problem}}},
-      {"kernels", c.kernels}, {"arena_bytes", c.arena_bytes},
-      {"compile_ms", c.compile_ms}, {"cold_step_ms", c.cold_step_ms},
-      {"step_ms", spread_json(c.step_ms)}, {"trace_us", spread_json(c.trace_us)},
-      {"hit_sync_overhead_us", spread_json(c.hit_sync_overhead_us)}, {"execute_ms", spread_json(c.execute_ms)},
-      {"nodes_per_step", c.nodes_per_step}, {"ops_per_step", c.ops_per_step},
-      {"speedup_vs_baseline", c.speedup_vs_baseline}, {"passes", passes},
-      {"metrics", {{"traces", c.metrics.traces}, {"nodes_traced", c.metrics.nodes_traced},
-                   {"cache_hits", c.metrics.cache_hits}, {"cache_misses", c.metrics.cache_misses},
-                   {"evictions", c.metrics.evictions}, {"compile_ms", c.metrics.compile_ms},
-                   {"execute_ms", c.metrics.execute_ms}}}};
+    passes.push_back({{"pass", p.pass},
+                      {"ms", p.milliseconds},
+                      {"nodes_before", p.nodes_before},
+                      {"nodes_after", p.nodes_after},
+                      {"kernels_after", p.kernels_after},
+                      {"changed", p.changed}});
+  nlohmann::json cell = {{"workload", c.workload},
+                         {"pipeline", c.pipeline},
+                         {"backend", c.backend},
+                         {"correctness",
+                          {{"pass", c.correctness.pass},
+                           {"max_abs_error", c.correctness.max_abs_error},
+                           {"max_rel_error", c.correctness.max_rel_error},
+                           {"problem", c.correctness.problem}}},
+                         {"kernels", c.kernels},
+                         {"arena_bytes", c.arena_bytes},
+                         {"compile_ms", c.compile_ms},
+                         {"cold_step_ms", c.cold_step_ms},
+                         {"step_ms", spread_json(c.step_ms)},
+                         {"trace_us", spread_json(c.trace_us)},
+                         {"hit_sync_overhead_us", spread_json(c.hit_sync_overhead_us)},
+                         {"execute_ms", spread_json(c.execute_ms)},
+                         {"nodes_per_step", c.nodes_per_step},
+                         {"ops_per_step", c.ops_per_step},
+                         {"speedup_vs_baseline", c.speedup_vs_baseline},
+                         {"passes", passes},
+                         {"metrics",
+                          {{"traces", c.metrics.traces},
+                           {"nodes_traced", c.metrics.nodes_traced},
+                           {"cache_hits", c.metrics.cache_hits},
+                           {"cache_misses", c.metrics.cache_misses},
+                           {"evictions", c.metrics.evictions},
+                           {"compile_ms", c.metrics.compile_ms},
+                           {"execute_ms", c.metrics.execute_ms}}}};
   if (c.ops_per_step > 0) cell["step_us_per_op"] = c.step_ms.median * 1e3 / static_cast<double>(c.ops_per_step);
   return cell;
 }
@@ -81,12 +99,13 @@ std::string correctness_text(const Correctness& c) {
 
 RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
   RunInfo info;
-  info.started_at = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
+  info.started_at = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
+                                fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
   utsname names{};
   uname(&names);
-  info.machine = fmt::format("{}, {} hardware threads, {} memory, {} {} {}", first_line_with("/proc/cpuinfo", "model name"),
-                             std::thread::hardware_concurrency(), first_line_with("/proc/meminfo", "MemTotal"),
-                             names.sysname, names.release, names.machine);
+  info.machine = fmt::format("{}, {} hardware threads, {} memory, {} {} {}",
+                             first_line_with("/proc/cpuinfo", "model name"), std::thread::hardware_concurrency(),
+                             first_line_with("/proc/meminfo", "MemTotal"), names.sysname, names.release, names.machine);
   info.build = fmt::format("lazylab {} ({}), {} build, compiler {}", LAZYLAB_VERSION, LAZYLAB_GIT_REVISION,
                            LAZYLAB_BUILD_TYPE, __VERSION__);
   info.backend_devices = backend_devices;
@@ -98,18 +117,31 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
   nlohmann::json cells = nlohmann::json::array();
   for (const CellResult& c : result.cells) cells.push_back(cell_json(c));
   return {{"schema_version", kReportSchemaVersion},
-          {"experiment", {{"name", e.name}, {"path", e.path}, {"hash", fmt::format("{:016x}", e.hash)},
-                          {"seed", e.seed}, {"baseline", e.baseline}, {"warmup", e.warmup}, {"runs", e.runs},
-                          {"reference", {{"backend", e.reference.backend}, {"pipeline", e.reference.pipeline},
-                                         {"rtol", e.reference.rtol}, {"atol", e.reference.atol}}}}},
-          {"started_at", info.started_at}, {"machine", info.machine}, {"build", info.build},
-          {"backend_devices", info.backend_devices}, {"all_correct", result.all_correct()}, {"cells", cells}};
+          {"experiment",
+           {{"name", e.name},
+            {"path", e.path},
+            {"hash", fmt::format("{:016x}", e.hash)},
+            {"seed", e.seed},
+            {"baseline", e.baseline},
+            {"warmup", e.warmup},
+            {"runs", e.runs},
+            {"reference",
+             {{"backend", e.reference.backend},
+              {"pipeline", e.reference.pipeline},
+              {"rtol", e.reference.rtol},
+              {"atol", e.reference.atol}}}}},
+          {"started_at", info.started_at},
+          {"machine", info.machine},
+          {"build", info.build},
+          {"backend_devices", info.backend_devices},
+          {"all_correct", result.all_correct()},
+          {"cells", cells}};
 }
 
 std::string report_console(const ExperimentResult& result) {
-  std::string out = fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8}  {}\n", "workload", "pipeline",
-                                "backend", "kernels", "compile ms", "step ms", "min ms", "hit sync us", "speedup",
-                                "correct (max abs err)");
+  std::string out = fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8}  {}\n", "workload",
+                                "pipeline", "backend", "kernels", "compile ms", "step ms", "min ms", "hit sync us",
+                                "speedup", "correct (max abs err)");
   for (const CellResult& c : result.cells)
     out += fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x  {}\n",
                        c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload,
@@ -123,17 +155,23 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   std::string out = fmt::format("# Experiment `{}`\n\n{}\n\n", e.name, e.description);
   out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
-  out += fmt::format("- repeats: {} warm-up + {} timed steps after the cold step; baseline pipeline `{}`\n", e.warmup, e.runs, e.baseline);
+  out += fmt::format("- repeats: {} warm-up + {} timed steps after the cold step; baseline pipeline `{}`\n", e.warmup,
+                     e.runs, e.baseline);
   out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n\n", e.reference.backend, e.reference.pipeline,
                      e.reference.rtol, e.reference.atol);
-  out += "| workload | pipeline | backend | kernels | compile ms | step ms (median) | min | max | hit sync µs | speedup | correct | max abs err | max rel err |\n";
+  out +=
+      "| workload | pipeline | backend | kernels | compile ms | step ms (median) | min | max | hit sync µs | speedup | "
+      "correct | max abs err | max rel err |\n";
   out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n";
   for (const CellResult& c : result.cells)
-    out += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.4f} | {:.4f} | {:.4f} | {:.2f} | {:.2f}x | {} | {:.2e} | {:.2e} |\n",
-                       c.workload, c.pipeline, c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min,
-                       c.step_ms.max, c.hit_sync_overhead_us.median, c.speedup_vs_baseline,
-                       c.correctness.pass ? "yes" : "**no**", c.correctness.max_abs_error, c.correctness.max_rel_error);
-  out += "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels after |\n|---|---|---|---|---:|---:|---:|\n";
+    out += fmt::format(
+        "| {} | {} | {} | {} | {:.3f} | {:.4f} | {:.4f} | {:.4f} | {:.2f} | {:.2f}x | {} | {:.2e} | {:.2e} |\n",
+        c.workload, c.pipeline, c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min, c.step_ms.max,
+        c.hit_sync_overhead_us.median, c.speedup_vs_baseline, c.correctness.pass ? "yes" : "**no**",
+        c.correctness.max_abs_error, c.correctness.max_rel_error);
+  out +=
+      "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
+      "after |\n|---|---|---|---|---:|---:|---:|\n";
   for (const CellResult& c : result.cells)
     for (const PassStat& p : c.passes)
       out += fmt::format("| {} | {} | {} | `{}` | {:.3f} | {} → {} | {} |\n", c.workload, c.pipeline, c.backend, p.pass,
@@ -144,7 +182,8 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
 Status write_reports(const ExperimentResult& result, const RunInfo& info, const std::string& output_dir,
                      std::vector<std::string>& written) {
   auto place = [&](const std::string& path) {
-    return output_dir.empty() ? std::filesystem::path(path) : std::filesystem::path(output_dir) / std::filesystem::path(path).filename();
+    return output_dir.empty() ? std::filesystem::path(path)
+                              : std::filesystem::path(output_dir) / std::filesystem::path(path).filename();
   };
   if (!result.experiment.report.json.empty()) {
     auto path = place(result.experiment.report.json);

@@ -60,7 +60,9 @@ Correctness compare(const Outputs& got, const Outputs& want, double rtol, double
       double a = got.values[o][i], b = want.values[o][i];
       if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
         bool same = (std::isnan(a) && std::isnan(b)) || a == b;
-        if (!same && c.pass) c = {false, c.max_abs_error, c.max_rel_error, fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
+        if (!same && c.pass)
+          c = {false, c.max_abs_error, c.max_rel_error,
+               fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
         continue;
       }
       double abs_error = std::fabs(a - b);
@@ -154,8 +156,8 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
 void compute_speedups(ExperimentResult& result) {
   for (CellResult& cell : result.cells)
     for (const CellResult& base : result.cells)
-      if (base.pipeline == result.experiment.baseline && base.workload == cell.workload && base.backend == cell.backend &&
-          cell.step_ms.median > 0)
+      if (base.pipeline == result.experiment.baseline && base.workload == cell.workload &&
+          base.backend == cell.backend && cell.step_ms.median > 0)
         cell.speedup_vs_baseline = base.step_ms.median / cell.step_ms.median;
 }
 
@@ -199,13 +201,18 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
     if (!reference) return make_error(fmt::format("{} on the reference: {}", entry.name, reference.error().message));
     for (size_t b = 0; b < backends.size(); ++b)
       for (size_t p = 0; p < pipelines.size(); ++p) {
-        if (progress) *progress << fmt::format("  {} / {} / {} ...", entry.name, e.pipelines[p].name, e.backends[b].name) << std::flush;
+        if (progress)
+          *progress << fmt::format("  {} / {} / {} ...", entry.name, e.pipelines[p].name, e.backends[b].name)
+                    << std::flush;
         auto cell = run_cell({e, **workload, inputs, *backends[b], pipelines[p]}, *reference);
-        if (!cell) return make_error(fmt::format("{} / {} / {}: {}", entry.name, e.pipelines[p].name, e.backends[b].name, cell.error().message));
+        if (!cell)
+          return make_error(fmt::format("{} / {} / {}: {}", entry.name, e.pipelines[p].name, e.backends[b].name,
+                                        cell.error().message));
         cell->workload = (*workload)->name();
         cell->pipeline = e.pipelines[p].name;
         cell->backend = e.backends[b].name;
-        if (progress) *progress << fmt::format(" {:.3f} ms {}\n", cell->step_ms.median, cell->correctness.pass ? "ok" : "MISMATCH");
+        if (progress)
+          *progress << fmt::format(" {:.3f} ms {}\n", cell->step_ms.median, cell->correctness.pass ? "ok" : "MISMATCH");
         result.cells.push_back(std::move(*cell));
       }
   }

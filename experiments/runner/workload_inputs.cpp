@@ -10,8 +10,10 @@ void fill_values(T* out, int64_t n, std::mt19937_64& rng, Fill fill, double scal
   for (int64_t i = 0; i < n; ++i) {
     double v = fill == Fill::Normal ? normal(rng) * scale : uniform(rng) * scale;
     if (fill == Fill::Uniform && v == 0) v = scale * 0.5;
-    if (is_float(dtype)) out[i] = static_cast<T>(v);
-    else out[i] = static_cast<T>(static_cast<int64_t>((v + 1.0) * 50.0) + 1);  // 1..101
+    if (is_float(dtype))
+      out[i] = static_cast<T>(v);
+    else
+      out[i] = static_cast<T>(static_cast<int64_t>((v + 1.0) * 50.0) + 1);  // 1..101
   }
 }
 

@@ -13,14 +13,16 @@ class FailingExecutable : public lazylab::plugin::Executable {
 
 class FailingBackend : public lazylab::plugin::Backend {
  public:
-  explicit FailingBackend(const std::map<std::string, std::string>& options) : fail_compile_(options.count("fail-compile")) {}
+  explicit FailingBackend(const std::map<std::string, std::string>& options)
+      : fail_compile_(options.count("fail-compile")) {}
   // Everything but softmax, so the host's capability check can be tested.
   void capabilities(lazylab_capabilities& caps) const override {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Softmax;
   }
   std::string device_description() const override { return "nothing"; }
   std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {
-    if (fail_compile_) throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");
+    if (fail_compile_)
+      throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");
     return std::make_unique<FailingExecutable>();
   }
 

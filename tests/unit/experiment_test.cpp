@@ -38,27 +38,32 @@ TEST_CASE("a minimal experiment parses with defaults") {
 }
 
 TEST_CASE("file workloads resolve against the experiment's folder") {
-  auto e = parse_experiment("name: t\nworkloads: [{file: w/a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n", "exp/x.yaml");
+  auto e = parse_experiment("name: t\nworkloads: [{file: w/a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n",
+                            "exp/x.yaml");
   REQUIRE(e.ok());
   CHECK(e->workloads[0].name == "exp/w/a.lzir");
 }
 
 TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
-        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, name, pipelines, reference, repeat, report, seed, workloads)");
+        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, name, pipelines, reference, "
+        "repeat, report, seed, workloads)");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") == "x.yaml:10: repeat: needs warmup >= 0 and runs >= 1");
   CHECK(error_of(kValid + "reference: {rtol: tight}\n") == "x.yaml:10: reference.rtol: expected a number, got 'tight'");
   CHECK(error_of(kValid + "baseline: turbo\n") == "x.yaml:10: baseline: 'turbo' is not one of the pipelines");
-  CHECK(error_of("name: t\npipelines: {p: lower}\nbackends: [interp]\n") == "x.yaml:1: workloads: missing required key");
-  CHECK(error_of("name: t\nworkloads: [{name: chain, params: {n: big}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
-        "x.yaml:2: workloads[0].params.n: expected an integer, got 'big'");
+  CHECK(error_of("name: t\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:1: workloads: missing required key");
+  CHECK(
+      error_of("name: t\nworkloads: [{name: chain, params: {n: big}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+      "x.yaml:2: workloads[0].params.n: expected an integer, got 'big'");
   CHECK(error_of("name: t\nworkloads: [{name: chain, file: a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
         "x.yaml:2: workloads[0]: give exactly one of 'name' or 'file'");
-  CHECK(error_of("name: t\nworkloads: [{nme: chain}]\npipelines: {p: lower}\nbackends: [interp]\n").find("workloads[0].nme: unknown key") != std::string::npos);
+  CHECK(error_of("name: t\nworkloads: [{nme: chain}]\npipelines: {p: lower}\nbackends: [interp]\n")
+            .find("workloads[0].nme: unknown key") != std::string::npos);
   CHECK(error_of("name: t\nworkloads: [chain]\npipelines: [lower]\nbackends: [interp]\n") ==
         "x.yaml:3: pipelines: expected a non-empty mapping of name: pipeline text");
-  CHECK(error_of("name: t\nworkloads: [chain\n") .find("x.yaml:3:1: malformed YAML") == 0);
+  CHECK(error_of("name: t\nworkloads: [chain\n").find("x.yaml:3:1: malformed YAML") == 0);
 }
 
 TEST_CASE("unknown workloads and parameters are reported when the workload is made") {

@@ -40,7 +40,8 @@ TEST_CASE("x + x differs from x + y") {
 TEST_CASE("different shapes, dtypes, constants and ops hash differently") {
   auto with = [](Dims shape, double constant, bool use_exp) {
     return hash_of([=](Context& ctx) {
-      Tensor x = ctx.from_buffer(TensorType{DType::F32, shape}, std::make_shared<Buffer>(TensorType{DType::F32, shape}.bytes()));
+      Tensor x = ctx.from_buffer(TensorType{DType::F32, shape},
+                                 std::make_shared<Buffer>(TensorType{DType::F32, shape}.bytes()));
       Tensor y = x * constant;
       return std::vector<Tensor>{use_exp ? exp(y) : tanh(y)};
     });

@@ -14,7 +14,8 @@ TEST_CASE("elementwise unary ops") {
   check_close(values(relu(x)), {0, 0, 0.25, 4});
   check_close(values(exp(x)), {std::exp(-2.0), std::exp(-0.5), std::exp(0.25), std::exp(4.0)});
   check_close(values(tanh(x)), {std::tanh(-2.0), std::tanh(-0.5), std::tanh(0.25), std::tanh(4.0)});
-  check_close(values(sigmoid(x)), {1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 1 / (1 + std::exp(-0.25)), 1 / (1 + std::exp(-4.0))});
+  check_close(values(sigmoid(x)),
+              {1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 1 / (1 + std::exp(-0.25)), 1 / (1 + std::exp(-4.0))});
   Tensor p = s.ctx.from_vector<float>({0.25f, 1.0f, 4.0f, 9.0f}, {4});
   check_close(values(sqrt(p)), {0.5, 1, 2, 3});
   check_close(values(rsqrt(p)), {2, 1, 0.5, 1.0 / 3});

@@ -35,10 +35,14 @@ TEST_CASE("pipelines parse with defaults spelled out canonically") {
 }
 
 TEST_CASE("pipeline errors name the pass, the option and the value") {
-  CHECK(pipeline_error("cse,bogus").find("unknown pass 'bogus' (known: canonicalize, cse, dce, decompose, fuse, lower") != std::string::npos);
+  CHECK(
+      pipeline_error("cse,bogus").find("unknown pass 'bogus' (known: canonicalize, cse, dce, decompose, fuse, lower") !=
+      std::string::npos);
   CHECK(pipeline_error("fuse{strategy=magic}").find("option 'strategy' expects one of {none") != std::string::npos);
-  CHECK(pipeline_error("fuse{colour=red}").find("pass 'fuse' has no option 'colour' (options: strategy)") != std::string::npos);
-  CHECK(pipeline_error("canonicalize{max-iterations=lots}").find("option 'max-iterations' expects an integer, got 'lots'") != std::string::npos);
+  CHECK(pipeline_error("fuse{colour=red}").find("pass 'fuse' has no option 'colour' (options: strategy)") !=
+        std::string::npos);
+  CHECK(pipeline_error("canonicalize{max-iterations=lots}")
+            .find("option 'max-iterations' expects an integer, got 'lots'") != std::string::npos);
   CHECK(pipeline_error("cse,,dce").find("empty pass name") != std::string::npos);
   CHECK(pipeline_error("fuse{strategy=none").find("unbalanced '{'") != std::string::npos);
   CHECK(pipeline_error("fuse{strategy}").find("needs the form name=value") != std::string::npos);

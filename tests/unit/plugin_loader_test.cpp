@@ -32,17 +32,20 @@ TEST_CASE("the interpreter loads by name from the build tree") {
 TEST_CASE("a missing plugin names the file it looked for and where") {
   std::string message = load_error("nonexistent");
   CHECK(message.find("backend 'nonexistent': no lazylab-backend-nonexistent.so in the plugin path [") == 0);
-  CHECK(load_error("/no/such/dir/lazylab-backend-x.so") == "backend plugin /no/such/dir/lazylab-backend-x.so: no such file");
+  CHECK(load_error("/no/such/dir/lazylab-backend-x.so") ==
+        "backend plugin /no/such/dir/lazylab-backend-x.so: no such file");
 }
 
 TEST_CASE("a wrong ABI major version is refused") {
   std::string path = kDir + "/lazylab-backend-wrongabi.so";
-  CHECK(load_error(path) == "backend plugin " + path + ": it was built for plugin ABI 2.0, this lazylab speaks 1.0; rebuild it");
+  CHECK(load_error(path) ==
+        "backend plugin " + path + ": it was built for plugin ABI 2.0, this lazylab speaks 1.0; rebuild it");
 }
 
 TEST_CASE("a shared object without the entry point is refused") {
   std::string path = kDir + "/lazylab-backend-noentry.so";
-  CHECK(load_error(path) == "backend plugin " + path + ": missing entry point 'lazylab_backend_entry' (not a lazylab backend plugin?)");
+  CHECK(load_error(path) ==
+        "backend plugin " + path + ": missing entry point 'lazylab_backend_entry' (not a lazylab backend plugin?)");
 }
 
 TEST_CASE("LAZYLAB_PLUGIN_PATH is searched first") {
@@ -63,7 +66,8 @@ TEST_CASE("an op the backend does not declare is refused before compiling") {
   Status status = ctx.sync();
   REQUIRE_FALSE(status.ok());
   CHECK(status.error().message ==
-        "backend failing cannot run op 'softmax' (%1 = softmax(%0) {axis = 1} : f32[1,2]); add 'decompose' to the pipeline");
+        "backend failing cannot run op 'softmax' (%1 = softmax(%0) {axis = 1} : f32[1,2]); add 'decompose' to the "
+        "pipeline");
 }
 
 TEST_CASE("bad backend options, compile failures and execute failures come back as errors") {
@@ -78,8 +82,10 @@ TEST_CASE("bad backend options, compile failures and execute failures come back 
     Tensor y = ctx.from_vector<float>({1}, {1}) + 1.0;
     Status status = ctx.sync();
     REQUIRE_FALSE(status.ok());
-    if (fail_compile) CHECK(status.error().message == "backend failing: compile: kernel for op 1 failed to compile");
-    else CHECK(status.error().message == "execute: device on fire");
+    if (fail_compile)
+      CHECK(status.error().message == "backend failing: compile: kernel for op 1 failed to compile");
+    else
+      CHECK(status.error().message == "execute: device on fire");
     CHECK_FALSE(y.ok());
   }
 }

@@ -46,7 +46,8 @@ std::vector<T> values(const Tensor& t) {
 
 inline void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-5) {
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(tol), "element " << i);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(tol), "element " << i);
 }
 
 }  // namespace lazylab::testing

@@ -19,11 +19,14 @@ std::string parse_error(const std::string& text) {
 TEST_CASE("every built-in workload prints and parses back to an equal graph") {
   for (const WorkloadInfo& info : builtin_workloads()) {
     CAPTURE(info.name);
-    auto workload = make_builtin_workload(info.name, info.name == "gpt2-block" ? WorkloadParams{{"channels", 16}, {"heads", 2}, {"seq", 4}, {"batch", 1}} : WorkloadParams{});
+    auto workload = make_builtin_workload(
+        info.name, info.name == "gpt2-block" ? WorkloadParams{{"channels", 16}, {"heads", 2}, {"seq", 4}, {"batch", 1}}
+                                             : WorkloadParams{});
     REQUIRE(workload.ok());
     Context ctx;
     std::vector<Tensor> inputs;
-    for (const HostTensor& input : (*workload)->make_inputs(1)) inputs.push_back(ctx.from_buffer(input.type, input.data));
+    for (const HostTensor& input : (*workload)->make_inputs(1))
+      inputs.push_back(ctx.from_buffer(input.type, input.data));
     std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
     Graph graph = ctx.capture();
     REQUIRE(verify(graph).ok());
@@ -54,7 +57,9 @@ TEST_CASE("attributes of every kind round-trip, including inf and exact floats")
 }
 
 TEST_CASE("names are free-form and comments are ignored") {
-  auto parsed = parse_graph("// leading comment\ngraph @n { %x = parameter {ordinal = 0} : i32[2] // trailing\n %double_x = add(%x, %x) : i32[2]\n return %double_x }");
+  auto parsed = parse_graph(
+      "// leading comment\ngraph @n { %x = parameter {ordinal = 0} : i32[2] // trailing\n %double_x = add(%x, %x) : "
+      "i32[2]\n return %double_x }");
   REQUIRE(parsed.ok());
   CHECK(parsed->name == "n");
   CHECK(parsed->graph.size() == 2);
@@ -63,22 +68,31 @@ TEST_CASE("names are free-form and comments are ignored") {
 TEST_CASE("parse errors name the line and column") {
   CHECK(parse_error("graph @g {\n  %0 = frobnicate : f32[1]\n  return %0\n}") == "t.lzir:2:8: unknown op 'frobnicate'");
   CHECK(parse_error("graph @g {\n  %0 = neg(%1) : f32[1]\n  return %0\n}") == "t.lzir:2:12: use of undefined value %1");
-  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f33[1]\n  return %0\n}") == "t.lzir:2:34: unknown dtype 'f33'");
-  CHECK(parse_error("graph @g {\n  %0 = parameter : f32[1]\n  return %0\n}") == "t.lzir:2:18: op 'parameter' needs attribute 'ordinal'");
-  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0, axis = 1} : f32[1]\n  return %0\n}") == "t.lzir:2:32: op 'parameter' has no attribute 'axis'");
-  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = x} : f32[1]\n  return %0\n}") == "t.lzir:2:29: expected an integer, found 'x'");
-  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n  %0 = neg(%0) : f32[1]\n  return %0\n}") == "t.lzir:3:3: value %0 defined twice");
-  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n") == "t.lzir:3:1: unexpected end of input inside graph");
-  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n  return %0\n} extra") == "t.lzir:4:3: unexpected text after the graph");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f33[1]\n  return %0\n}") ==
+        "t.lzir:2:34: unknown dtype 'f33'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter : f32[1]\n  return %0\n}") ==
+        "t.lzir:2:18: op 'parameter' needs attribute 'ordinal'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0, axis = 1} : f32[1]\n  return %0\n}") ==
+        "t.lzir:2:32: op 'parameter' has no attribute 'axis'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = x} : f32[1]\n  return %0\n}") ==
+        "t.lzir:2:29: expected an integer, found 'x'");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n  %0 = neg(%0) : f32[1]\n  return %0\n}") ==
+        "t.lzir:3:3: value %0 defined twice");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n") ==
+        "t.lzir:3:1: unexpected end of input inside graph");
+  CHECK(parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[1]\n  return %0\n} extra") ==
+        "t.lzir:4:3: unexpected text after the graph");
 }
 
 TEST_CASE("type errors in the text are reported at the op") {
   std::string message = parse_error(
-      "graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = parameter {ordinal = 1} : f32[3]\n  %2 = add(%0, %1) : f32[2]\n  return %2\n}");
+      "graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = parameter {ordinal = 1} : f32[3]\n  %2 = add(%0, "
+      "%1) : f32[2]\n  return %2\n}");
   CHECK(message == "t.lzir:4:8: add: operand types differ: f32[2] vs f32[3]");
   message = parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = exp(%0) : f32[3]\n  return %1\n}");
   CHECK(message == "t.lzir:3:8: exp: declared type f32[3] but operands give f32[2]");
-  message = parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = reshape(%0) : f32[3]\n  return %1\n}");
+  message =
+      parse_error("graph @g {\n  %0 = parameter {ordinal = 0} : f32[2]\n  %1 = reshape(%0) : f32[3]\n  return %1\n}");
   CHECK(message == "t.lzir:3:8: reshape: cannot reshape f32[2] to f32[3]");
 }
 

@@ -33,19 +33,13 @@ enum lazylab_op_id {
   LAZYLAB_OP_COUNT
 };
 
-enum lazylab_dtype {
-  LAZYLAB_F32 = 0,
-  LAZYLAB_F64 = 1,
-  LAZYLAB_I32 = 2,
-  LAZYLAB_I64 = 3,
-  LAZYLAB_BOOL = 4
-};
+enum lazylab_dtype { LAZYLAB_F32 = 0, LAZYLAB_F64 = 1, LAZYLAB_I32 = 2, LAZYLAB_I64 = 3, LAZYLAB_BOOL = 4 };
 
 /* One attribute, in the order of the op's schema in ops.def. */
 typedef struct lazylab_attr {
-  int64_t i;           /* kinds int and bool */
-  double f;            /* kind float */
-  uint32_t num_ints;   /* kind ints */
+  int64_t i;         /* kinds int and bool */
+  double f;          /* kind float */
+  uint32_t num_ints; /* kind ints */
   const int64_t* ints;
 } lazylab_attr;
 
@@ -61,16 +55,16 @@ typedef struct lazylab_value {
   uint32_t dtype;
   uint32_t rank;
   const int64_t* shape;
-  uint32_t kind;       /* lazylab_value_kind */
-  int64_t ordinal;     /* parameters only */
-  uint64_t offset;     /* arena values only */
+  uint32_t kind;   /* lazylab_value_kind */
+  int64_t ordinal; /* parameters only */
+  uint64_t offset; /* arena values only */
   uint64_t bytes;
 } lazylab_value;
 
 typedef struct lazylab_op {
   size_t struct_size;
-  uint32_t op;         /* lazylab_op_id */
-  uint32_t result;     /* value id */
+  uint32_t op;     /* lazylab_op_id */
+  uint32_t result; /* value id */
   uint32_t num_operands;
   const uint32_t* operands; /* value ids */
   uint32_t num_attrs;
@@ -94,11 +88,11 @@ typedef struct lazylab_program {
   uint32_t num_values;
   const lazylab_value* values;
   uint32_t num_kernels;
-  const lazylab_kernel* kernels;      /* in execution order */
+  const lazylab_kernel* kernels; /* in execution order */
   uint32_t num_parameters;
-  const uint32_t* parameters;         /* value ids, by ordinal */
+  const uint32_t* parameters; /* value ids, by ordinal */
   uint32_t num_outputs;
-  const uint32_t* outputs;            /* value ids, in root order */
+  const uint32_t* outputs; /* value ids, in root order */
   uint64_t arena_bytes;
 } lazylab_program;
 
@@ -130,19 +124,16 @@ typedef struct lazylab_backend_api {
   /* A short description of the device and build for reports. */
   const char* (*device_description)(const lazylab_backend* backend);
 
-  lazylab_executable* (*compile)(lazylab_backend* backend, const lazylab_program* program,
-                                 char** error);
+  lazylab_executable* (*compile)(lazylab_backend* backend, const lazylab_program* program, char** error);
   void (*destroy_executable)(lazylab_executable* executable);
   /* parameters[i] points to parameter ordinal i; outputs[i] receives output i.
    * Buffers are host memory of exactly the value's bytes. Returns 0 on success. */
-  int (*execute)(lazylab_executable* executable, const void* const* parameters,
-                 void* const* outputs, char** error);
+  int (*execute)(lazylab_executable* executable, const void* const* parameters, void* const* outputs, char** error);
 
   void (*free_error)(char* error);
 } lazylab_backend_api;
 
-typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major,
-                                                                uint32_t host_minor);
+typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);
 
 #ifdef __cplusplus
 }

@@ -106,9 +106,8 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
       },
       [](lazylab_backend* backend, const lazylab_program* program, char** error) -> lazylab_executable* {
         Executable* executable = nullptr;
-        guarded(error, [&] {
-          executable = reinterpret_cast<BackendHandle*>(backend)->backend->compile(*program).release();
-        });
+        guarded(error,
+                [&] { executable = reinterpret_cast<BackendHandle*>(backend)->backend->compile(*program).release(); });
         return reinterpret_cast<lazylab_executable*>(executable);
       },
       [](lazylab_executable* executable) { delete reinterpret_cast<Executable*>(executable); },
@@ -124,11 +123,11 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
 }  // namespace lazylab::plugin
 
 // Exports the entry point; refuses a host with another ABI major version.
-#define LAZYLAB_DEFINE_BACKEND(BackendClass, name, summary)                                        \
+#define LAZYLAB_DEFINE_BACKEND(BackendClass, name, summary)                                           \
   extern "C" __attribute__((visibility("default"))) const lazylab_backend_api* lazylab_backend_entry( \
-      uint32_t host_major, uint32_t /*host_minor*/) {                                              \
-    if (host_major != LAZYLAB_ABI_MAJOR) return nullptr;                                           \
-    return ::lazylab::plugin::detail::make_api<BackendClass>(name, summary);                       \
+      uint32_t host_major, uint32_t /*host_minor*/) {                                                 \
+    if (host_major != LAZYLAB_ABI_MAJOR) return nullptr;                                              \
+    return ::lazylab::plugin::detail::make_api<BackendClass>(name, summary);                          \
   }
 
 #endif

@@ -26,9 +26,7 @@ inline bool apply_unary(uint32_t op, double x, double& out) {
     case LAZYLAB_OP_Tanh: out = std::tanh(x); return true;
     case LAZYLAB_OP_Sigmoid: out = 1.0 / (1.0 + std::exp(-x)); return true;
     case LAZYLAB_OP_Relu: out = x > 0 ? x : 0.0; return true;
-    case LAZYLAB_OP_Gelu:
-      out = 0.5 * x * (1.0 + std::tanh(kGeluScale * (x + kGeluCubic * x * x * x)));
-      return true;
+    case LAZYLAB_OP_Gelu: out = 0.5 * x * (1.0 + std::tanh(kGeluScale * (x + kGeluCubic * x * x * x))); return true;
     default: return false;
   }
 }
@@ -61,7 +59,10 @@ inline bool apply_binary_int(uint32_t op, long long a, long long b, long long& o
     case LAZYLAB_OP_Add: out = (long long)((unsigned long long)a + (unsigned long long)b); return true;
     case LAZYLAB_OP_Sub: out = (long long)((unsigned long long)a - (unsigned long long)b); return true;
     case LAZYLAB_OP_Mul: out = (long long)((unsigned long long)a * (unsigned long long)b); return true;
-    case LAZYLAB_OP_Div: if (b == 0) return false; out = a / b; return true;
+    case LAZYLAB_OP_Div:
+      if (b == 0) return false;
+      out = a / b;
+      return true;
     case LAZYLAB_OP_Max: out = a > b ? a : b; return true;
     case LAZYLAB_OP_Min: out = a < b ? a : b; return true;
     default: return false;
