@@ -56,6 +56,26 @@ TEST_CASE("LAZYLAB_PLUGIN_PATH is searched first") {
   CHECK((*backend)->name() == "failing");
 }
 
+TEST_CASE("the example plugin agrees with the interpreter and declines what it lacks") {
+  auto example = load_backend(LAZYLAB_EXAMPLE_PLUGIN);
+  REQUIRE_MESSAGE(example.ok(), (example.ok() ? "" : example.error().message));
+  CHECK((*example)->name() == "example");
+  auto program = [](Context& ctx) {
+    Tensor x = ctx.from_vector<float>({-1.0f, 0.5f, 2.0f}, {3});
+    return sigmoid(relu(x * 3.0 - 1.0) + tanh(x));
+  };
+  lazylab::testing::Session reference;
+  Engine engine(lazylab::testing::pipeline("canonicalize,cse,dce,fuse,lower"), **example);
+  Context ctx(engine);
+  auto want = lazylab::testing::values(program(reference.ctx));
+  auto got = lazylab::testing::values(program(ctx));
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  Tensor reduced = sum(ctx.from_vector<float>({1, 2}, {2}));
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message.find("backend example cannot run op 'reduce_sum'") == 0);
+}
+
 TEST_CASE("an op the backend does not declare is refused before compiling") {
   auto backend = load_backend(kDir + "/lazylab-backend-failing.so");
   REQUIRE(backend.ok());
