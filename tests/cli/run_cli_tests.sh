@@ -85,6 +85,12 @@ check "missing experiment file" 1 "nowhere.yaml: cannot open experiment file" --
 experiment "$work/nolower.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: cse}" "backends: [interp]"
 check "pipeline without lower" 1 "end it with 'lower'" -- "$lazylab" run "$work/nolower.yaml"
 
+# A result outside tolerance: the report is still complete, marked, exit 3.
+experiment "$work/strict.yaml" "name: t" "workloads: [{name: softmax, params: {rows: 4, cols: 64}}]" \
+  "pipelines: {p: 'decompose,lower'}" "backends: [interp]" "reference: {rtol: 0, atol: 0}" "report: {json: strict.json}"
+check "mismatch exits 3" 3 "MISMATCH|do not match the reference" -- "$lazylab" run "$work/strict.yaml" -o "$work/out3"
+check "mismatch report is written and marked" 0 "all_correct\": false" -- cat "$work/out3/strict.json"
+
 # show
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
 check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"

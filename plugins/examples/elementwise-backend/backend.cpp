@@ -69,9 +69,12 @@ class ElementwiseExecutable : public lazylab::plugin::Executable {
     const float* b = step.operands.size() > 1 ? data(step.operands[1]) : nullptr;
     for (size_t i = 0; i < n; ++i) {
       double result = step.constant;
-      if (step.op == LAZYLAB_OP_Reshape) result = a[i];
-      else if (b) lazylab::reference::apply_binary(step.op, a[i], b[i], result);
-      else if (a) lazylab::reference::apply_unary(step.op, a[i], result);
+      if (step.op == LAZYLAB_OP_Reshape)
+        result = a[i];
+      else if (b)
+        lazylab::reference::apply_binary(step.op, a[i], b[i], result);
+      else if (a)
+        lazylab::reference::apply_unary(step.op, a[i], result);
       out[i] = static_cast<float>(result);
     }
   }
