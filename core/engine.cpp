@@ -1,7 +1,6 @@
 #include "core/engine.h"
 
 #include <chrono>
-#include <numeric>
 
 #include "core/hash.h"
 #include "core/module.h"
@@ -58,15 +57,6 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   metrics_.evictions += cache_.insert(key, compiled);
   last_compiled_ = compiled;
   return compiled;
-}
-
-Expected<std::shared_ptr<CompiledGraph>> Engine::get_or_compile(const Graph& graph) {
-  uint64_t key = cache_key(graph.hash());
-  auto entry = lookup(key);
-  if (entry && (!options_.verify_cache_hits || structurally_equal(*entry->source, graph))) return entry;
-  std::vector<int64_t> ordinals(graph.parameters().size());
-  std::iota(ordinals.begin(), ordinals.end(), 0);
-  return compile(key, graph, std::move(ordinals));
 }
 
 Status Engine::execute(CompiledGraph& compiled, const void* const* parameters, void* const* outputs) {

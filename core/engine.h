@@ -30,8 +30,6 @@ class Engine {
   // densely) and caches the result under `key`; counts a miss.
   Expected<std::shared_ptr<CompiledGraph>> compile(uint64_t key, const Graph& graph,
                                                    std::vector<int64_t> source_ordinals);
-  // Lookup by the graph's own hash, compiling on a miss.
-  Expected<std::shared_ptr<CompiledGraph>> get_or_compile(const Graph& graph);
 
   Status execute(CompiledGraph& compiled, const void* const* parameters, void* const* outputs);
 

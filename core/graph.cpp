@@ -34,13 +34,6 @@ void Graph::clear() {
   roots_.clear();
 }
 
-std::vector<std::vector<NodeId>> compute_users(const Graph& graph) {
-  std::vector<std::vector<NodeId>> users(graph.size());
-  for (NodeId id = 0; id < graph.size(); ++id)
-    for (NodeId operand : graph.node(id).operands) users[operand].push_back(id);
-  return users;
-}
-
 std::vector<bool> live_nodes(const Graph& graph, std::span<const NodeId> roots) {
   std::vector<bool> live(graph.size());
   for (NodeId root : roots) live[root] = true;

@@ -63,9 +63,6 @@ class Graph {
 // reachable from the roots, in root order (node numbering may differ).
 bool structurally_equal(const Graph& a, const Graph& b);
 
-// Users of each node, indexed by node id.
-std::vector<std::vector<NodeId>> compute_users(const Graph& graph);
-
 // Nodes reachable from `roots` (by default the graph's own).
 std::vector<bool> live_nodes(const Graph& graph, std::span<const NodeId> roots);
 inline std::vector<bool> live_nodes(const Graph& graph) { return live_nodes(graph, graph.roots()); }

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace lazylab {
 
@@ -14,8 +13,6 @@ struct Metrics {
   uint64_t evictions = 0;
   double compile_ms = 0;  // passes + backend compile, misses only
   double execute_ms = 0;  // backend execute
-
-  std::string to_string() const;
 };
 
 }  // namespace lazylab

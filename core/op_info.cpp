@@ -62,16 +62,4 @@ std::optional<int> attr_index(OpId op, std::string_view attr_name) {
   return std::nullopt;
 }
 
-std::string_view category_name(OpCategory category) {
-  switch (category) {
-    case OpCategory::Leaf: return "leaf";
-    case OpCategory::Elementwise: return "elementwise";
-    case OpCategory::Layout: return "layout";
-    case OpCategory::Reduction: return "reduction";
-    case OpCategory::Contraction: return "contraction";
-    case OpCategory::Composite: return "composite";
-  }
-  return "?";
-}
-
 }  // namespace lazylab
