@@ -37,6 +37,7 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   ++metrics_.cache_misses;
   Module module;
   module.graph = graph;
+  module.capabilities = &backend_.capabilities();
   auto stats = run_pipeline(pipeline_, module, options_.passes);
   if (!stats) return stats.error();
   if (!module.program)

@@ -1,5 +1,7 @@
 // Fusion strategies: behind one interface so a researcher adds one file (or
-// one plugin) and selects it with fuse{strategy=NAME}.
+// one plugin) and selects it with fuse{strategy=NAME}. Every candidate pair a
+// strategy considers is logged with its decision, and every "no" carries its
+// reason (XLA's FusionDecision), for `lazylab show --explain-fusion`.
 #pragma once
 
 #include <functional>
@@ -15,14 +17,15 @@ namespace lazylab {
 class FusionStrategy {
  public:
   virtual ~FusionStrategy() = default;
-  // Kernel id for every node (-1 for parameters and dead nodes); kernel ids
-  // are dense from 0.
-  virtual Expected<std::vector<int>> partition(const Module& module) = 0;
+  // Sets module.kernel_of: a kernel id for every node (-1 for parameters and
+  // dead nodes), dense from 0. May first rewrite module.graph (to duplicate
+  // cheap producers); appends what it considered to module.fusion_log.
+  virtual Status partition(Module& module) = 0;
 };
 
 struct FusionStrategyInfo {
   std::string name;
-  std::string summary;
+  std::string summary;  // one line, then the legality and profitability rules
   std::function<std::unique_ptr<FusionStrategy>()> create;
 };
 
@@ -32,6 +35,7 @@ class FusionStrategyRegistry {
   void add(FusionStrategyInfo info) { strategies_.insert_or_assign(info.name, std::move(info)); }
   const FusionStrategyInfo* find(const std::string& name) const;
   std::vector<std::string> names() const;
+  std::vector<const FusionStrategyInfo*> list() const;
 
  private:
   std::map<std::string, FusionStrategyInfo> strategies_;
@@ -40,5 +44,37 @@ class FusionStrategyRegistry {
 struct FusionStrategyRegistrar {
   explicit FusionStrategyRegistrar(FusionStrategyInfo info) { FusionStrategyRegistry::global().add(std::move(info)); }
 };
+
+// Nodes grouped into would-be kernels (union-find), with the checks every
+// strategy needs before merging two groups.
+class KernelGroups {
+ public:
+  // Every live non-parameter node starts in a group of its own.
+  explicit KernelGroups(const Graph& graph);
+
+  int group_of(NodeId id);
+  size_t size_of(NodeId id) { return sizes_[group_of(id)]; }
+  bool in_kernel(NodeId id) const { return parent_[id] >= 0; }
+  void merge(NodeId a, NodeId b);
+  // Merging the groups of `a` and `b` would make kernels depend on each other
+  // in a cycle: one reaches the other through a third group (checked on the
+  // group graph with Boost.Graph's breadth-first search).
+  bool would_create_cycle(NodeId a, NodeId b);
+  // Dense kernel ids in program order of each group's first node.
+  std::vector<int> kernel_of();
+
+ private:
+  const Graph& graph_;
+  std::vector<int> parent_;  // -1: in no kernel
+  std::vector<size_t> sizes_;
+};
+
+// Shared checks: the backend runs both ops and fuses this kind of kernel,
+// and the merged group stays under the backend's size limit.
+FusionDecision check_backend(const Module& module, KernelGroups& groups, NodeId producer, NodeId consumer);
+
+// Gives every constant one user, so fusing a splat into each consumer never
+// sends it through memory (a duplicated producer that costs nothing).
+void duplicate_constants(Module& module);
 
 }  // namespace lazylab

@@ -18,6 +18,7 @@ void replace_graph(Module& module, Graph graph) {
   module.graph = std::move(graph);
   module.kernel_of.clear();
   module.program.reset();
+  module.fusion_log.clear();
 }
 
 std::string print_module(const Module& module) {

@@ -8,8 +8,24 @@
 
 #include "core/graph.h"
 #include "core/program.h"
+#include "lazylab/backend_abi.h"
 
 namespace lazylab {
+
+// A fusion strategy's answer for one producer/consumer pair; every "no"
+// carries its reason (XLA's FusionDecision).
+struct FusionDecision {
+  bool fuse = true;
+  std::string reason;  // why not; empty when fusing
+  static FusionDecision yes() { return {}; }
+  static FusionDecision no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return fuse; }
+};
+
+struct FusionCandidate {
+  NodeId producer, consumer;
+  FusionDecision decision;
+};
 
 struct Module {
   std::string name = "main";  // printed as graph @name
@@ -18,6 +34,10 @@ struct Module {
   // (parameters, dead nodes). Empty until fusion runs.
   std::vector<int> kernel_of;
   std::optional<Program> program;
+  // What the target backend can run and fuse; null means anything.
+  const lazylab_capabilities* capabilities = nullptr;
+  // Candidate pairs a fusion strategy considered, with its decisions.
+  std::vector<FusionCandidate> fusion_log;
 
   size_t num_kernels() const;
 };

@@ -16,12 +16,10 @@ class Fuse : public Pass {
   Expected<bool> run(Module& module) override {
     const FusionStrategyInfo* info = FusionStrategyRegistry::global().find(strategy_);
     if (!info) return make_error(fmt::format("unknown fusion strategy '{}'", strategy_));
-    auto partition = info->create()->partition(module);
-    if (!partition) return partition.error();
-    bool changed = *partition != module.kernel_of;
-    module.kernel_of = std::move(*partition);
+    std::vector<int> before = module.kernel_of;
+    LAZYLAB_TRY(info->create()->partition(module));
     module.program.reset();
-    return changed;
+    return module.kernel_of != before;
   }
 
  private:

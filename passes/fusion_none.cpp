@@ -8,14 +8,9 @@ namespace {
 
 class NoFusion : public FusionStrategy {
  public:
-  Expected<std::vector<int>> partition(const Module& module) override {
-    const Graph& graph = module.graph;
-    std::vector<bool> live = live_nodes(graph);
-    std::vector<int> kernel_of(graph.size(), -1);
-    int next = 0;
-    for (NodeId id = 0; id < graph.size(); ++id)
-      if (live[id] && graph.node(id).op != OpId::Parameter) kernel_of[id] = next++;
-    return kernel_of;
+  Status partition(Module& module) override {
+    module.kernel_of = KernelGroups(module.graph).kernel_of();
+    return {};
   }
 };
 

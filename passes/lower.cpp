@@ -108,11 +108,8 @@ class Lower : public Pass {
  public:
   Expected<bool> run(Module& module) override {
     const Graph& graph = module.graph;
-    if (module.kernel_of.empty()) {
-      auto partition = FusionStrategyRegistry::global().find("none")->create()->partition(module);
-      if (!partition) return partition.error();
-      module.kernel_of = std::move(*partition);
-    }
+    if (module.kernel_of.empty())
+      LAZYLAB_TRY(FusionStrategyRegistry::global().find("none")->create()->partition(module));
     LAZYLAB_TRY(check_partition(graph, module.kernel_of));
     auto order = order_kernels(graph, module.kernel_of, static_cast<int>(module.num_kernels()));
     if (!order) return order.error();

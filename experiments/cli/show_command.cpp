@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/backend.h"
 #include "core/dot.h"
 #include "core/pass_manager.h"
 #include "core/text_format.h"
@@ -19,7 +20,9 @@ namespace {
 struct ShowOptions {
   std::string target, pipeline;
   std::vector<std::string> params, print_after;
-  bool dot = false, split = false, verify_each = false, print_after_all = false;
+  std::string backend;
+  bool dot = false, split = false, verify_each = false, print_after_all = false, explain_fusion = false;
+  const lazylab_capabilities* capabilities = nullptr;
 };
 
 struct Chunk {
@@ -69,11 +72,20 @@ Expected<Graph> capture_workload(const ShowOptions& o) {
   return context.capture();
 }
 
+// One line per candidate pair, in the order the strategy considered them.
+void print_fusion_log(const Module& module) {
+  for (const FusionCandidate& c : module.fusion_log)
+    std::cout << fmt::format("// fusion: %{} {} -> %{} {}: {}\n", c.producer, op_name(module.graph.node(c.producer).op),
+                             c.consumer, op_name(module.graph.node(c.consumer).op),
+                             c.decision.fuse ? "fuse" : "no: " + c.decision.reason);
+}
+
 Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, const Pipeline& pipeline) {
   LAZYLAB_TRY(verify(graph));
   Module module;
   module.name = name;
   module.graph = std::move(graph);
+  module.capabilities = o.capabilities;
   PassManagerOptions pm{o.verify_each, o.print_after_all, {o.print_after.begin(), o.print_after.end()}, &std::cout};
   auto stats = run_pipeline(pipeline, module, pm);
   if (!stats) return stats.error();
@@ -81,6 +93,7 @@ Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, co
     std::cout << to_dot(module.graph, module.kernel_of.empty() ? nullptr : &module.kernel_of);
   else if (!o.print_after_all)
     std::cout << print_module(module);
+  if (o.explain_fusion) print_fusion_log(module);
   return {};
 }
 
@@ -118,13 +131,26 @@ int show_command(const Args& args) {
       "split-input-file", po::bool_switch(&o.split), "treat each '// -----' chunk of the file as its own case")(
       "verify-each", po::bool_switch(&o.verify_each), "verify the IR after every pass")(
       "print-after-all", po::bool_switch(&o.print_after_all), "print the IR after every pass")(
-      "print-after", po::value(&o.print_after)->composing(), "print the IR after this pass (repeatable)");
+      "print-after", po::value(&o.print_after)->composing(), "print the IR after this pass (repeatable)")(
+      "explain-fusion", po::bool_switch(&o.explain_fusion),
+      "print each candidate pair a fusion strategy considered, with its decision and reason")(
+      "backend,b", po::value(&o.backend), "fuse for this backend's capabilities (default: no limits)");
   po::positional_options_description positional;
   positional.add("target", 1);
   po::variables_map vm;
   if (auto exit =
           parse_args(args, "usage: lazylab show WORKLOAD|FILE.lzir [--pipeline P] [--dot]", options, positional, vm))
     return *exit;
+  std::unique_ptr<Backend> backend;
+  if (!o.backend.empty()) {
+    auto loaded = load_backend(o.backend);
+    if (!loaded) {
+      std::cerr << "lazylab: " << loaded.error().message << "\n";
+      return kExitError;
+    }
+    backend = std::move(*loaded);
+    o.capabilities = &backend->capabilities();
+  }
   Pipeline pipeline;
   if (!o.pipeline.empty()) {
     auto parsed = parse_pipeline(o.pipeline);

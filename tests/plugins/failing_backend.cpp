@@ -15,9 +15,12 @@ class FailingBackend : public lazylab::plugin::Backend {
  public:
   explicit FailingBackend(const std::map<std::string, std::string>& options)
       : fail_compile_(options.count("fail-compile")) {}
-  // Everything but softmax, so the host's capability check can be tested.
+  // Everything but softmax, fused 3 ops at most: the host's capability
+  // check and the fusion strategies' size limit can be tested against it.
   void capabilities(lazylab_capabilities& caps) const override {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Softmax;
+    caps.fuses_elementwise = 1;
+    caps.max_ops_per_kernel = 3;
   }
   std::string device_description() const override { return "nothing"; }
   std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {

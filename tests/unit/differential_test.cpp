@@ -33,8 +33,13 @@ std::vector<std::vector<float>> run(const Workload& workload, const std::string&
 }  // namespace
 
 TEST_CASE("every workload x pass agrees with the reference") {
-  const char* pipelines[] = {"canonicalize,lower", "cse,lower", "dce,lower", "decompose,lower",
-                             "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=none},lower"};
+  const char* pipelines[] = {"canonicalize,lower",
+                             "cse,lower",
+                             "dce,lower",
+                             "decompose,lower",
+                             "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=none},lower",
+                             "decompose,canonicalize,cse,dce,fuse{strategy=greedy-elementwise},lower",
+                             "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower"};
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));
     REQUIRE(workload.ok());

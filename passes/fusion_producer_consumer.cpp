@@ -1,0 +1,113 @@
+// Fusion strategy `producer-consumer` (XLA-style): elementwise prologues
+// fused into reductions and elementwise epilogues after them, so a softmax
+// or a layernorm becomes one kernel.
+//
+// A kernel lives in one row iteration space S = [..., C]: every value in it
+// is full-shaped (S) or has one element per row (S with the last dim 1 or
+// dropped). Legality: both ops are elementwise, broadcasts, constants or
+// reductions over the last axis only; the merged kernel has one row space
+// (reductions reduce S, a broadcast whose input is in the kernel goes from
+// one-per-row to S); the backend runs both ops, fuses elementwise kernels
+// and, when a reduction is involved, reduction prologues; the size limit
+// holds; no cycle between kernels. Profitability: fuse whenever legal. A
+// producer with several consumers is fused into the first and written out
+// for the others; only constants are duplicated (they cost nothing).
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "core/fusion_strategy.h"
+
+namespace lazylab {
+namespace {
+
+bool is_fusible(const Graph& graph, const Node& node) {
+  OpCategory category = op_info(node.op).category;
+  if (category == OpCategory::Reduction) {
+    const Node& input = graph.node(node.operands[0]);
+    return node.attrs[0].ints.size() == 1 && node.attrs[0].ints[0] == input.type.rank() - 1;
+  }
+  return category == OpCategory::Elementwise || node.op == OpId::Broadcast || node.op == OpId::Constant;
+}
+
+bool is_row_shape(const Dims& shape, const Dims& space) {
+  if (space.empty()) return false;
+  Dims rows(space.begin(), space.end() - 1);
+  if (shape == rows) return true;
+  rows.push_back(1);
+  return shape == rows;
+}
+
+// The row space of the nodes of two groups, or why they have none.
+std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& groups, NodeId a, NodeId b) {
+  int ga = groups.group_of(a), gb = groups.group_of(b);
+  std::vector<NodeId> members;
+  std::optional<Dims> space;
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    int g = groups.in_kernel(id) ? groups.group_of(id) : -1;
+    if (g != ga && g != gb) continue;
+    members.push_back(id);
+    const Node& node = graph.node(id);
+    const Dims& candidate =
+        op_info(node.op).category == OpCategory::Reduction ? graph.node(node.operands[0]).type.shape : node.type.shape;
+    if (!space || TensorType{DType::F32, candidate}.num_elements() > TensorType{DType::F32, *space}.num_elements())
+      space = candidate;
+  }
+  for (NodeId id : members) {
+    const Node& node = graph.node(id);
+    bool reduction = op_info(node.op).category == OpCategory::Reduction;
+    if (reduction && graph.node(node.operands[0]).type.shape != *space)
+      return fmt::format("reductions over different row spaces ({} vs {})",
+                         to_string(graph.node(node.operands[0]).type.shape), to_string(*space));
+    if (node.type.shape != *space && !is_row_shape(node.type.shape, *space))
+      return fmt::format("{} is neither the row space {} nor one per row", to_string(node.type.shape),
+                         to_string(*space));
+  }
+  return std::nullopt;
+}
+
+FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+  const Graph& graph = module.graph;
+  const Node &p = graph.node(producer), &c = graph.node(consumer);
+  for (const Node* node : {&p, &c})
+    if (!is_fusible(graph, *node))
+      return FusionDecision::no(op_info(node->op).category == OpCategory::Reduction
+                                    ? "reduction over a non-last axis"
+                                    : fmt::format("{} is not elementwise, broadcast or reduction", op_name(node->op)));
+  if (c.op == OpId::Broadcast && !is_row_shape(p.type.shape, c.type.shape) && p.type.shape != c.type.shape)
+    return FusionDecision::no("broadcast from a shape that is not one per row");
+  if (auto problem = check_row_space(graph, groups, producer, consumer))
+    return FusionDecision::no("different iteration spaces: " + *problem);
+  if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
+  bool reduction = op_info(p.op).category == OpCategory::Reduction || op_info(c.op).category == OpCategory::Reduction;
+  if (reduction && module.capabilities && !module.capabilities->fuses_reduction_prologue)
+    return FusionDecision::no("backend cannot fuse into reductions");
+  if (groups.would_create_cycle(producer, consumer)) return FusionDecision::no("would create a cycle between kernels");
+  return FusionDecision::yes();
+}
+
+class ProducerConsumer : public FusionStrategy {
+ public:
+  Status partition(Module& module) override {
+    duplicate_constants(module);
+    KernelGroups groups(module.graph);
+    for (NodeId consumer = 0; consumer < module.graph.size(); ++consumer) {
+      if (!groups.in_kernel(consumer)) continue;
+      for (NodeId producer : module.graph.node(consumer).operands) {
+        if (!groups.in_kernel(producer) || groups.group_of(producer) == groups.group_of(consumer)) continue;
+        FusionDecision decision = decide(module, groups, producer, consumer);
+        if (decision) groups.merge(producer, consumer);
+        module.fusion_log.push_back({producer, consumer, std::move(decision)});
+      }
+    }
+    module.kernel_of = groups.kernel_of();
+    return {};
+  }
+};
+
+const FusionStrategyRegistrar kRegistrar{
+    {"producer-consumer", "Elementwise prologues and epilogues fused with last-axis reductions in one row space",
+     [] { return std::make_unique<ProducerConsumer>(); }}};
+
+}  // namespace
+}  // namespace lazylab
