@@ -59,7 +59,9 @@ Expected<std::string> find_plugin(const std::string& name) {
 
 Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
   if (!fs::exists(path)) return make_error(fmt::format("backend plugin {}: no such file", path));
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: a plugin stays mapped until exit even after dlclose, since
+  // threads it started (TBB, OpenBLAS workers) may outlive its last backend.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) return make_error(fmt::format("backend plugin {}: cannot load: {}", path, dlerror()));
   auto entry = reinterpret_cast<lazylab_backend_entry_fn>(dlsym(handle, LAZYLAB_BACKEND_ENTRY));
   if (!entry) {

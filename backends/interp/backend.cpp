@@ -5,11 +5,15 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernels.h"
+#include "kernels.h"  // backends/reference
 #include "lazylab/backend_plugin.hpp"
 
 namespace lazylab::interp {
 namespace {
+
+using reference::Array;
+using reference::Attr;
+using reference::evaluate;
 
 struct Step {
   uint32_t op;

@@ -1,5 +1,7 @@
-// The interpreter's op evaluation: straightforward loops over row-major
-// arrays, one op at a time, f64 accumulation in reductions and matmul.
+// Reference op kernels: straightforward loops over row-major
+// arrays, one op at a time, f64 accumulation in reductions and matmul. The
+// interpreter is built from them; other backends fall back to them for ops
+// they do not accelerate.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +9,7 @@
 
 #include "lazylab/backend_abi.h"
 
-namespace lazylab::interp {
+namespace lazylab::reference {
 
 struct Array {
   uint32_t dtype = LAZYLAB_F32;
@@ -31,4 +33,4 @@ struct Attr {
 // reference cannot compute (integer division by zero, an unknown op).
 void evaluate(uint32_t op, const std::vector<const Array*>& operands, const std::vector<Attr>& attrs, Array& out);
 
-}  // namespace lazylab::interp
+}  // namespace lazylab::reference

@@ -8,7 +8,7 @@
 
 #include "lazylab/reference_semantics.hpp"
 
-namespace lazylab::interp {
+namespace lazylab::reference {
 namespace {
 
 size_t element_size(uint32_t dtype) {
@@ -324,4 +324,4 @@ void evaluate(uint32_t op, const std::vector<const Array*>& in, const std::vecto
   throw std::runtime_error("interp: op id " + std::to_string(op) + " has no kernel");
 }
 
-}  // namespace lazylab::interp
+}  // namespace lazylab::reference

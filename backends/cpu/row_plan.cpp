@@ -1,0 +1,426 @@
+#include "row_plan.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "lazylab/reference_semantics.hpp"
+
+namespace lazylab::cpu {
+namespace {
+
+// How an op reads or writes one value within a segment (row r, columns
+// [c0, c0 + len)).
+struct Slot {
+  enum Kind { Full, PerRow, Splat, Suffix, Scalar } kind = Full;
+  enum Where { Memory, Local } where = Memory;
+  uint32_t value = 0;  // Memory
+  int local = -1;      // Local: buffer index (Full) or scalar index (PerRow)
+  float splat = 0;     // Splat
+  int64_t period = 0;  // Suffix: elements of the broadcast source
+};
+
+enum class InstrKind { Unary, Binary, Reduce, Materialize };
+
+struct Instr {
+  InstrKind kind;
+  uint32_t op;
+  Slot out;
+  Slot a, b;
+};
+
+// An operand as the loops see it: a pointer, or a scalar for the segment.
+struct View {
+  const float* ptr = nullptr;
+  float scalar = 0;
+};
+
+struct Scratch {
+  std::vector<float> buffers;
+  std::vector<float> per_row;
+};
+
+template <class F>
+void binary_loop(float* out, View a, View b, int64_t n, F f) {
+  if (a.ptr && b.ptr)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a.ptr[i], b.ptr[i]);
+  else if (a.ptr)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a.ptr[i], b.scalar);
+  else if (b.ptr)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a.scalar, b.ptr[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a.scalar, b.scalar);
+}
+
+template <class F>
+void unary_loop(float* out, View a, int64_t n, F f) {
+  if (a.ptr)
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a.ptr[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a.scalar);
+}
+
+// NaN-propagating max/min, as the reference defines them.
+inline float max_nan(float x, float y) { return (x != x || y != y) ? NAN : (x > y ? x : y); }
+inline float min_nan(float x, float y) { return (x != x || y != y) ? NAN : (x < y ? x : y); }
+
+void binary(uint32_t op, float* out, View a, View b, int64_t n) {
+  switch (op) {
+    case LAZYLAB_OP_Add: return binary_loop(out, a, b, n, [](float x, float y) { return x + y; });
+    case LAZYLAB_OP_Sub: return binary_loop(out, a, b, n, [](float x, float y) { return x - y; });
+    case LAZYLAB_OP_Mul: return binary_loop(out, a, b, n, [](float x, float y) { return x * y; });
+    case LAZYLAB_OP_Div: return binary_loop(out, a, b, n, [](float x, float y) { return x / y; });
+    case LAZYLAB_OP_Max: return binary_loop(out, a, b, n, max_nan);
+    case LAZYLAB_OP_Min: return binary_loop(out, a, b, n, min_nan);
+    case LAZYLAB_OP_Pow: return binary_loop(out, a, b, n, [](float x, float y) { return std::pow(x, y); });
+  }
+}
+
+void unary(uint32_t op, float* out, View a, int64_t n) {
+  switch (op) {
+    case LAZYLAB_OP_Neg: return unary_loop(out, a, n, [](float x) { return -x; });
+    case LAZYLAB_OP_Abs: return unary_loop(out, a, n, [](float x) { return std::fabs(x); });
+    case LAZYLAB_OP_Relu: return unary_loop(out, a, n, [](float x) { return x > 0 ? x : 0.0f; });
+    case LAZYLAB_OP_Exp: return unary_loop(out, a, n, [](float x) { return std::exp(x); });
+    case LAZYLAB_OP_Log: return unary_loop(out, a, n, [](float x) { return std::log(x); });
+    case LAZYLAB_OP_Sqrt: return unary_loop(out, a, n, [](float x) { return std::sqrt(x); });
+    case LAZYLAB_OP_Rsqrt: return unary_loop(out, a, n, [](float x) { return 1.0f / std::sqrt(x); });
+    case LAZYLAB_OP_Tanh: return unary_loop(out, a, n, [](float x) { return std::tanh(x); });
+    case LAZYLAB_OP_Sigmoid: return unary_loop(out, a, n, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+  }
+}
+
+// Sixteen running partial results so the loop vectorises without -ffast-math.
+template <class F>
+float reduce_row(const float* x, int64_t n, float init, F f) {
+  float lanes[16];
+  std::fill(lanes, lanes + 16, init);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) lanes[k] = f(lanes[k], x[i + k]);
+  float total = init;
+  for (int k = 0; k < 16; ++k) total = f(total, lanes[k]);
+  for (; i < n; ++i) total = f(total, x[i]);
+  return total;
+}
+
+float reduce(uint32_t op, const float* x, int64_t n) {
+  switch (op) {
+    case LAZYLAB_OP_ReduceMax: return reduce_row(x, n, -INFINITY, max_nan);
+    case LAZYLAB_OP_ReduceMin: return reduce_row(x, n, INFINITY, min_nan);
+    case LAZYLAB_OP_ReduceSum: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; });
+    default: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; }) / static_cast<float>(n);
+  }
+}
+
+bool is_fused_unary(uint32_t op) {
+  switch (op) {
+    case LAZYLAB_OP_Neg:
+    case LAZYLAB_OP_Abs:
+    case LAZYLAB_OP_Relu:
+    case LAZYLAB_OP_Exp:
+    case LAZYLAB_OP_Log:
+    case LAZYLAB_OP_Sqrt:
+    case LAZYLAB_OP_Rsqrt:
+    case LAZYLAB_OP_Tanh:
+    case LAZYLAB_OP_Sigmoid: return true;
+    default: return false;
+  }
+}
+
+bool is_fused_binary(uint32_t op) {
+  switch (op) {
+    case LAZYLAB_OP_Add:
+    case LAZYLAB_OP_Sub:
+    case LAZYLAB_OP_Mul:
+    case LAZYLAB_OP_Div:
+    case LAZYLAB_OP_Max:
+    case LAZYLAB_OP_Min:
+    case LAZYLAB_OP_Pow: return true;
+    default: return false;
+  }
+}
+
+class RowPlan : public KernelPlan {
+ public:
+  RowPlan(int64_t rows, int64_t cols, bool reduces, const RowPlanOptions& options)
+      : rows_(rows), cols_(cols), options_(options) {
+    segment_ = reduces ? cols : std::min(cols, options.tile);
+    segments_per_row_ = (cols + segment_ - 1) / segment_;
+  }
+
+  std::vector<Instr> instrs;
+  int num_buffers = 0, num_per_row = 0;
+
+  void run(const Memory& memory) override {
+    int64_t segments = rows_ * segments_per_row_;
+    if (rows_ * cols_ < options_.parallel_min || !options_.arena) {
+      Scratch& scratch = serial_scratch_;
+      prepare(scratch);
+      for (int64_t s = 0; s < segments; ++s) run_segment(memory, scratch, s);
+      return;
+    }
+    int64_t grain = std::max<int64_t>(1, options_.parallel_min / std::max<int64_t>(segment_, 1) / 4);
+    options_.arena->execute([&] {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, segments, grain), [&](const tbb::blocked_range<int64_t>& range) {
+        Scratch& scratch = scratch_.local();
+        prepare(scratch);
+        for (int64_t s = range.begin(); s < range.end(); ++s) run_segment(memory, scratch, s);
+      });
+    });
+  }
+
+ private:
+  void prepare(Scratch& scratch) const {
+    scratch.buffers.resize(static_cast<size_t>(num_buffers) * segment_);
+    scratch.per_row.resize(num_per_row);
+  }
+
+  View view(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
+    switch (slot.kind) {
+      case Slot::Splat: return {nullptr, slot.splat};
+      case Slot::PerRow:
+        return {nullptr, slot.where == Slot::Local ? scratch.per_row[slot.local] : memory.f32(slot.value)[row]};
+      case Slot::Suffix: return {memory.f32(slot.value) + (row * cols_ + c0) % slot.period, 0};
+      case Slot::Scalar: return {nullptr, memory.f32(slot.value)[0]};
+      case Slot::Full:
+        if (slot.where == Slot::Local) return {scratch.buffers.data() + slot.local * segment_, 0};
+        return {memory.f32(slot.value) + row * cols_ + c0, 0};
+    }
+    return {};
+  }
+
+  float* full_out(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
+    if (slot.where == Slot::Local) return scratch.buffers.data() + slot.local * segment_;
+    return memory.f32(slot.value) + row * cols_ + c0;
+  }
+
+  float& row_out(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row) const {
+    return slot.where == Slot::Local ? scratch.per_row[slot.local] : memory.f32(slot.value)[row];
+  }
+
+  void run_segment(const Memory& memory, Scratch& scratch, int64_t segment) const {
+    int64_t row = segment / segments_per_row_;
+    int64_t c0 = (segment % segments_per_row_) * segment_;
+    int64_t len = std::min(segment_, cols_ - c0);
+    for (const Instr& in : instrs) {
+      View a = view(in.a, memory, scratch, row, c0);
+      if (in.kind == InstrKind::Reduce) {
+        row_out(in.out, memory, scratch, row) = reduce(in.op, a.ptr, len);
+        continue;
+      }
+      View b = in.kind == InstrKind::Binary ? view(in.b, memory, scratch, row, c0) : View{};
+      if (in.out.kind == Slot::PerRow) {  // once per row, in double like the reference
+        double result = 0;
+        if (in.kind == InstrKind::Binary)
+          reference::apply_binary(in.op, a.scalar, b.scalar, result);
+        else if (in.kind == InstrKind::Unary)
+          reference::apply_unary(in.op, a.scalar, result);
+        else
+          result = a.scalar;
+        row_out(in.out, memory, scratch, row) = static_cast<float>(result);
+        continue;
+      }
+      float* out = full_out(in.out, memory, scratch, row, c0);
+      if (in.kind == InstrKind::Binary)
+        binary(in.op, out, a, b, len);
+      else if (in.kind == InstrKind::Unary)
+        unary(in.op, out, a, len);
+      else
+        unary_loop(out, a, len, [](float x) { return x; });
+    }
+  }
+
+  int64_t rows_, cols_, segment_ = 0, segments_per_row_ = 1;
+  RowPlanOptions options_;
+  Scratch serial_scratch_;
+  tbb::enumerable_thread_specific<Scratch> scratch_;
+};
+
+// Turns a kernel into instructions, or gives up (nullopt) on anything the
+// loops cannot run.
+class RowCompiler {
+ public:
+  RowCompiler(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values) : kernel_(kernel), values_(values) {}
+
+  std::unique_ptr<KernelPlan> compile(const RowPlanOptions& options) {
+    if (!find_row_space()) return nullptr;
+    compute_last_uses();
+    auto plan = std::make_unique<RowPlan>(rows_, cols_, reduces_, options);
+    for (uint32_t i = 0; i < kernel_.num_ops; ++i)
+      if (!compile_op(kernel_.ops[i], i, *plan)) return nullptr;
+    plan->num_buffers = num_buffers_;
+    plan->num_per_row = num_per_row_;
+    return plan;
+  }
+
+ private:
+  bool find_row_space() {
+    int64_t largest = 0;
+    for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
+      const lazylab_op& op = kernel_.ops[i];
+      for (uint32_t id : {op.result}) {
+        if (values_[id].dtype != LAZYLAB_F32) return false;
+        if (values_[id].size() > largest) largest = values_[id].size(), space_ = values_[id].shape;
+      }
+      bool reduction = op.op >= LAZYLAB_OP_ReduceSum && op.op <= LAZYLAB_OP_ReduceMean;
+      reduces_ = reduces_ || reduction;
+      for (uint32_t k = 0; k < op.num_operands; ++k) {
+        const ValueInfo& v = values_[op.operands[k]];
+        if (v.dtype != LAZYLAB_F32) return false;
+        if (reduction && v.size() > largest) largest = v.size(), space_ = v.shape;
+      }
+    }
+    cols_ = space_.empty() ? 1 : space_.back();
+    rows_ = cols_ ? largest / cols_ : 0;
+    return largest > 0;
+  }
+
+  void compute_last_uses() {
+    for (uint32_t i = 0; i < kernel_.num_ops; ++i)
+      for (uint32_t k = 0; k < kernel_.ops[i].num_operands; ++k) last_use_[kernel_.ops[i].operands[k]] = i;
+  }
+
+  // A value read from memory (a parameter or another kernel's output).
+  std::optional<Slot> memory_slot(uint32_t id) const {
+    int64_t n = values_[id].size();
+    if (n == rows_ * cols_) return Slot{Slot::Full, Slot::Memory, id};
+    if (n == rows_) return Slot{Slot::PerRow, Slot::Memory, id};
+    return std::nullopt;
+  }
+
+  std::optional<Slot> read(uint32_t id) const {
+    auto it = slots_.find(id);
+    if (it != slots_.end()) return it->second;
+    return memory_slot(id);
+  }
+
+  // Frees local buffers whose last use is op `index`, then places the result.
+  Slot place_result(uint32_t id, Slot::Kind kind, uint32_t index) {
+    for (auto& [value, last] : last_use_)
+      if (last == index && slots_.count(value) && slots_[value].where == Slot::Local &&
+          slots_[value].kind == Slot::Full && !freed_.count(value)) {
+        free_buffers_.push_back(slots_[value].local);
+        freed_.insert({value, true});
+      }
+    Slot slot{kind, Slot::Memory, id};
+    if (values_[id].kind == LAZYLAB_VALUE_KERNEL_LOCAL) {
+      slot.where = Slot::Local;
+      if (kind == Slot::PerRow) {
+        slot.local = num_per_row_++;
+      } else if (!free_buffers_.empty()) {
+        slot.local = free_buffers_.back();
+        free_buffers_.pop_back();
+      } else {
+        slot.local = num_buffers_++;
+      }
+    }
+    slots_[id] = slot;
+    return slot;
+  }
+
+  std::optional<Slot::Kind> layout_of(uint32_t id) const {
+    int64_t n = values_[id].size();
+    if (n == rows_ * cols_) return Slot::Full;
+    if (n == rows_) return Slot::PerRow;
+    return std::nullopt;
+  }
+
+  // A broadcast is a view: a scalar, one value per row, or a repeating suffix.
+  std::optional<Slot> broadcast_view(const lazylab_op& op) const {
+    uint32_t source = op.operands[0];
+    const ValueInfo& in = values_[source];
+    if (auto it = slots_.find(source); it != slots_.end()) {
+      if (it->second.kind == Slot::Splat || it->second.kind == Slot::PerRow) return it->second;
+      return std::nullopt;
+    }
+    if (in.size() == 1) return Slot{Slot::Scalar, Slot::Memory, source};
+    size_t rank = space_.size();
+    const lazylab_attr& dims = op.attrs[0];
+    bool suffix = dims.num_ints == in.shape.size();
+    for (uint32_t d = 0; suffix && d < dims.num_ints; ++d)
+      suffix = dims.ints[d] == static_cast<int64_t>(rank - dims.num_ints + d) && in.shape[d] == space_[dims.ints[d]];
+    if (suffix && in.size() > 1 && in.size() % cols_ == 0)
+      return Slot{Slot::Suffix, Slot::Memory, source, -1, 0, in.size()};
+    if (in.size() == rows_ && rows_ > 1) {  // one per row: dims keep the leading dimensions
+      for (uint32_t d = 0; d < dims.num_ints; ++d)
+        if (dims.ints[d] != static_cast<int64_t>(d)) return std::nullopt;
+      return Slot{Slot::PerRow, Slot::Memory, source};
+    }
+    return std::nullopt;
+  }
+
+  bool compile_op(const lazylab_op& op, uint32_t index, RowPlan& plan) {
+    if (op.op == LAZYLAB_OP_Constant) {
+      Slot splat{Slot::Splat};
+      splat.splat = static_cast<float>(op.attrs[0].f);
+      if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return materialize(op.result, splat, index, plan);
+      slots_[op.result] = splat;
+      return true;
+    }
+    if (op.op == LAZYLAB_OP_Broadcast) {
+      auto view = broadcast_view(op);
+      if (!view) return false;
+      if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return materialize(op.result, *view, index, plan);
+      slots_[op.result] = *view;
+      return true;
+    }
+    bool reduction = op.op >= LAZYLAB_OP_ReduceSum && op.op <= LAZYLAB_OP_ReduceMean;
+    if (reduction) return compile_reduce(op, index, plan);
+    bool is_unary = op.num_operands == 1 && is_fused_unary(op.op);
+    bool is_binary = op.num_operands == 2 && is_fused_binary(op.op);
+    if (!is_unary && !is_binary) return false;
+    auto a = read(op.operands[0]);
+    auto b = is_binary ? read(op.operands[1]) : std::optional<Slot>(Slot{});
+    auto kind = layout_of(op.result);
+    if (!a || !b || !kind) return false;
+    Slot out = place_result(op.result, *kind, index);
+    plan.instrs.push_back({is_binary ? InstrKind::Binary : InstrKind::Unary, op.op, out, *a, *b});
+    return true;
+  }
+
+  bool compile_reduce(const lazylab_op& op, uint32_t index, RowPlan& plan) {
+    const ValueInfo& in = values_[op.operands[0]];
+    bool last_axis = op.attrs[0].num_ints == 1 && op.attrs[0].ints[0] == static_cast<int64_t>(in.shape.size()) - 1;
+    auto a = read(op.operands[0]);
+    if (!last_axis || in.size() != rows_ * cols_ || !a || a->kind != Slot::Full) return false;
+    Slot out = place_result(op.result, Slot::PerRow, index);
+    plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}});
+    return true;
+  }
+
+  // Writes a view (a constant, a broadcast) out in full because it leaves
+  // the kernel.
+  bool materialize(uint32_t id, Slot source, uint32_t index, RowPlan& plan) {
+    auto kind = layout_of(id);
+    if (!kind) return false;
+    Slot out = place_result(id, *kind, index);
+    plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}});
+    return true;
+  }
+
+  const lazylab_kernel& kernel_;
+  const std::vector<ValueInfo>& values_;
+  std::vector<int64_t> space_;
+  int64_t rows_ = 0, cols_ = 0;
+  bool reduces_ = false;
+  std::map<uint32_t, Slot> slots_;
+  std::map<uint32_t, uint32_t> last_use_;
+  std::map<uint32_t, bool> freed_;
+  std::vector<int> free_buffers_;
+  int num_buffers_ = 0, num_per_row_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                          const RowPlanOptions& options) {
+  return RowCompiler(kernel, values).compile(options);
+}
+
+}  // namespace lazylab::cpu

@@ -1,0 +1,28 @@
+// Fused f32 kernels in one row space [R, C] (C = the last dimension): the
+// kernels that the elementwise and producer-consumer fusion strategies make.
+// The kernel runs segment by segment (a whole row when it reduces, else
+// cache-sized tiles), every op a tight vectorisable loop over the segment,
+// so intermediates stay in L1/L2 instead of one pass over memory per op.
+// Broadcasts are views, constants scalars; local buffers are reused by
+// liveness; segments run in parallel with TBB.
+#pragma once
+
+#include <tbb/task_arena.h>
+
+#include <memory>
+
+#include "values.h"
+
+namespace lazylab::cpu {
+
+struct RowPlanOptions {
+  int64_t tile = 4096;           // elements per segment when the kernel does not reduce
+  int64_t parallel_min = 32768;  // below this many elements a kernel runs on the calling thread
+  tbb::task_arena* arena = nullptr;
+};
+
+// nullptr if the kernel has ops or layouts the fused loops cannot run.
+std::unique_ptr<KernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                          const RowPlanOptions& options);
+
+}  // namespace lazylab::cpu
