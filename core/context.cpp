@@ -228,7 +228,7 @@ Status Context::run_roots(const Roots& roots) {
   boost::container::small_vector<BufferPtr, 8> outputs;
   boost::container::small_vector<void*, 8> output_pointers;
   for (const TensorType& type : compiled->output_types) {
-    outputs.push_back(std::make_shared<Buffer>(type.bytes()));
+    outputs.push_back(buffers_->acquire(type.bytes()));
     output_pointers.push_back(outputs.back()->data());
   }
   LAZYLAB_TRY(engine.execute(*compiled, parameters.data(), output_pointers.data()));

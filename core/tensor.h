@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/buffer_pool.h"
 #include "core/engine.h"
 #include "core/graph.h"
 
@@ -131,6 +132,7 @@ class Context {
   uint64_t epoch_ = 1;
   std::vector<TensorImpl*> pending_;
   std::vector<BufferPtr> parameter_data_;  // by trace ordinal
+  std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>();
 };
 
 template <class T>

@@ -28,14 +28,17 @@ class Emitter {
     return error_ ? 0 : take(builder_.add(op, std::move(operands), attrs, declared));
   }
   NodeId scalar(double value, NodeId like) { return builder_.constant(value, builder_.type(like)); }
-  // Reduction keeping dims, then broadcast back to `x`'s shape.
-  NodeId reduce_keep(OpId reduce, NodeId x, int64_t axis) {
+  // Reduction keeping dims (one value per row).
+  NodeId reduce(OpId reduce, NodeId x, int64_t axis) {
     Attrs attrs;
     attrs[0].ints = {axis};
     attrs[1].i = 1;
-    NodeId reduced = op(reduce, {x}, attrs);
-    return error_ ? 0 : take(builder_.broadcast_to(reduced, builder_.type(x).shape));
+    return op(reduce, {x}, attrs);
   }
+  NodeId broadcast(NodeId small, NodeId like) {
+    return error_ ? 0 : take(builder_.broadcast_to(small, builder_.type(like).shape));
+  }
+  NodeId reduce_keep(OpId reduce_op, NodeId x, int64_t axis) { return broadcast(reduce(reduce_op, x, axis), x); }
   Expected<std::optional<NodeId>> result(NodeId id) {
     if (error_) return *error_;
     return std::optional<NodeId>(id);
@@ -64,9 +67,10 @@ Expected<std::optional<NodeId>> decompose_layernorm(Emitter& e, GraphBuilder& b,
   NodeId x = operands[0];
   int64_t last = b.type(x).rank() - 1;
   NodeId centered = e.op(OpId::Sub, {x, e.reduce_keep(OpId::ReduceMean, x, last)});
-  NodeId variance = e.reduce_keep(OpId::ReduceMean, e.op(OpId::Mul, {centered, centered}), last);
-  NodeId inv_std = e.op(OpId::Rsqrt, {e.op(OpId::Add, {variance, e.scalar(node.attrs[0].f, x)})});
-  NodeId normalized = e.op(OpId::Mul, {centered, inv_std});
+  // eps and rsqrt once per row, not once per element.
+  NodeId variance = e.reduce(OpId::ReduceMean, e.op(OpId::Mul, {centered, centered}), last);
+  NodeId inv_std = e.op(OpId::Rsqrt, {e.op(OpId::Add, {variance, e.scalar(node.attrs[0].f, variance)})});
+  NodeId normalized = e.op(OpId::Mul, {centered, e.broadcast(inv_std, x)});
   return e.result(e.op(OpId::Add, {e.op(OpId::Mul, {normalized, operands[1]}), operands[2]}));
 }
 
