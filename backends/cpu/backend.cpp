@@ -1,7 +1,8 @@
-// cpu: the optimising CPU backend. Contractions go to OpenBLAS, fused
-// elementwise and reduction kernels run as row-space loops in cache-sized
-// segments with TBB (row_plan.h), and what neither covers runs on the
-// reference kernels. One arena per executable, laid out by the memory plan.
+// cpu: the optimising CPU backend. Contractions go to OpenBLAS, layout ops
+// are strided copies (layout_plan.h), fused elementwise and reduction
+// kernels run as row-space loops in cache-sized segments with TBB
+// (row_plan.h), and what none covers runs on the reference kernels. One arena per executable, laid out by the memory
+// plan.
 //
 // Options: threads=N (default: all hardware threads; OpenBLAS and TBB both
 // use N, and GEMMs run outside TBB's parallel loops so they never compete),
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "gemm_plan.h"
+#include "layout_plan.h"
 #include "lazylab/backend_plugin.hpp"
 #include "reference_plan.h"
 #include "row_plan.h"
@@ -47,6 +49,7 @@ class CpuExecutable : public plugin::Executable {
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
       std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_);
+      if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
       if (!plan) plan = make_reference_plan(kernel, values_);
       plans_.push_back(std::move(plan));

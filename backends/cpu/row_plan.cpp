@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "lazylab/reference_semantics.hpp"
+#include "vector_math.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -81,17 +82,23 @@ void binary(uint32_t op, float* out, View a, View b, int64_t n) {
   }
 }
 
+void transcendental(VectorFn fn, float* out, View a, int64_t n) {
+  if (a.ptr) return vector_fn(fn, out, a.ptr, n);
+  float value = scalar_fn(fn, a.scalar);
+  std::fill(out, out + n, value);
+}
+
 void unary(uint32_t op, float* out, View a, int64_t n) {
   switch (op) {
+    case LAZYLAB_OP_Exp: return transcendental(VectorFn::Exp, out, a, n);
+    case LAZYLAB_OP_Log: return transcendental(VectorFn::Log, out, a, n);
+    case LAZYLAB_OP_Tanh: return transcendental(VectorFn::Tanh, out, a, n);
+    case LAZYLAB_OP_Sigmoid: return transcendental(VectorFn::Sigmoid, out, a, n);
     case LAZYLAB_OP_Neg: return unary_loop(out, a, n, [](float x) { return -x; });
     case LAZYLAB_OP_Abs: return unary_loop(out, a, n, [](float x) { return std::fabs(x); });
     case LAZYLAB_OP_Relu: return unary_loop(out, a, n, [](float x) { return x > 0 ? x : 0.0f; });
-    case LAZYLAB_OP_Exp: return unary_loop(out, a, n, [](float x) { return std::exp(x); });
-    case LAZYLAB_OP_Log: return unary_loop(out, a, n, [](float x) { return std::log(x); });
     case LAZYLAB_OP_Sqrt: return unary_loop(out, a, n, [](float x) { return std::sqrt(x); });
     case LAZYLAB_OP_Rsqrt: return unary_loop(out, a, n, [](float x) { return 1.0f / std::sqrt(x); });
-    case LAZYLAB_OP_Tanh: return unary_loop(out, a, n, [](float x) { return std::tanh(x); });
-    case LAZYLAB_OP_Sigmoid: return unary_loop(out, a, n, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
   }
 }
 
