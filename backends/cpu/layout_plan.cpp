@@ -77,10 +77,10 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
 
 std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                              tbb::task_arena* arena) {
-  if (kernel.num_ops != 1) return nullptr;
+  if (kernel.num_ops != 1 || kernel.ops[0].num_operands != 1) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo &in = values[op.operands[0]], &out = values[op.result];
-  if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL || op.num_operands != 1) return nullptr;
+  if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
   size_t element = in.size() ? in.bytes / in.size() : 1;
   std::vector<int64_t> in_strides = row_major_strides(in.shape);
   switch (op.op) {
