@@ -24,22 +24,32 @@ struct Slot {
   int local = -1;      // Local: buffer index (Full) or scalar index (PerRow)
   float splat = 0;     // Splat
   int64_t period = 0;  // Suffix: elements of the broadcast source
+  bool byte = false;   // a bool value (uint8), only ever a select's predicate
 };
 
-enum class InstrKind { Unary, Binary, Reduce, Materialize };
+enum class InstrKind { Unary, Binary, Select, Reduce, Materialize };
 
 struct Instr {
   InstrKind kind;
   uint32_t op;
   Slot out;
-  Slot a, b;
+  Slot a, b, c;
 };
 
 // An operand as the loops see it: a pointer, or a scalar for the segment.
 struct View {
   const float* ptr = nullptr;
   float scalar = 0;
+  const uint8_t* mask = nullptr;  // a bool array
 };
+
+void select_loop(float* out, View predicate, View a, View b, int64_t n) {
+  auto pick = [](const View& v, int64_t i) { return v.ptr ? v.ptr[i] : v.scalar; };
+  if (predicate.mask)
+    for (int64_t i = 0; i < n; ++i) out[i] = predicate.mask[i] ? pick(a, i) : pick(b, i);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = predicate.scalar != 0 ? pick(a, i) : pick(b, i);
+}
 
 struct Scratch {
   std::vector<float> buffers;
@@ -188,7 +198,18 @@ class RowPlan : public KernelPlan {
     scratch.per_row.resize(num_per_row);
   }
 
+  View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
+    auto* base = static_cast<const uint8_t*>(memory.address(slot.value));
+    switch (slot.kind) {
+      case Slot::Full: return {nullptr, 0, base + row * cols_ + c0};
+      case Slot::Suffix: return {nullptr, 0, base + (row * cols_ + c0) % slot.period};
+      case Slot::PerRow: return {nullptr, static_cast<float>(base[row])};
+      default: return {nullptr, static_cast<float>(base[0])};
+    }
+  }
+
   View view(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
+    if (slot.byte) return byte_view(slot, memory, row, c0);
     switch (slot.kind) {
       case Slot::Splat: return {nullptr, slot.splat};
       case Slot::PerRow:
@@ -221,7 +242,16 @@ class RowPlan : public KernelPlan {
         row_out(in.out, memory, scratch, row) = reduce(in.op, a.ptr, len);
         continue;
       }
-      View b = in.kind == InstrKind::Binary ? view(in.b, memory, scratch, row, c0) : View{};
+      View b =
+          in.kind == InstrKind::Binary || in.kind == InstrKind::Select ? view(in.b, memory, scratch, row, c0) : View{};
+      if (in.kind == InstrKind::Select) {
+        View c = view(in.c, memory, scratch, row, c0);
+        if (in.out.kind == Slot::PerRow)
+          row_out(in.out, memory, scratch, row) = a.scalar != 0 ? b.scalar : c.scalar;
+        else
+          select_loop(full_out(in.out, memory, scratch, row, c0), a, b, c, len);
+        continue;
+      }
       if (in.out.kind == Slot::PerRow) {  // once per row, in double like the reference
         double result = 0;
         if (in.kind == InstrKind::Binary)
@@ -272,14 +302,16 @@ class RowCompiler {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
       const lazylab_op& op = kernel_.ops[i];
       for (uint32_t id : {op.result}) {
-        if (values_[id].dtype != LAZYLAB_F32) return false;
+        if (values_[id].dtype != LAZYLAB_F32 && !(values_[id].dtype == LAZYLAB_BOOL && op.op == LAZYLAB_OP_Broadcast))
+          return false;
         if (values_[id].size() > largest) largest = values_[id].size(), space_ = values_[id].shape;
       }
       bool reduction = op.op >= LAZYLAB_OP_ReduceSum && op.op <= LAZYLAB_OP_ReduceMean;
       reduces_ = reduces_ || reduction;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
         const ValueInfo& v = values_[op.operands[k]];
-        if (v.dtype != LAZYLAB_F32) return false;
+        bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
+        if (v.dtype != LAZYLAB_F32 && !(v.dtype == LAZYLAB_BOOL && predicate)) return false;
         if (reduction && v.size() > largest) largest = v.size(), space_ = v.shape;
       }
     }
@@ -296,9 +328,13 @@ class RowCompiler {
   // A value read from memory (a parameter or another kernel's output).
   std::optional<Slot> memory_slot(uint32_t id) const {
     int64_t n = values_[id].size();
-    if (n == rows_ * cols_) return Slot{Slot::Full, Slot::Memory, id};
-    if (n == rows_) return Slot{Slot::PerRow, Slot::Memory, id};
-    return std::nullopt;
+    std::optional<Slot> slot;
+    if (n == rows_ * cols_)
+      slot = Slot{Slot::Full, Slot::Memory, id};
+    else if (n == rows_)
+      slot = Slot{Slot::PerRow, Slot::Memory, id};
+    if (slot) slot->byte = values_[id].dtype == LAZYLAB_BOOL;
+    return slot;
   }
 
   std::optional<Slot> read(uint32_t id) const {
@@ -340,6 +376,12 @@ class RowCompiler {
 
   // A broadcast is a view: a scalar, one value per row, or a repeating suffix.
   std::optional<Slot> broadcast_view(const lazylab_op& op) const {
+    auto view = broadcast_source_view(op);
+    if (view && view->where == Slot::Memory) view->byte = values_[op.operands[0]].dtype == LAZYLAB_BOOL;
+    return view;
+  }
+
+  std::optional<Slot> broadcast_source_view(const lazylab_op& op) const {
     uint32_t source = op.operands[0];
     const ValueInfo& in = values_[source];
     if (auto it = slots_.find(source); it != slots_.end()) {
@@ -373,10 +415,14 @@ class RowCompiler {
     if (op.op == LAZYLAB_OP_Broadcast) {
       auto view = broadcast_view(op);
       if (!view) return false;
-      if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return materialize(op.result, *view, index, plan);
+      if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {
+        if (view->byte) return false;  // bool results leave through the reference path
+        return materialize(op.result, *view, index, plan);
+      }
       slots_[op.result] = *view;
       return true;
     }
+    if (op.op == LAZYLAB_OP_Select) return compile_select(op, index, plan);
     bool reduction = op.op >= LAZYLAB_OP_ReduceSum && op.op <= LAZYLAB_OP_ReduceMean;
     if (reduction) return compile_reduce(op, index, plan);
     bool is_unary = op.num_operands == 1 && is_fused_unary(op.op);
@@ -387,7 +433,16 @@ class RowCompiler {
     auto kind = layout_of(op.result);
     if (!a || !b || !kind) return false;
     Slot out = place_result(op.result, *kind, index);
-    plan.instrs.push_back({is_binary ? InstrKind::Binary : InstrKind::Unary, op.op, out, *a, *b});
+    plan.instrs.push_back({is_binary ? InstrKind::Binary : InstrKind::Unary, op.op, out, *a, *b, {}});
+    return true;
+  }
+
+  bool compile_select(const lazylab_op& op, uint32_t index, RowPlan& plan) {
+    auto predicate = read(op.operands[0]), a = read(op.operands[1]), b = read(op.operands[2]);
+    auto kind = layout_of(op.result);
+    if (!predicate || !predicate->byte || !a || !b || !kind) return false;
+    Slot out = place_result(op.result, *kind, index);
+    plan.instrs.push_back({InstrKind::Select, op.op, out, *predicate, *a, *b});
     return true;
   }
 
@@ -397,7 +452,7 @@ class RowCompiler {
     auto a = read(op.operands[0]);
     if (!last_axis || in.size() != rows_ * cols_ || !a || a->kind != Slot::Full) return false;
     Slot out = place_result(op.result, Slot::PerRow, index);
-    plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}});
+    plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}, {}});
     return true;
   }
 
@@ -407,7 +462,7 @@ class RowCompiler {
     auto kind = layout_of(id);
     if (!kind) return false;
     Slot out = place_result(id, *kind, index);
-    plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}});
+    plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}, {}});
     return true;
   }
 
