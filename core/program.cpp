@@ -23,8 +23,10 @@ std::string print_program(const Program& program, const Graph& graph) {
     out += fmt::format("  kernel @k{}({}) -> ({}) {{\n", k, value_list(kernel.inputs), value_list(kernel.outputs));
     for (NodeId id : kernel.ops) {
       const ValueInfo& value = program.values[id];
-      std::string placement =
-          value.kind == ValueKind::Arena ? fmt::format("  // arena[{}, +{}]", value.offset, value.bytes) : "";
+      std::string placement = value.kind == ValueKind::Arena
+                                  ? fmt::format("  // arena[{}, +{}]", value.offset, value.bytes)
+                              : value.kind == ValueKind::Output ? fmt::format("  // output {}", value.ordinal)
+                                                                : "";
       out += fmt::format("    %{} = {}{}\n", id, print_node(graph, id), placement);
     }
     out += "  }\n";

@@ -16,11 +16,12 @@ enum class ValueKind : uint8_t {
   Parameter,    // bound by the caller, by ordinal
   Arena,        // crosses a kernel boundary: lives in the arena
   KernelLocal,  // produced and consumed inside one kernel
+  Output,       // written straight into the caller's output buffer `ordinal`
 };
 
 struct ValueInfo {
   ValueKind kind = ValueKind::Unused;
-  int64_t ordinal = -1;  // parameters
+  int64_t ordinal = -1;  // parameters and outputs
   uint64_t offset = 0;   // arena values
   uint64_t bytes = 0;
   int kernel = -1;  // producing kernel; -1 for parameters

@@ -17,6 +17,7 @@ ProgramView::ProgramView(const Program& program, const Graph& graph) {
     auto& shape = int_arrays_.emplace_back(node.type.shape.begin(), node.type.shape.end());
     uint32_t kind = info.kind == ValueKind::Parameter ? LAZYLAB_VALUE_PARAMETER
                     : info.kind == ValueKind::Arena   ? LAZYLAB_VALUE_ARENA
+                    : info.kind == ValueKind::Output  ? LAZYLAB_VALUE_OUTPUT
                                                       : LAZYLAB_VALUE_KERNEL_LOCAL;
     values_.push_back(lazylab_value{sizeof(lazylab_value), static_cast<uint32_t>(node.type.dtype),
                                     static_cast<uint32_t>(shape.size()), shape.data(), kind, info.ordinal, info.offset,

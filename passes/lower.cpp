@@ -73,6 +73,14 @@ void assign_values(const Graph& graph, const std::vector<int>& kernel_of, Progra
       value.kind = escapes[id] ? ValueKind::Arena : ValueKind::KernelLocal;
     }
   }
+  // Roots go straight to the caller's buffers (the first time they appear).
+  for (size_t i = 0; i < graph.roots().size(); ++i) {
+    ValueInfo& value = program.values[graph.roots()[i]];
+    if (value.kind == ValueKind::Arena) {
+      value.kind = ValueKind::Output;
+      value.ordinal = static_cast<int64_t>(i);
+    }
+  }
 }
 
 void build_kernels(const Graph& graph, const std::vector<int>& kernel_of, const std::vector<int>& order,
@@ -90,7 +98,8 @@ void build_kernels(const Graph& graph, const std::vector<int>& kernel_of, const 
       if (kernel_of[operand] != kernel_of[id] &&
           std::find(kernel.inputs.begin(), kernel.inputs.end(), operand) == kernel.inputs.end())
         kernel.inputs.push_back(operand);
-    if (program.values[id].kind == ValueKind::Arena) kernel.outputs.push_back(id);
+    if (program.values[id].kind == ValueKind::Arena || program.values[id].kind == ValueKind::Output)
+      kernel.outputs.push_back(id);
   }
 }
 
@@ -98,6 +107,7 @@ void plan_naive(Program& program) {
   uint64_t offset = 0;
   for (const Kernel& kernel : program.kernels)
     for (NodeId id : kernel.outputs) {
+      if (program.values[id].kind != ValueKind::Arena) continue;
       program.values[id].offset = offset;
       offset += (program.values[id].bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
     }

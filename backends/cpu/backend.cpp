@@ -57,10 +57,13 @@ class CpuExecutable : public plugin::Executable {
   }
 
   void execute(const void* const* parameters, void* const* outputs) override {
-    Memory memory{&values_, arena_.get(), parameters};
+    Memory memory{&values_, arena_.get(), parameters, outputs};
     for (auto& plan : plans_) plan->run(memory);
-    for (size_t i = 0; i < outputs_.size(); ++i)
-      std::memcpy(outputs[i], memory.address(outputs_[i]), values_[outputs_[i]].bytes);
+    for (size_t i = 0; i < outputs_.size(); ++i) {  // outputs not written in place
+      const ValueInfo& value = values_[outputs_[i]];
+      if (value.kind != LAZYLAB_VALUE_OUTPUT || value.ordinal != static_cast<int64_t>(i))
+        std::memcpy(outputs[i], memory.address(outputs_[i]), value.bytes);
+    }
   }
 
  private:

@@ -32,10 +32,12 @@ struct Memory {
   const std::vector<ValueInfo>* values = nullptr;
   std::byte* arena = nullptr;
   const void* const* parameters = nullptr;
+  void* const* outputs = nullptr;
 
   void* address(uint32_t value) const {
     const ValueInfo& info = (*values)[value];
     if (info.kind == LAZYLAB_VALUE_PARAMETER) return const_cast<void*>(parameters[info.ordinal]);
+    if (info.kind == LAZYLAB_VALUE_OUTPUT) return outputs[info.ordinal];
     return arena + info.offset;
   }
   float* f32(uint32_t value) const { return static_cast<float*>(address(value)); }

@@ -44,7 +44,10 @@ class InterpExecutable : public plugin::Executable {
 
   void execute(const void* const* parameters, void* const* outputs) override {
     for (size_t v = 0; v < arrays_.size(); ++v)
-      if (kinds_[v] == LAZYLAB_VALUE_PARAMETER) arrays_[v].data = const_cast<void*>(parameters[ordinals_[v]]);
+      if (kinds_[v] == LAZYLAB_VALUE_PARAMETER)
+        arrays_[v].data = const_cast<void*>(parameters[ordinals_[v]]);
+      else if (kinds_[v] == LAZYLAB_VALUE_OUTPUT)
+        arrays_[v].data = outputs[ordinals_[v]];
     std::vector<const Array*> operands;
     for (const Step& step : steps_) {
       operands.clear();
@@ -53,7 +56,8 @@ class InterpExecutable : public plugin::Executable {
     }
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const Array& value = arrays_[outputs_[i]];
-      std::memcpy(outputs[i], value.data, bytes_of(value));
+      if (kinds_[outputs_[i]] != LAZYLAB_VALUE_OUTPUT || ordinals_[outputs_[i]] != static_cast<int64_t>(i))
+        std::memcpy(outputs[i], value.data, bytes_of(value));
     }
   }
 

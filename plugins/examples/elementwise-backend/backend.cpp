@@ -48,9 +48,11 @@ class ElementwiseExecutable : public lazylab::plugin::Executable {
 
   void execute(const void* const* parameters, void* const* outputs) override {
     parameters_ = parameters;
+    output_buffers_ = outputs;
     for (const Step& step : steps_) run(step);
     for (size_t i = 0; i < outputs_.size(); ++i)
-      std::memcpy(outputs[i], data(outputs_[i]), sizes_[outputs_[i]] * sizeof(float));
+      if (kinds_[outputs_[i]] != LAZYLAB_VALUE_OUTPUT || ordinals_[outputs_[i]] != static_cast<int64_t>(i))
+        std::memcpy(outputs[i], data(outputs_[i]), sizes_[outputs_[i]] * sizeof(float));
   }
 
  private:
@@ -58,6 +60,7 @@ class ElementwiseExecutable : public lazylab::plugin::Executable {
     switch (kinds_[value]) {
       case LAZYLAB_VALUE_PARAMETER: return const_cast<float*>(static_cast<const float*>(parameters_[ordinals_[value]]));
       case LAZYLAB_VALUE_ARENA: return reinterpret_cast<float*>(arena_.data() + offsets_[value]);
+      case LAZYLAB_VALUE_OUTPUT: return static_cast<float*>(output_buffers_[ordinals_[value]]);
       default: return scratch_[local_[value]].data();
     }
   }
@@ -88,6 +91,7 @@ class ElementwiseExecutable : public lazylab::plugin::Executable {
   std::vector<Step> steps_;
   std::vector<uint32_t> outputs_;
   const void* const* parameters_ = nullptr;
+  void* const* output_buffers_ = nullptr;
 };
 
 class ElementwiseBackend : public lazylab::plugin::Backend {

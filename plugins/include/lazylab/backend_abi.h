@@ -44,9 +44,10 @@ typedef struct lazylab_attr {
 } lazylab_attr;
 
 typedef enum lazylab_value_kind {
-  LAZYLAB_VALUE_PARAMETER = 0,   /* bound by the host at execute, by ordinal */
-  LAZYLAB_VALUE_ARENA = 1,       /* lives in the arena at `offset` */
-  LAZYLAB_VALUE_KERNEL_LOCAL = 2 /* never leaves its kernel; no storage */
+  LAZYLAB_VALUE_PARAMETER = 0,    /* bound by the host at execute, by ordinal */
+  LAZYLAB_VALUE_ARENA = 1,        /* lives in the arena at `offset` */
+  LAZYLAB_VALUE_KERNEL_LOCAL = 2, /* never leaves its kernel; no storage */
+  LAZYLAB_VALUE_OUTPUT = 3        /* written straight into execute()'s outputs[ordinal] */
 } lazylab_value_kind;
 
 /* A value is the result of one node; value id == node id. */
@@ -56,7 +57,7 @@ typedef struct lazylab_value {
   uint32_t rank;
   const int64_t* shape;
   uint32_t kind;   /* lazylab_value_kind */
-  int64_t ordinal; /* parameters only */
+  int64_t ordinal; /* parameters and outputs */
   uint64_t offset; /* arena values only */
   uint64_t bytes;
 } lazylab_value;
@@ -127,7 +128,9 @@ typedef struct lazylab_backend_api {
   lazylab_executable* (*compile)(lazylab_backend* backend, const lazylab_program* program, char** error);
   void (*destroy_executable)(lazylab_executable* executable);
   /* parameters[i] points to parameter ordinal i; outputs[i] receives output i.
-   * Buffers are host memory of exactly the value's bytes. Returns 0 on success. */
+   * Buffers are host memory of exactly the value's bytes. An output whose value
+   * is not LAZYLAB_VALUE_OUTPUT with that ordinal (a parameter, or a value
+   * returned twice) is copied there by the backend. Returns 0 on success. */
   int (*execute)(lazylab_executable* executable, const void* const* parameters, void* const* outputs, char** error);
 
   void (*free_error)(char* error);
