@@ -25,6 +25,7 @@ struct CompiledGraph {
   std::vector<PassStat> pass_stats;
   size_t num_kernels = 0;
   uint64_t arena_bytes = 0;
+  uint64_t naive_arena_bytes = 0;
   double compile_ms = 0;
 };
 

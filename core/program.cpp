@@ -16,8 +16,10 @@ std::string value_list(const std::vector<NodeId>& ids) {
 }  // namespace
 
 std::string print_program(const Program& program, const Graph& graph) {
+  std::string naive =
+      program.arena_bytes == program.naive_arena_bytes ? "" : fmt::format(" (naive {})", program.naive_arena_bytes);
   std::string out =
-      fmt::format("program {{  // {} kernels, arena {} bytes\n", program.kernels.size(), program.arena_bytes);
+      fmt::format("program {{  // {} kernels, arena {} bytes{}\n", program.kernels.size(), program.arena_bytes, naive);
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const Kernel& kernel = program.kernels[k];
     out += fmt::format("  kernel @k{}({}) -> ({}) {{\n", k, value_list(kernel.inputs), value_list(kernel.outputs));

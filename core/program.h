@@ -39,6 +39,7 @@ struct Program {
   std::vector<NodeId> parameters;  // by ordinal
   std::vector<NodeId> outputs;     // the graph's roots, in order
   uint64_t arena_bytes = 0;
+  uint64_t naive_arena_bytes = 0;  // every arena value in its own slot: the baseline
 };
 
 inline constexpr uint64_t kArenaAlignment = 64;

@@ -111,7 +111,7 @@ void plan_naive(Program& program) {
       program.values[id].offset = offset;
       offset += (program.values[id].bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
     }
-  program.arena_bytes = offset;
+  program.arena_bytes = program.naive_arena_bytes = offset;
 }
 
 class Lower : public Pass {

@@ -54,6 +54,7 @@ nlohmann::json cell_json(const CellResult& c) {
                            {"problem", c.correctness.problem}}},
                          {"kernels", c.kernels},
                          {"arena_bytes", c.arena_bytes},
+                         {"naive_arena_bytes", c.naive_arena_bytes},
                          {"compile_ms", c.compile_ms},
                          {"cold_step_ms", c.cold_step_ms},
                          {"step_ms", spread_json(c.step_ms)},
@@ -160,15 +161,16 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n\n", e.reference.backend, e.reference.pipeline,
                      e.reference.rtol, e.reference.atol);
   out +=
-      "| workload | pipeline | backend | kernels | compile ms | step ms (median) | min | max | hit sync µs | speedup | "
-      "correct | max abs err | max rel err |\n";
-  out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n";
+      "| workload | pipeline | backend | kernels | arena KiB (naive) | compile ms | step ms (median) | min | max | "
+      "hit sync µs | speedup | correct | max abs err | max rel err |\n";
+  out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n";
   for (const CellResult& c : result.cells)
     out += fmt::format(
-        "| {} | {} | {} | {} | {:.3f} | {:.4f} | {:.4f} | {:.4f} | {:.2f} | {:.2f}x | {} | {:.2e} | {:.2e} |\n",
-        c.workload, c.pipeline, c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min, c.step_ms.max,
-        c.hit_sync_overhead_us.median, c.speedup_vs_baseline, c.correctness.pass ? "yes" : "**no**",
-        c.correctness.max_abs_error, c.correctness.max_rel_error);
+        "| {} | {} | {} | {} | {} ({}) | {:.3f} | {:.4f} | {:.4f} | {:.4f} | {:.2f} | {:.2f}x | {} | {:.2e} | {:.2e} "
+        "|\n",
+        c.workload, c.pipeline, c.backend, c.kernels, c.arena_bytes / 1024, c.naive_arena_bytes / 1024, c.compile_ms,
+        c.step_ms.median, c.step_ms.min, c.step_ms.max, c.hit_sync_overhead_us.median, c.speedup_vs_baseline,
+        c.correctness.pass ? "yes" : "**no**", c.correctness.max_abs_error, c.correctness.max_rel_error);
   out +=
       "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
       "after |\n|---|---|---|---|---:|---:|---:|\n";

@@ -133,6 +133,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
         cell.passes = compiled->pass_stats;
         cell.kernels = compiled->num_kernels;
         cell.arena_bytes = compiled->arena_bytes;
+        cell.naive_arena_bytes = compiled->naive_arena_bytes;
       }
     } else if (step > e.warmup) {
       step_ms.push_back(elapsed_ms(t0, t2));

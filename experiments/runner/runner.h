@@ -28,13 +28,14 @@ struct CellResult {
   std::string workload, pipeline, backend;
   Correctness correctness;
   size_t kernels = 0;
-  uint64_t arena_bytes = 0;
-  double compile_ms = 0;        // cold: passes + backend compile on the first step
-  double cold_step_ms = 0;      // the whole first step
-  Spread step_ms;               // trace + sync + execute, per step, cache hits
-  Spread trace_us;              // recording the step's ops
-  Spread hit_sync_overhead_us;  // sync on a hit minus the backend's execute time
-  Spread execute_ms;            // the backend's execute alone
+  uint64_t arena_bytes = 0;        // peak arena bytes of the memory plan
+  uint64_t naive_arena_bytes = 0;  // the same values without reuse
+  double compile_ms = 0;           // cold: passes + backend compile on the first step
+  double cold_step_ms = 0;         // the whole first step
+  Spread step_ms;                  // trace + sync + execute, per step, cache hits
+  Spread trace_us;                 // recording the step's ops
+  Spread hit_sync_overhead_us;     // sync on a hit minus the backend's execute time
+  Spread execute_ms;               // the backend's execute alone
   int64_t nodes_per_step = 0;
   int64_t ops_per_step = 0;  // workload-defined (chain: 3 * iters)
   std::vector<PassStat> passes;

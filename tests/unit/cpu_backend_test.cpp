@@ -46,8 +46,9 @@ TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
     for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer"}) {
       CAPTURE(c.workload);
       CAPTURE(strategy);
-      auto got =
-          run(**cpu, **workload, std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower");
+      auto got = run(**cpu, **workload,
+                     std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy +
+                         "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}");
       REQUIRE(got.size() == want.size());
       for (size_t o = 0; o < got.size(); ++o)
         for (size_t i = 0; i < got[o].size(); ++i)

@@ -39,7 +39,10 @@ TEST_CASE("every workload x pass agrees with the reference") {
                              "decompose,lower",
                              "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=none},lower",
                              "decompose,canonicalize,cse,dce,fuse{strategy=greedy-elementwise},lower",
-                             "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower"};
+                             "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower",
+                             "decompose,fuse{strategy=producer-consumer},lower,schedule{order=memory},"
+                             "plan-memory{algo=greedy-by-size}",
+                             "decompose,lower,plan-memory{algo=linear-scan}"};
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));
     REQUIRE(workload.ok());
