@@ -46,7 +46,7 @@ import json, sys
 r = json.load(open('$work/qs/quickstart.json'))
 assert r['schema_version'] == 1, r['schema_version']
 assert r['all_correct'] is True
-assert len(r['cells']) == 16, len(r['cells'])
+assert len(r['cells']) == 32, len(r['cells'])
 assert len(r['experiment']['hash']) == 16
 for c in r['cells']:
     assert c['correctness']['pass'] and c['step_ms']['median'] > 0 and c['kernels'] > 0, c
