@@ -12,6 +12,7 @@
 #include "core/backend.h"
 #include "core/graph.h"
 #include "core/pass_manager.h"
+#include "core/program_cost.h"
 
 namespace lazylab {
 
@@ -26,6 +27,7 @@ struct CompiledGraph {
   size_t num_kernels = 0;
   uint64_t arena_bytes = 0;
   uint64_t naive_arena_bytes = 0;
+  ProgramCost cost;
   double compile_ms = 0;
 };
 

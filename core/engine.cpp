@@ -54,6 +54,7 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   compiled->num_kernels = module.program->kernels.size();
   compiled->arena_bytes = module.program->arena_bytes;
   compiled->naive_arena_bytes = module.program->naive_arena_bytes;
+  compiled->cost = program_cost(*module.program, module.graph);
   compiled->compile_ms = milliseconds_since(start);
   metrics_.compile_ms += compiled->compile_ms;
   metrics_.evictions += cache_.insert(key, compiled);

@@ -55,6 +55,14 @@ nlohmann::json cell_json(const CellResult& c) {
                          {"kernels", c.kernels},
                          {"arena_bytes", c.arena_bytes},
                          {"naive_arena_bytes", c.naive_arena_bytes},
+                         {"kernel_bytes", c.cost.kernel_bytes},
+                         {"bytes_moved", c.cost.total_bytes},
+                         {"minimum_bytes", c.cost.minimum_bytes},
+                         {"flops", c.cost.flops},
+                         {"achieved_gb_s", c.achieved_gb_s},
+                         {"copy_bandwidth_fraction", c.copy_bandwidth_fraction},
+                         {"floor_ms", c.floor_ms},
+                         {"floor_fraction", c.floor_fraction},
                          {"compile_ms", c.compile_ms},
                          {"cold_step_ms", c.cold_step_ms},
                          {"step_ms", spread_json(c.step_ms)},
@@ -132,6 +140,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
               {"rtol", e.reference.rtol},
               {"atol", e.reference.atol}}}}},
           {"started_at", info.started_at},
+          {"ceilings", {{"copy_gb_s", result.ceilings.copy_gb_s}, {"sgemm_gflop_s", result.ceilings.sgemm_gflop_s}}},
           {"machine", info.machine},
           {"build", info.build},
           {"backend_devices", info.backend_devices},
@@ -140,14 +149,15 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
 }
 
 std::string report_console(const ExperimentResult& result) {
-  std::string out = fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8}  {}\n", "workload",
+  std::string out = fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8} {:>7}  {}\n", "workload",
                                 "pipeline", "backend", "kernels", "compile ms", "step ms", "min ms", "hit sync us",
-                                "speedup", "correct (max abs err)");
+                                "speedup", "%floor", "correct (max abs err)");
   for (const CellResult& c : result.cells)
-    out += fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x  {}\n",
-                       c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload,
-                       c.pipeline, c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min,
-                       c.hit_sync_overhead_us.median, c.speedup_vs_baseline, correctness_text(c.correctness));
+    out +=
+        fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x {:>6.1f}%  {}\n",
+                    c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload, c.pipeline,
+                    c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min, c.hit_sync_overhead_us.median,
+                    c.speedup_vs_baseline, 100 * c.floor_fraction, correctness_text(c.correctness));
   return out;
 }
 
@@ -158,6 +168,10 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
   out += fmt::format("- repeats: {} warm-up + {} timed steps after the cold step; baseline pipeline `{}`\n", e.warmup,
                      e.runs, e.baseline);
+  out += fmt::format(
+      "- ceilings measured at the start of this run: copy {:.1f} GB/s (read + written), sgemm {:.1f} "
+      "GFLOP/s (1024³)\n",
+      result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s);
   out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n\n", e.reference.backend, e.reference.pipeline,
                      e.reference.rtol, e.reference.atol);
   out +=
@@ -171,6 +185,15 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
         c.workload, c.pipeline, c.backend, c.kernels, c.arena_bytes / 1024, c.naive_arena_bytes / 1024, c.compile_ms,
         c.step_ms.median, c.step_ms.min, c.step_ms.max, c.hit_sync_overhead_us.median, c.speedup_vs_baseline,
         c.correctness.pass ? "yes" : "**no**", c.correctness.max_abs_error, c.correctness.max_rel_error);
+  out +=
+      "\n## Traffic and floor\n\nBytes moved: what the kernels read and write across their boundaries. Floor: "
+      "the larger of the minimum bytes (inputs read once, outputs written once) at copy bandwidth and the matmul FLOPs "
+      "at the sgemm rate.\n\n| workload | pipeline | backend | MB moved | GB/s | % copy bandwidth | floor ms | % of "
+      "floor |\n|---|---|---|---:|---:|---:|---:|---:|\n";
+  for (const CellResult& c : result.cells)
+    out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload, c.pipeline,
+                       c.backend, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
+                       100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
   out +=
       "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
       "after |\n|---|---|---|---|---:|---:|---:|\n";

@@ -134,6 +134,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
         cell.kernels = compiled->num_kernels;
         cell.arena_bytes = compiled->arena_bytes;
         cell.naive_arena_bytes = compiled->naive_arena_bytes;
+        cell.cost = compiled->cost;
       }
     } else if (step > e.warmup) {
       step_ms.push_back(elapsed_ms(t0, t2));
@@ -152,6 +153,20 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
   cell.ops_per_step = setup.workload.ops_per_step();
   cell.metrics = context.metrics();
   return cell;
+}
+
+void compute_rooflines(ExperimentResult& result) {
+  const Ceilings& ceil = result.ceilings;
+  for (CellResult& cell : result.cells) {
+    double seconds = cell.step_ms.median / 1e3;
+    if (seconds <= 0) continue;
+    cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
+    cell.copy_bandwidth_fraction = cell.achieved_gb_s / ceil.copy_gb_s;
+    double memory_ms = static_cast<double>(cell.cost.minimum_bytes) / (ceil.copy_gb_s * 1e9) * 1e3;
+    double compute_ms = static_cast<double>(cell.cost.flops) / (ceil.sgemm_gflop_s * 1e9) * 1e3;
+    cell.floor_ms = std::max(memory_ms, compute_ms);
+    cell.floor_fraction = cell.floor_ms / cell.step_ms.median;
+  }
 }
 
 void compute_speedups(ExperimentResult& result) {
@@ -177,7 +192,10 @@ bool ExperimentResult::all_correct() const {
 }
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
-  ExperimentResult result{e, {}};
+  ExperimentResult result{e, measure_ceilings(), {}};
+  if (progress)
+    *progress << fmt::format("  ceilings: copy {:.1f} GB/s, sgemm {:.1f} GFLOP/s\n", result.ceilings.copy_gb_s,
+                             result.ceilings.sgemm_gflop_s);
   auto reference_backend = load_backend(e.reference.backend);
   if (!reference_backend) return reference_backend.error();
   auto reference_pipeline = parse_pipeline(e.reference.pipeline);
@@ -218,6 +236,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
       }
   }
   compute_speedups(result);
+  compute_rooflines(result);
   return result;
 }
 

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "ceilings.h"
 #include "core/metrics.h"
 #include "core/pass_manager.h"
+#include "core/program_cost.h"
 #include "experiment.h"
 
 namespace lazylab {
@@ -39,12 +41,20 @@ struct CellResult {
   int64_t nodes_per_step = 0;
   int64_t ops_per_step = 0;  // workload-defined (chain: 3 * iters)
   std::vector<PassStat> passes;
+  ProgramCost cost;
+  // From the run's measured ceilings: traffic over the median step, and the
+  // floor (minimum bytes at copy bandwidth, or FLOPs at the sgemm rate).
+  double achieved_gb_s = 0;
+  double copy_bandwidth_fraction = 0;
+  double floor_ms = 0;
+  double floor_fraction = 0;
   Metrics metrics;
   double speedup_vs_baseline = 0;  // baseline median step / this median step
 };
 
 struct ExperimentResult {
   Experiment experiment;
+  Ceilings ceilings;
   std::vector<CellResult> cells;
   bool all_correct() const;
 };

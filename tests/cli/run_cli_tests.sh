@@ -48,6 +48,12 @@ assert r['schema_version'] == 1, r['schema_version']
 assert r['all_correct'] is True
 assert len(r['cells']) == 32, len(r['cells'])
 assert len(r['experiment']['hash']) == 16
+assert r['ceilings']['copy_gb_s'] > 0 and r['ceilings']['sgemm_gflop_s'] > 0, r['ceilings']
+for c in r['cells']:
+    assert c['bytes_moved'] == sum(c['kernel_bytes']) and c['minimum_bytes'] > 0, c
+    assert 0 < c['floor_fraction'] and c['arena_bytes'] <= c['naive_arena_bytes'], c
+mlp = [c for c in r['cells'] if c['workload'] == 'mlp'][0]
+assert mlp['flops'] == 2 * 8 * 64 * 128 * 2, mlp['flops']
 for c in r['cells']:
     assert c['correctness']['pass'] and c['step_ms']['median'] > 0 and c['kernels'] > 0, c
     assert c['metrics']['cache_misses'] == 1, c['metrics']

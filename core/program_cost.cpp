@@ -1,0 +1,25 @@
+#include "core/program_cost.h"
+
+namespace lazylab {
+
+ProgramCost program_cost(const Program& program, const Graph& graph) {
+  ProgramCost cost;
+  for (const Kernel& kernel : program.kernels) {
+    uint64_t bytes = 0;
+    for (NodeId id : kernel.inputs) bytes += graph.node(id).type.bytes();
+    for (NodeId id : kernel.outputs) bytes += graph.node(id).type.bytes();
+    cost.kernel_bytes.push_back(bytes);
+    cost.total_bytes += bytes;
+    for (NodeId id : kernel.ops) {
+      const Node& node = graph.node(id);
+      if (node.op != OpId::Matmul) continue;
+      int64_t k = graph.node(node.operands[0]).type.shape.back();
+      cost.flops += 2 * static_cast<uint64_t>(node.type.num_elements()) * static_cast<uint64_t>(k);
+    }
+  }
+  for (NodeId id : program.parameters) cost.minimum_bytes += graph.node(id).type.bytes();
+  for (NodeId id : program.outputs) cost.minimum_bytes += graph.node(id).type.bytes();
+  return cost;
+}
+
+}  // namespace lazylab

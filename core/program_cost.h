@@ -1,0 +1,22 @@
+// What a Program must move and compute, for reports: bytes each kernel reads
+// and writes across its boundary, the floor of bytes (each parameter read
+// once, each output written once) and contraction FLOPs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/program.h"
+
+namespace lazylab {
+
+struct ProgramCost {
+  std::vector<uint64_t> kernel_bytes;  // per kernel: inputs read + outputs written
+  uint64_t total_bytes = 0;            // sum of kernel_bytes
+  uint64_t minimum_bytes = 0;          // parameters read once + roots written once
+  uint64_t flops = 0;                  // 2mnk per matmul (elementwise work not counted)
+};
+
+ProgramCost program_cost(const Program& program, const Graph& graph);
+
+}  // namespace lazylab

@@ -1,0 +1,14 @@
+// The machine's ceilings, measured by lazylab itself at the start of a run
+// (the machines are shared: ratios are only meaningful within one run).
+#pragma once
+
+namespace lazylab {
+
+struct Ceilings {
+  double copy_gb_s = 0;      // bytes read + written per second, all hardware threads
+  double sgemm_gflop_s = 0;  // OpenBLAS sgemm at 1024^3
+};
+
+Ceilings measure_ceilings();
+
+}  // namespace lazylab
