@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "core/fusion_strategy.h"
+#include "row_space_fusion.h"
 
 namespace lazylab {
 namespace {
@@ -66,7 +67,9 @@ std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& gro
   return std::nullopt;
 }
 
-FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+}  // namespace
+
+FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
   const Graph& graph = module.graph;
   const Node &p = graph.node(producer), &c = graph.node(consumer);
   for (const Node* node : {&p, &c})
@@ -86,21 +89,12 @@ FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, Nod
   return FusionDecision::yes();
 }
 
+namespace {
+
 class ProducerConsumer : public FusionStrategy {
  public:
   Status partition(Module& module) override {
-    duplicate_constants(module);
-    KernelGroups groups(module.graph);
-    for (NodeId consumer = 0; consumer < module.graph.size(); ++consumer) {
-      if (!groups.in_kernel(consumer)) continue;
-      for (NodeId producer : module.graph.node(consumer).operands) {
-        if (!groups.in_kernel(producer) || groups.group_of(producer) == groups.group_of(consumer)) continue;
-        FusionDecision decision = decide(module, groups, producer, consumer);
-        if (decision) groups.merge(producer, consumer);
-        module.fusion_log.push_back({producer, consumer, std::move(decision)});
-      }
-    }
-    module.kernel_of = groups.kernel_of();
+    partition_pairwise(module, decide_row_space);
     return {};
   }
 };

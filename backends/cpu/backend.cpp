@@ -40,15 +40,32 @@ struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete (p, std::align_val_t{64}); }
 };
 
+// A matmul fused with an epilogue produces a kernel-local value, but sgemm
+// needs memory for it: such products get their own arena space after the
+// memory plan's. Returns the arena size.
+uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& values) {
+  uint64_t end = program.arena_bytes;
+  for (uint32_t k = 0; k < program.num_kernels; ++k)
+    for (uint32_t i = 0; i < program.kernels[k].num_ops; ++i) {
+      const lazylab_op& op = program.kernels[k].ops[i];
+      ValueInfo& value = values[op.result];
+      if (op.op != LAZYLAB_OP_Matmul || value.kind != LAZYLAB_VALUE_KERNEL_LOCAL) continue;
+      value.kind = LAZYLAB_VALUE_ARENA;
+      value.offset = end;
+      end += (value.bytes + 63) / 64 * 64;
+    }
+  return end;
+}
+
 class CpuExecutable : public plugin::Executable {
  public:
   CpuExecutable(const lazylab_program& program, const RowPlanOptions& options)
       : values_(copy_values(program)),
-        arena_(static_cast<std::byte*>(::operator new (program.arena_bytes + 64, std::align_val_t{64}))),
+        arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
         outputs_(program.outputs, program.outputs + program.num_outputs) {
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
-      std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_);
+      std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_, options);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
       if (!plan) plan = make_reference_plan(kernel, values_);
@@ -105,6 +122,7 @@ class CpuBackend : public plugin::Backend {
           op != LAZYLAB_OP_Parameter && op != LAZYLAB_OP_Softmax && op != LAZYLAB_OP_Layernorm && op != LAZYLAB_OP_Gelu;
     caps.fuses_elementwise = 1;
     caps.fuses_reduction_prologue = 1;
+    caps.fuses_gemm_epilogue = 1;
     caps.max_ops_per_kernel = 0;
   }
 

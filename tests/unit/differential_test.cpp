@@ -42,7 +42,8 @@ TEST_CASE("every workload x pass agrees with the reference") {
                              "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower",
                              "decompose,fuse{strategy=producer-consumer},lower,schedule{order=memory},"
                              "plan-memory{algo=greedy-by-size}",
-                             "decompose,lower,plan-memory{algo=linear-scan}"};
+                             "decompose,lower,plan-memory{algo=linear-scan}",
+                             "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower"};
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));
     REQUIRE(workload.ok());

@@ -1,0 +1,108 @@
+// Fusion strategy `gemm-epilogue`: producer-consumer's row-space fusion, plus
+// contractions. A transpose of the last two dimensions feeding a matmul folds
+// in as a transposed operand, and elementwise epilogues over the matmul's
+// output (bias, activation, scale) fold into the matmul's kernel, so the
+// product is not written out and read back between them.
+//
+// Legality for a kernel holding a matmul: one matmul; its prologue only
+// transposes of the last two dimensions used by nothing else; its epilogue
+// only elementwise ops, broadcasts and constants with the matmul's output
+// shape (no reductions); the backend fuses GEMM epilogues; the size limit
+// holds; no cycle between kernels. Pairs without a matmul follow
+// producer-consumer. Profitability: fuse whenever legal.
+#include <fmt/format.h>
+
+#include "core/fusion_strategy.h"
+#include "row_space_fusion.h"
+
+namespace lazylab {
+namespace {
+
+bool is_epilogue_op(OpId op) {
+  return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
+}
+
+// The matmul in `id`'s group, if any.
+std::optional<NodeId> matmul_in_group(const Graph& graph, KernelGroups& groups, NodeId id) {
+  int group = groups.group_of(id);
+  for (NodeId other = 0; other < graph.size(); ++other)
+    if (groups.in_kernel(other) && groups.group_of(other) == group && graph.node(other).op == OpId::Matmul)
+      return other;
+  return std::nullopt;
+}
+
+bool swaps_last_two(const Node& transpose) {
+  const Ints& perm = transpose.attrs[0].ints;
+  size_t rank = perm.size();
+  if (rank < 2 || perm[rank - 1] != static_cast<int64_t>(rank - 2) || perm[rank - 2] != static_cast<int64_t>(rank - 1))
+    return false;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (perm[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
+size_t user_count(const Graph& graph, NodeId id) {
+  size_t users = 0;
+  for (const Node& node : graph.nodes())
+    for (NodeId operand : node.operands) users += operand == id;
+  return users;
+}
+
+// Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
+// nothing when they can.
+std::optional<std::string> epilogue_problem(const Graph& graph, KernelGroups& groups, NodeId id, const Node& matmul) {
+  int group = groups.group_of(id);
+  for (NodeId other = 0; other < graph.size(); ++other) {
+    if (!groups.in_kernel(other) || groups.group_of(other) != group) continue;
+    const Node& node = graph.node(other);
+    if (!is_epilogue_op(node.op)) return fmt::format("{} cannot be a GEMM epilogue", op_name(node.op));
+    if (node.type.shape != matmul.type.shape)
+      return fmt::format("epilogue shape {} differs from the product's {}", to_string(node.type.shape),
+                         to_string(matmul.type.shape));
+  }
+  return std::nullopt;
+}
+
+FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer,
+                                  std::optional<NodeId> producer_matmul, std::optional<NodeId> consumer_matmul) {
+  const Graph& graph = module.graph;
+  const Node &p = graph.node(producer), &c = graph.node(consumer);
+  if (producer_matmul && consumer_matmul) return FusionDecision::no("both kernels hold a matmul");
+  if (module.capabilities && !module.capabilities->fuses_gemm_epilogue)
+    return FusionDecision::no("backend cannot fuse into GEMMs");
+  if (c.op == OpId::Matmul) {  // prologue: a transposed operand
+    if (p.op != OpId::Transpose || !swaps_last_two(p) || groups.size_of(producer) != 1)
+      return FusionDecision::no("a matmul takes only a transpose of its last two dimensions as a prologue");
+    if (user_count(graph, producer) != 1) return FusionDecision::no("the transpose has other users");
+  } else {  // the group without the matmul must be all epilogue
+    NodeId other = producer_matmul ? consumer : producer;
+    const Node& matmul = graph.node(producer_matmul ? *producer_matmul : *consumer_matmul);
+    if (auto problem = epilogue_problem(graph, groups, other, matmul)) return FusionDecision::no(*problem);
+  }
+  if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
+  if (groups.would_create_cycle(producer, consumer)) return FusionDecision::no("would create a cycle between kernels");
+  return FusionDecision::yes();
+}
+
+FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+  auto producer_matmul = matmul_in_group(module.graph, groups, producer);
+  auto consumer_matmul = matmul_in_group(module.graph, groups, consumer);
+  if (!producer_matmul && !consumer_matmul) return decide_row_space(module, groups, producer, consumer);
+  return decide_with_matmul(module, groups, producer, consumer, producer_matmul, consumer_matmul);
+}
+
+class GemmEpilogue : public FusionStrategy {
+ public:
+  Status partition(Module& module) override {
+    partition_pairwise(module, decide);
+    return {};
+  }
+};
+
+const FusionStrategyRegistrar kRegistrar{
+    {"gemm-epilogue",
+     "producer-consumer, plus transposed operands and elementwise epilogues folded into matmul kernels",
+     [] { return std::make_unique<GemmEpilogue>(); }}};
+
+}  // namespace
+}  // namespace lazylab
