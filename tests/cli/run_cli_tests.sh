@@ -80,7 +80,7 @@ check "unknown pass in a pipeline" 1 "pipelines.p: pipeline 'cse,bogus,lower': u
   "$lazylab" run "$work/bad-pass.yaml" -o "$work/out2"
 check "no report after a pipeline error" 1 "" -- test -e "$work/out2/r.json"
 experiment "$work/bad-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{strategy=magic},lower'}" "backends: [interp]"
-check "bad pass option" 1 "option 'strategy' expects one of \{gemm-epilogue, greedy-elementwise, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
+check "bad pass option" 1 "option 'strategy' expects one of \{gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
 experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
 check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
@@ -110,7 +110,7 @@ check "show with an unknown pass" 1 "unknown pass 'csee'" -- "$lazylab" show cha
 check "show with a bad param" 1 "expected NAME=INTEGER" -- "$lazylab" show chain-tiny --param iters
 
 # listings
-check "passes lists every pass" 0 "strategy=\{gemm-epilogue\|greedy-elementwise\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
+check "passes lists every pass" 0 "strategy=\{gemm-epilogue\|greedy-elementwise\|horizontal\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
 check "backends lists interp" 0 "interp +Reference interpreter" -- "$lazylab" backends
 check "a broken plugin on the path is listed as unusable" 0 "wrongabi +UNUSABLE: .*ABI 2.0" -- \
   env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends

@@ -43,7 +43,7 @@ TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
     auto workload = make_builtin_workload(c.workload, c.params);
     REQUIRE(workload.ok());
     auto want = run(*interp, **workload, "lower");
-    for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer", "gemm-epilogue"}) {
+    for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer", "gemm-epilogue", "horizontal"}) {
       CAPTURE(c.workload);
       CAPTURE(strategy);
       auto got = run(**cpu, **workload,

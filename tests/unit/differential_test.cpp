@@ -97,7 +97,7 @@ TEST_CASE("random graphs survive every fusion strategy on every backend") {
     Context reference(reference_engine);
     std::vector<Tensor> want = program(reference, seed);
     for (Backend* backend : {interp.get(), cpu->get()})
-      for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer", "gemm-epilogue"}) {
+      for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer", "gemm-epilogue", "horizontal"}) {
         CAPTURE(trial);
         CAPTURE(backend->name());
         CAPTURE(strategy);

@@ -1,0 +1,70 @@
+// Fusion strategy `horizontal`: producer-consumer's vertical fusion, then
+// independent kernels over the same iteration space merged when they read a
+// common value, so the merged kernel reads it once (and launches once).
+//
+// Legality of a horizontal merge: both kernels hold only ops
+// producer-consumer fuses and share one row space; the backend fuses them;
+// the size limit holds; neither kernel reaches the other (through any path),
+// so the merge creates no cycle. Profitability: the two kernels read at
+// least one common value; logged pairs name one node of each kernel.
+#include <fmt/format.h>
+
+#include "core/fusion_strategy.h"
+#include "row_space_fusion.h"
+
+namespace lazylab {
+namespace {
+
+// Every kernel reading `value`, as one node from each, in program order.
+std::vector<NodeId> readers_by_kernel(const Graph& graph, KernelGroups& groups, NodeId value) {
+  std::vector<NodeId> readers;
+  std::vector<int> seen;
+  for (NodeId id = value + 1; id < graph.size(); ++id) {
+    if (!groups.in_kernel(id)) continue;
+    bool reads = false;
+    for (NodeId operand : graph.node(id).operands) reads = reads || operand == value;
+    int group = groups.group_of(id);
+    if (reads && groups.group_of(value) != group && std::find(seen.begin(), seen.end(), group) == seen.end()) {
+      seen.push_back(group);
+      readers.push_back(id);
+    }
+  }
+  return readers;
+}
+
+void merge_horizontally(Module& module, KernelGroups& groups) {
+  const Graph& graph = module.graph;
+  for (NodeId value = 0; value < graph.size(); ++value) {
+    std::vector<NodeId> readers = readers_by_kernel(graph, groups, value);
+    for (size_t i = 1; i < readers.size(); ++i) {
+      NodeId a = readers[0], b = readers[i];
+      if (groups.group_of(a) == groups.group_of(b)) continue;
+      // decide_row_space checks both ops, the shared row space, the backend
+      // and cycles; it also refuses pairs where one node broadcasts the other.
+      FusionDecision decision = decide_row_space(module, groups, a, b);
+      if (decision) groups.merge(a, b);
+      module.fusion_log.push_back({a, b, std::move(decision)});
+    }
+  }
+}
+
+class Horizontal : public FusionStrategy {
+ public:
+  Status partition(Module& module) override {
+    partition_pairwise(module, decide_row_space);
+    KernelGroups groups(module.graph);
+    for (NodeId id = 0; id < module.graph.size(); ++id)
+      for (NodeId other = id + 1; other < module.graph.size(); ++other)
+        if (module.kernel_of[id] >= 0 && module.kernel_of[id] == module.kernel_of[other]) groups.merge(id, other);
+    merge_horizontally(module, groups);
+    module.kernel_of = groups.kernel_of();
+    return {};
+  }
+};
+
+const FusionStrategyRegistrar kRegistrar{
+    {"horizontal", "producer-consumer, then independent kernels in one row space that read a common value merged",
+     [] { return std::make_unique<Horizontal>(); }}};
+
+}  // namespace
+}  // namespace lazylab
