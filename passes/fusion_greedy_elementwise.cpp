@@ -35,18 +35,7 @@ FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, Nod
 class GreedyElementwise : public FusionStrategy {
  public:
   Status partition(Module& module) override {
-    duplicate_constants(module);
-    KernelGroups groups(module.graph);
-    for (NodeId consumer = 0; consumer < module.graph.size(); ++consumer) {
-      if (!groups.in_kernel(consumer)) continue;
-      for (NodeId producer : module.graph.node(consumer).operands) {
-        if (!groups.in_kernel(producer) || groups.group_of(producer) == groups.group_of(consumer)) continue;
-        FusionDecision decision = decide(module, groups, producer, consumer);
-        if (decision) groups.merge(producer, consumer);
-        module.fusion_log.push_back({producer, consumer, std::move(decision)});
-      }
-    }
-    module.kernel_of = groups.kernel_of();
+    partition_pairwise(module, decide);
     return {};
   }
 };
