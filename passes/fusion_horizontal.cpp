@@ -53,9 +53,15 @@ class Horizontal : public FusionStrategy {
   Status partition(Module& module) override {
     partition_pairwise(module, decide_row_space);
     KernelGroups groups(module.graph);
-    for (NodeId id = 0; id < module.graph.size(); ++id)
-      for (NodeId other = id + 1; other < module.graph.size(); ++other)
-        if (module.kernel_of[id] >= 0 && module.kernel_of[id] == module.kernel_of[other]) groups.merge(id, other);
+    std::vector<NodeId> first_of_kernel(module.graph.size(), ~NodeId{0});  // rebuild the vertical groups
+    for (NodeId id = 0; id < module.graph.size(); ++id) {
+      int kernel = module.kernel_of[id];
+      if (kernel < 0) continue;
+      if (first_of_kernel[kernel] == ~NodeId{0})
+        first_of_kernel[kernel] = id;
+      else
+        groups.merge(first_of_kernel[kernel], id);
+    }
     merge_horizontally(module, groups);
     module.kernel_of = groups.kernel_of();
     return {};

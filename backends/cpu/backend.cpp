@@ -127,7 +127,7 @@ class CpuBackend : public plugin::Backend {
   }
 
   std::string device_description() const override {
-    return "host CPU, " + std::to_string(threads_) + " threads (TBB), OpenBLAS " + openblas_get_config();
+    return "host CPU, " + std::to_string(threads_) + " threads (TBB), " + std::string(openblas_get_config());
   }
 
   std::unique_ptr<plugin::Executable> compile(const lazylab_program& program) override {

@@ -2,7 +2,6 @@
 
 #include <iostream>
 
-#include "core/backend.h"
 #include "options.h"
 #include "runner/report.h"
 #include "runner/runner.h"
@@ -34,11 +33,7 @@ int run_command(const Args& args) {
     std::cerr << "lazylab: " << result.error().message << "\nlazylab: no report written\n";
     return kExitError;
   }
-  std::vector<std::string> devices;
-  for (const BackendEntry& entry : experiment->backends)
-    if (auto backend = load_backend(entry.name, entry.options))
-      devices.push_back(entry.name + ": " + (*backend)->device_description());
-  RunInfo info = collect_run_info(devices);
+  RunInfo info = collect_run_info(result->backend_devices);
   std::cout << report_console(*result);
   std::vector<std::string> written;
   Status status = write_reports(*result, info, output_dir, written);

@@ -192,7 +192,7 @@ bool ExperimentResult::all_correct() const {
 }
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
-  ExperimentResult result{e, measure_ceilings(), {}};
+  ExperimentResult result{e, measure_ceilings(), {}, {}};
   if (progress)
     *progress << fmt::format("  ceilings: copy {:.1f} GB/s, sgemm {:.1f} GFLOP/s\n", result.ceilings.copy_gb_s,
                              result.ceilings.sgemm_gflop_s);
@@ -210,6 +210,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
   for (const BackendEntry& entry : e.backends) {
     auto backend = load_backend(entry.name, entry.options);
     if (!backend) return backend.error();
+    result.backend_devices.push_back(entry.name + ": " + (*backend)->device_description());
     backends.push_back(std::move(*backend));
   }
   for (const WorkloadEntry& entry : e.workloads) {

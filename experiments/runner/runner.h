@@ -56,6 +56,7 @@ struct ExperimentResult {
   Experiment experiment;
   Ceilings ceilings;
   std::vector<CellResult> cells;
+  std::vector<std::string> backend_devices;  // "name: description", one per backend
   bool all_correct() const;
 };
 
