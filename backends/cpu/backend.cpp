@@ -7,7 +7,6 @@
 // Options: threads=N (default: all hardware threads; OpenBLAS and TBB both
 // use N, and GEMMs run outside TBB's parallel loops so they never compete),
 // tile=N (elements per segment of a non-reducing kernel, default 4096).
-#include <cblas.h>
 #include <tbb/task_arena.h>
 
 #include <cstring>
@@ -59,13 +58,13 @@ uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& 
 
 class CpuExecutable : public plugin::Executable {
  public:
-  CpuExecutable(const lazylab_program& program, const RowPlanOptions& options)
+  CpuExecutable(const lazylab_program& program, const RowPlanOptions& options, const openblas::Runtime& blas)
       : values_(copy_values(program)),
         arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
         outputs_(program.outputs, program.outputs + program.num_outputs) {
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
-      std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_, options);
+      std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
       if (!plan) plan = make_reference_plan(kernel, values_);
@@ -112,7 +111,10 @@ class CpuBackend : public plugin::Backend {
     row_options_.tile = parse_positive(options, "tile", 4096);
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
-    openblas_set_num_threads(threads_);
+    std::string error;
+    blas_ = openblas::runtime(error);
+    if (!blas_) throw std::runtime_error("cpu backend needs OpenBLAS: " + error);
+    blas_->set_num_threads(threads_);
   }
 
   // Composites must be decomposed first; everything else runs.
@@ -127,17 +129,19 @@ class CpuBackend : public plugin::Backend {
   }
 
   std::string device_description() const override {
-    return "host CPU, " + std::to_string(threads_) + " threads (TBB), " + std::string(openblas_get_config());
+    return "host CPU, " + std::to_string(threads_) + " threads (TBB), " + blas_->config + ", core " +
+           blas_->core + " (" + blas_->core_note + ")";
   }
 
   std::unique_ptr<plugin::Executable> compile(const lazylab_program& program) override {
-    return std::make_unique<CpuExecutable>(program, row_options_);
+    return std::make_unique<CpuExecutable>(program, row_options_, *blas_);
   }
 
  private:
   int threads_ = 1;
   std::unique_ptr<tbb::task_arena> arena_;
   RowPlanOptions row_options_;
+  const openblas::Runtime* blas_ = nullptr;
 };
 
 }  // namespace

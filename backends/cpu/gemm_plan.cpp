@@ -1,6 +1,6 @@
 #include "gemm_plan.h"
 
-#include <cblas.h>
+#include <tbb/parallel_for.h>
 
 namespace lazylab::cpu {
 namespace {
@@ -13,31 +13,54 @@ struct Operand {
 class GemmPlan : public KernelPlan {
  public:
   GemmPlan(Operand a, Operand b, uint32_t out, const ValueInfo& out_info, int64_t k,
-           std::unique_ptr<KernelPlan> epilogue)
-      : a_(a), b_(b), out_(out), k_(k), epilogue_(std::move(epilogue)) {
+           std::unique_ptr<RowKernelPlan> epilogue, const RowPlanOptions& options, const openblas::Runtime& blas)
+      : a_(a), b_(b), out_(out), k_(k), epilogue_(std::move(epilogue)), arena_(options.arena), blas_(blas) {
     size_t r = out_info.shape.size();
     m_ = out_info.shape[r - 2];
     n_ = out_info.shape[r - 1];
     batches_ = out_info.size() / (m_ * n_);
+    epilogue_per_batch_ = epilogue_ && epilogue_->rows() == batches_ * m_ && epilogue_->cols() == n_;
+    threads_ = arena_ ? arena_->max_concurrency() : 1;
+    batches_in_parallel_ = threads_ > 1 && batches_ >= threads_ && m_ * n_ * k_ <= kSmallProduct;
   }
 
   void run(const Memory& memory) override {
-    const float* a = memory.f32(a_.value);
-    const float* b = memory.f32(b_.value);
-    float* c = memory.f32(out_);
-    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
-    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
-    for (int64_t batch = 0; batch < batches_; ++batch)
-      cblas_sgemm(CblasRowMajor, trans_a, trans_b, m_, n_, k_, 1.0f, a + batch * m_ * k_, lda, b + batch * k_ * n_, ldb,
-                  0.0f, c + batch * m_ * n_, n_);
-    if (epilogue_) epilogue_->run(memory);
+    if (batches_in_parallel_) {
+      // Small products keep one thread busy each; OpenBLAS's own threads would
+      // only synchronise. One thread per sgemm, so calls do not contend.
+      blas_.set_num_threads(1);
+      arena_->execute(
+          [&] { tbb::parallel_for(int64_t{0}, batches_, [&](int64_t batch) { run_batch(memory, batch); }); });
+      blas_.set_num_threads(threads_);
+    } else {
+      for (int64_t batch = 0; batch < batches_; ++batch) run_batch(memory, batch);
+    }
+    if (epilogue_ && !epilogue_per_batch_) epilogue_->run(memory);
   }
 
  private:
+  // 256 x 256 x 64 (one attention head's Q K^T) is small; a 256 x 3072 x 768
+  // projection is not.
+  static constexpr int64_t kSmallProduct = int64_t{1} << 23;
+
+  void run_batch(const Memory& memory, int64_t batch) {
+    const float* a = memory.f32(a_.value) + batch * m_ * k_;
+    const float* b = memory.f32(b_.value) + batch * k_ * n_;
+    float* c = memory.f32(out_) + batch * m_ * n_;
+    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
+    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
+    blas_.sgemm(CblasRowMajor, trans_a, trans_b, m_, n_, k_, 1.0f, a, lda, b, ldb, 0.0f, c, n_);
+    if (epilogue_per_batch_) epilogue_->run_rows(memory, batch * m_, (batch + 1) * m_);
+  }
+
   Operand a_, b_;
   uint32_t out_;
   int64_t m_ = 0, n_ = 0, k_, batches_ = 0;
-  std::unique_ptr<KernelPlan> epilogue_;
+  std::unique_ptr<RowKernelPlan> epilogue_;
+  bool epilogue_per_batch_ = false, batches_in_parallel_ = false;
+  tbb::task_arena* arena_;
+  int threads_ = 1;
+  const openblas::Runtime& blas_;
 };
 
 bool swaps_last_two(const lazylab_op& op) {
@@ -52,7 +75,7 @@ bool swaps_last_two(const lazylab_op& op) {
 }  // namespace
 
 std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           const RowPlanOptions& options) {
+                                           const RowPlanOptions& options, const openblas::Runtime& blas) {
   const lazylab_op* matmul = nullptr;
   std::vector<const lazylab_op*> transposes;
   std::vector<lazylab_op> epilogue;
@@ -78,7 +101,7 @@ std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const s
   Operand a = operand(matmul->operands[0]), b = operand(matmul->operands[1]);
   if (transposes.size() != static_cast<size_t>(a.transposed + b.transposed)) return nullptr;
   if (values[matmul->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;  // needs memory
-  std::unique_ptr<KernelPlan> epilogue_plan;
+  std::unique_ptr<RowKernelPlan> epilogue_plan;
   if (!epilogue.empty()) {
     lazylab_kernel part{
         sizeof(lazylab_kernel), static_cast<uint32_t>(epilogue.size()), epilogue.data(), 0, nullptr, 0, nullptr};
@@ -86,7 +109,8 @@ std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const s
     if (!epilogue_plan) return nullptr;
   }
   int64_t k = values[matmul->operands[0]].shape.back();
-  return std::make_unique<GemmPlan>(a, b, matmul->result, values[matmul->result], k, std::move(epilogue_plan));
+  return std::make_unique<GemmPlan>(a, b, matmul->result, values[matmul->result], k, std::move(epilogue_plan), options,
+                                    blas);
 }
 
 }  // namespace lazylab::cpu

@@ -163,7 +163,7 @@ bool is_fused_binary(uint32_t op) {
   }
 }
 
-class RowPlan : public KernelPlan {
+class RowPlan : public RowKernelPlan {
  public:
   RowPlan(int64_t rows, int64_t cols, bool reduces, const RowPlanOptions& options)
       : rows_(rows), cols_(cols), options_(options) {
@@ -174,17 +174,22 @@ class RowPlan : public KernelPlan {
   std::vector<Instr> instrs;
   int num_buffers = 0, num_per_row = 0;
 
-  void run(const Memory& memory) override {
-    int64_t segments = rows_ * segments_per_row_;
-    if (rows_ * cols_ < options_.parallel_min || !options_.arena) {
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+
+  void run(const Memory& memory) override { run_rows(memory, 0, rows_); }
+
+  void run_rows(const Memory& memory, int64_t first_row, int64_t end_row) override {
+    int64_t first = first_row * segments_per_row_, end = end_row * segments_per_row_;
+    if ((end_row - first_row) * cols_ < options_.parallel_min || !options_.arena) {
       Scratch& scratch = serial_scratch_;
       prepare(scratch);
-      for (int64_t s = 0; s < segments; ++s) run_segment(memory, scratch, s);
+      for (int64_t s = first; s < end; ++s) run_segment(memory, scratch, s);
       return;
     }
     int64_t grain = std::max<int64_t>(1, options_.parallel_min / std::max<int64_t>(segment_, 1) / 4);
     options_.arena->execute([&] {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, segments, grain), [&](const tbb::blocked_range<int64_t>& range) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(first, end, grain), [&](const tbb::blocked_range<int64_t>& range) {
         Scratch& scratch = scratch_.local();
         prepare(scratch);
         for (int64_t s = range.begin(); s < range.end(); ++s) run_segment(memory, scratch, s);
@@ -285,7 +290,7 @@ class RowCompiler {
  public:
   RowCompiler(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values) : kernel_(kernel), values_(values) {}
 
-  std::unique_ptr<KernelPlan> compile(const RowPlanOptions& options) {
+  std::unique_ptr<RowKernelPlan> compile(const RowPlanOptions& options) {
     if (!find_row_space()) return nullptr;
     compute_last_uses();
     auto plan = std::make_unique<RowPlan>(rows_, cols_, reduces_, options);
@@ -480,8 +485,8 @@ class RowCompiler {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                          const RowPlanOptions& options) {
+std::unique_ptr<RowKernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                             const RowPlanOptions& options) {
   return RowCompiler(kernel, values).compile(options);
 }
 

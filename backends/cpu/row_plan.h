@@ -21,8 +21,17 @@ struct RowPlanOptions {
   tbb::task_arena* arena = nullptr;
 };
 
+// A row-space kernel that can also run on a band of its rows, so that a
+// GEMM can apply its epilogue to each output block while it is in cache.
+class RowKernelPlan : public KernelPlan {
+ public:
+  virtual int64_t rows() const = 0;
+  virtual int64_t cols() const = 0;
+  virtual void run_rows(const Memory& memory, int64_t first_row, int64_t end_row) = 0;
+};
+
 // nullptr if the kernel has ops or layouts the fused loops cannot run.
-std::unique_ptr<KernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                          const RowPlanOptions& options);
+std::unique_ptr<RowKernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                             const RowPlanOptions& options);
 
 }  // namespace lazylab::cpu

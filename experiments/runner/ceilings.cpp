@@ -1,12 +1,12 @@
 #include "ceilings.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "openblas_runtime.h"
 
 namespace lazylab {
 namespace {
@@ -33,13 +33,13 @@ double measure_copy() {
   return 2.0 * static_cast<double>(bytes) / best / 1e9;
 }
 
-double measure_sgemm() {
+double measure_sgemm(const openblas::Runtime& blas) {
   const int n = 1024;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   double best = 1e30;
   for (int trial = 0; trial < 4; ++trial) {
     auto start = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     best = std::min(best, seconds_since(start));
   }
   return 2.0 * n * n * static_cast<double>(n) / best / 1e9;
@@ -47,6 +47,16 @@ double measure_sgemm() {
 
 }  // namespace
 
-Ceilings measure_ceilings() { return {measure_copy(), measure_sgemm()}; }
+Ceilings measure_ceilings() {
+  Ceilings ceilings{measure_copy(), 0, ""};
+  std::string error;
+  if (const openblas::Runtime* blas = openblas::runtime(error)) {
+    ceilings.sgemm_gflop_s = measure_sgemm(*blas);
+    ceilings.blas = blas->config + ", core " + blas->core + " (" + blas->core_note + ")";
+  } else {
+    ceilings.blas = error;
+  }
+  return ceilings;
+}
 
 }  // namespace lazylab

@@ -2,11 +2,14 @@
 // (the machines are shared: ratios are only meaningful within one run).
 #pragma once
 
+#include <string>
+
 namespace lazylab {
 
 struct Ceilings {
   double copy_gb_s = 0;      // bytes read + written per second, all hardware threads
-  double sgemm_gflop_s = 0;  // OpenBLAS sgemm at 1024^3
+  double sgemm_gflop_s = 0;  // OpenBLAS sgemm at 1024^3; 0 when OpenBLAS cannot be opened
+  std::string blas;          // the OpenBLAS build and kernels measured, or why none was
 };
 
 Ceilings measure_ceilings();

@@ -140,7 +140,10 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
               {"rtol", e.reference.rtol},
               {"atol", e.reference.atol}}}}},
           {"started_at", info.started_at},
-          {"ceilings", {{"copy_gb_s", result.ceilings.copy_gb_s}, {"sgemm_gflop_s", result.ceilings.sgemm_gflop_s}}},
+          {"ceilings",
+           {{"copy_gb_s", result.ceilings.copy_gb_s},
+            {"sgemm_gflop_s", result.ceilings.sgemm_gflop_s},
+            {"blas", result.ceilings.blas}}},
           {"machine", info.machine},
           {"build", info.build},
           {"backend_devices", info.backend_devices},
@@ -170,8 +173,8 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
                      e.runs, e.baseline);
   out += fmt::format(
       "- ceilings measured at the start of this run: copy {:.1f} GB/s (read + written), sgemm {:.1f} "
-      "GFLOP/s (1024³)\n",
-      result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s);
+      "GFLOP/s (1024³, {})\n",
+      result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s, result.ceilings.blas);
   out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n\n", e.reference.backend, e.reference.pipeline,
                      e.reference.rtol, e.reference.atol);
   out +=

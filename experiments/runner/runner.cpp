@@ -163,7 +163,8 @@ void compute_rooflines(ExperimentResult& result) {
     cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
     cell.copy_bandwidth_fraction = cell.achieved_gb_s / ceil.copy_gb_s;
     double memory_ms = static_cast<double>(cell.cost.minimum_bytes) / (ceil.copy_gb_s * 1e9) * 1e3;
-    double compute_ms = static_cast<double>(cell.cost.flops) / (ceil.sgemm_gflop_s * 1e9) * 1e3;
+    double compute_ms =
+        ceil.sgemm_gflop_s > 0 ? static_cast<double>(cell.cost.flops) / (ceil.sgemm_gflop_s * 1e9) * 1e3 : 0;
     cell.floor_ms = std::max(memory_ms, compute_ms);
     cell.floor_fraction = cell.floor_ms / cell.step_ms.median;
   }

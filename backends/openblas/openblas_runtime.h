@@ -1,0 +1,30 @@
+// OpenBLAS, opened at run time so that lazylab can choose its kernels first.
+//
+// OpenBLAS picks its kernels (the "core type") once, when the library loads.
+// Releases before Zen 4 support (Debian 12 ships 0.3.21) run AMD CPUs with
+// AVX-512 on their AVX2 Zen kernels, about half the sgemm rate of the
+// AVX-512 SkylakeX kernels on the same machine. Loading the library here,
+// after setting OPENBLAS_CORETYPE for that case only, gives every user in the
+// process (the cpu backend, the runner's ceilings) the same, right kernels.
+// An OPENBLAS_CORETYPE set by the user is kept.
+#pragma once
+
+#include <cblas.h>
+
+#include <string>
+
+namespace lazylab::openblas {
+
+struct Runtime {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_num_threads = nullptr;
+  std::string config;     // openblas_get_config()
+  std::string core;       // openblas_get_corename()
+  std::string core_note;  // who chose the core type, and why
+};
+
+// Opens libopenblas.so.0 once per process. nullptr, with `error` saying
+// why, when it cannot be opened or lacks a symbol.
+const Runtime* runtime(std::string& error);
+
+}  // namespace lazylab::openblas
