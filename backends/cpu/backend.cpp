@@ -129,8 +129,8 @@ class CpuBackend : public plugin::Backend {
   }
 
   std::string device_description() const override {
-    return "host CPU, " + std::to_string(threads_) + " threads (TBB), " + blas_->config + ", core " +
-           blas_->core + " (" + blas_->core_note + ")";
+    return "host CPU, " + std::to_string(threads_) + " threads (TBB), " + blas_->config + ", core " + blas_->core +
+           " (" + blas_->core_note + ")";
   }
 
   std::unique_ptr<plugin::Executable> compile(const lazylab_program& program) override {
