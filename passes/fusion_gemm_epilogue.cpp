@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/fusion_strategy.h"
-#include "row_space_fusion.h"
+#include "fusion_decisions.h"
 
 namespace lazylab {
 namespace {
@@ -84,17 +84,21 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
   return FusionDecision::yes();
 }
 
-FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+}  // namespace
+
+FusionDecision decide_gemm_epilogue(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
   auto producer_matmul = matmul_in_group(module.graph, groups, producer);
   auto consumer_matmul = matmul_in_group(module.graph, groups, consumer);
   if (!producer_matmul && !consumer_matmul) return decide_row_space(module, groups, producer, consumer);
   return decide_with_matmul(module, groups, producer, consumer, producer_matmul, consumer_matmul);
 }
 
+namespace {
+
 class GemmEpilogue : public FusionStrategy {
  public:
   Status partition(Module& module) override {
-    partition_pairwise(module, decide);
+    partition_pairwise(module, decide_gemm_epilogue);
     return {};
   }
 };

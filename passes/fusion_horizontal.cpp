@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/fusion_strategy.h"
-#include "row_space_fusion.h"
+#include "fusion_decisions.h"
 
 namespace lazylab {
 namespace {

@@ -17,7 +17,7 @@
 #include <optional>
 
 #include "core/fusion_strategy.h"
-#include "row_space_fusion.h"
+#include "fusion_decisions.h"
 
 namespace lazylab {
 namespace {

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """PyTorch eager on the reference workloads of WORKLOADS.md.
 
-Writes a JSON report with the same cell shape as `lazylab run` reports
-(workload, pipeline, backend, step_ms {median, min, max}), so the two can be
-placed side by side (bench/peers/compare.py). Needs Debian's python3-torch
-(`bash .ci/setup --peers`); run it with /usr/bin/python3.
+A lazylab peer (experiments/runner/peers.h has the protocol): an experiment
+that names it under `peers:` runs it after its own cells and places its times
+beside lazylab's pipelines in the report. It writes a JSON report with the
+same cell shape as `lazylab run` reports (workload, pipeline, backend,
+step_ms {median, min, max}); workloads it does not define are left out.
+Needs Debian's python3-torch (`bash .ci/setup --peers`); run it with
+/usr/bin/python3. By hand:
 
   /usr/bin/python3 bench/peers/torch_eager.py --workloads chain-tiny --out reports/torch.json
 """
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import time
@@ -102,6 +106,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -109,10 +114,13 @@ def main():
     for item in args.param:
         key, value = item.split("=")
         workload, name = key.rsplit(".", 1)
-        params[workload][name] = int(value)
+        params.setdefault(workload, {})[name] = int(value)
     cells = []
-    for i, name in enumerate(args.workloads.split(",")):
-        g = torch.Generator().manual_seed(42 + i)
+    for i, name in enumerate(n for n in args.workloads.split(",") if n):
+        if name not in DEFAULTS:
+            print(f"{name:12s} not defined for torch: left out")
+            continue
+        g = torch.Generator().manual_seed(args.seed + i)
         step, ops = make(name, params[name], g)
         step_ms = measure(step, args.warmup, args.runs)
         cell = {"workload": name, "pipeline": "torch-eager", "backend": "torch", "params": params[name], "step_ms": step_ms}
@@ -120,7 +128,9 @@ def main():
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
         print(f"{name:12s} torch eager {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
-    report = {"schema_version": 1, "peer": f"torch {torch.__version__} eager, {args.threads} threads",
+    blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
+    report = {"schema_version": 1,
+              "peer": f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}",
               "machine": platform.processor() or platform.machine(), "cells": cells}
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)

@@ -48,10 +48,11 @@ double measure_sgemm(const openblas::Runtime& blas) {
 }  // namespace
 
 Ceilings measure_ceilings() {
-  Ceilings ceilings{measure_copy(), 0, ""};
+  Ceilings ceilings{measure_copy(), 0, "", ""};
   std::string error;
   if (const openblas::Runtime* blas = openblas::runtime(error)) {
     ceilings.sgemm_gflop_s = measure_sgemm(*blas);
+    ceilings.blas_core = blas->core;
     ceilings.blas = blas->config + ", core " + blas->core + " (" + blas->core_note + ")";
   } else {
     ceilings.blas = error;

@@ -126,6 +126,24 @@ Status read_backends(const Reader& r, const YAML::Node& list, Experiment& e) {
   return {};
 }
 
+Status read_peers(const Reader& r, const YAML::Node& map, Experiment& e) {
+  if (!map.IsMap()) return r.error(map, "peers", "expected a mapping of name: [command, args...]");
+  for (auto item : map) {
+    std::string at = "peers." + item.first.as<std::string>();
+    const YAML::Node& list = item.second;
+    if (!list.IsSequence() || list.size() == 0)
+      return r.error(list, at, "expected a non-empty list: [command, args...]");
+    PeerEntry peer{item.first.as<std::string>(), {}};
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto arg = r.scalar<std::string>(list[i], fmt::format("{}[{}]", at, i), "a string");
+      if (!arg) return arg.error();
+      peer.command.push_back(*arg);
+    }
+    e.peers.push_back(std::move(peer));
+  }
+  return {};
+}
+
 template <class T>
 Status read_optional(const Reader& r, const YAML::Node& map, const std::string& at, const char* key, const char* type,
                      T& out) {
@@ -166,7 +184,7 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(r.expect_keys(root, "",
                             {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
-                             "reference", "report", "cache"}));
+                             "reference", "report", "cache", "peers"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -175,6 +193,7 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_workloads(r, root["workloads"], e));
   LAZYLAB_TRY(read_pipelines(r, root["pipelines"], e));
   LAZYLAB_TRY(read_backends(r, root["backends"], e));
+  if (root["peers"]) LAZYLAB_TRY(read_peers(r, root["peers"], e));
   e.baseline = e.pipelines.front().name;
   LAZYLAB_TRY(read_optional(r, root, "", "baseline", "a pipeline name", e.baseline));
   bool known =

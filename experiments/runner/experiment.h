@@ -27,6 +27,12 @@ struct BackendEntry {
   std::string options;
 };
 
+// A program timed on the same workloads in the same run (peers.h).
+struct PeerEntry {
+  std::string name;
+  std::vector<std::string> command;
+};
+
 struct Experiment {
   std::string path;
   std::string name;
@@ -36,6 +42,7 @@ struct Experiment {
   std::vector<PipelineEntry> pipelines;
   std::string baseline;  // a pipeline name
   std::vector<BackendEntry> backends;
+  std::vector<PeerEntry> peers;
   int64_t warmup = 2;
   int64_t runs = 10;
   struct {

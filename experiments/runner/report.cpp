@@ -104,6 +104,80 @@ std::string correctness_text(const Correctness& c) {
   return fmt::format("{} ({:.1e})", c.pass ? "ok" : "FAIL", c.max_abs_error);
 }
 
+// A peer's time beside the fastest correct lazylab cell on that workload.
+struct PeerComparison {
+  const PeerResult* peer;
+  const PeerCell* peer_cell;
+  const CellResult* best;  // null when no lazylab cell of that workload is correct
+};
+
+std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
+  std::vector<PeerComparison> rows;
+  for (const PeerResult& peer : result.peers)
+    for (const PeerCell& pc : peer.cells) {
+      const CellResult* best = nullptr;
+      for (const CellResult& c : result.cells)
+        if (c.workload == pc.workload && c.correctness.pass && (!best || c.step_ms.median < best->step_ms.median))
+          best = &c;
+      rows.push_back({&peer, &pc, best});
+    }
+  return rows;
+}
+
+nlohmann::json peers_json(const ExperimentResult& result) {
+  nlohmann::json peers = nlohmann::json::array();
+  for (const PeerResult& peer : result.peers) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (const PeerComparison& row : peer_comparisons(result)) {
+      if (row.peer != &peer) continue;
+      nlohmann::json cell = {
+          {"workload", row.peer_cell->workload},
+          {"step_ms",
+           {{"median", row.peer_cell->median_ms}, {"min", row.peer_cell->min_ms}, {"max", row.peer_cell->max_ms}}}};
+      if (row.best)
+        cell["best_lazylab"] = {{"pipeline", row.best->pipeline},
+                                {"backend", row.best->backend},
+                                {"step_ms", row.best->step_ms.median},
+                                {"peer_over_lazylab", row.peer_cell->median_ms / row.best->step_ms.median}};
+      cells.push_back(std::move(cell));
+    }
+    peers.push_back({{"name", peer.name},
+                     {"command", peer.command},
+                     {"description", peer.description},
+                     {"error", peer.error},
+                     {"cells", std::move(cells)}});
+  }
+  return peers;
+}
+
+std::string peers_text(const ExperimentResult& result, bool markdown) {
+  if (result.peers.empty()) return "";
+  std::string out = markdown ? "\n## Peers, measured in this run\n\nRatio: the peer's median step over the fastest "
+                               "correct lazylab cell's (above 1: lazylab is faster).\n\n"
+                             : "\n";
+  for (const PeerResult& peer : result.peers) {
+    std::string name = markdown ? "- `" + peer.name + "`: " : "peer " + peer.name + ": ";
+    std::string failed = markdown ? "**not run**: " : "NOT RUN: ";
+    out += name + (peer.error.empty() ? peer.description : failed + peer.error) + "\n";
+  }
+  std::vector<PeerComparison> rows = peer_comparisons(result);
+  if (rows.empty()) return out;
+  out += markdown ? "\n| workload | peer | peer ms | fastest lazylab | lazylab ms | peer / lazylab |\n"
+                    "|---|---|---:|---|---:|---:|\n"
+                  : fmt::format("{:<22} {:<14} {:>10} {:<26} {:>11} {:>8}\n", "workload", "peer", "peer ms",
+                                "fastest lazylab", "lazylab ms", "ratio");
+  for (const PeerComparison& row : rows) {
+    std::string where = row.best ? row.best->pipeline + " / " + row.best->backend : "none correct";
+    double mine = row.best ? row.best->step_ms.median : 0;
+    double ratio = row.best ? row.peer_cell->median_ms / mine : 0;
+    out += markdown ? fmt::format("| {} | {} | {:.4f} | {} | {:.4f} | {:.2f}x |\n", row.peer_cell->workload,
+                                  row.peer->name, row.peer_cell->median_ms, where, mine, ratio)
+                    : fmt::format("{:<22} {:<14} {:>10.4f} {:<26} {:>11.4f} {:>7.2f}x\n", row.peer_cell->workload,
+                                  row.peer->name, row.peer_cell->median_ms, where, mine, ratio);
+  }
+  return out;
+}
+
 }  // namespace
 
 RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
@@ -148,7 +222,8 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
           {"build", info.build},
           {"backend_devices", info.backend_devices},
           {"all_correct", result.all_correct()},
-          {"cells", cells}};
+          {"cells", cells},
+          {"peers", peers_json(result)}};
 }
 
 std::string report_console(const ExperimentResult& result) {
@@ -161,6 +236,7 @@ std::string report_console(const ExperimentResult& result) {
                     c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload, c.pipeline,
                     c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min, c.hit_sync_overhead_us.median,
                     c.speedup_vs_baseline, 100 * c.floor_fraction, correctness_text(c.correctness));
+  out += peers_text(result, false);
   return out;
 }
 
@@ -197,6 +273,7 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
     out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload, c.pipeline,
                        c.backend, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
                        100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
+  out += peers_text(result, true);
   out +=
       "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
       "after |\n|---|---|---|---|---:|---:|---:|\n";

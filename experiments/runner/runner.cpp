@@ -193,7 +193,7 @@ bool ExperimentResult::all_correct() const {
 }
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
-  ExperimentResult result{e, measure_ceilings(), {}, {}};
+  ExperimentResult result{e, measure_ceilings(), {}, {}, {}};
   if (progress)
     *progress << fmt::format("  ceilings: copy {:.1f} GB/s, sgemm {:.1f} GFLOP/s\n", result.ceilings.copy_gb_s,
                              result.ceilings.sgemm_gflop_s);
@@ -239,6 +239,13 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
   }
   compute_speedups(result);
   compute_rooflines(result);
+  for (const PeerEntry& peer : e.peers) {
+    if (progress) *progress << fmt::format("  peer {} ...", peer.name) << std::flush;
+    result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));
+    if (progress)
+      *progress << (result.peers.back().error.empty() ? fmt::format(" {} workloads\n", result.peers.back().cells.size())
+                                                      : " failed: " + result.peers.back().error + "\n");
+  }
   return result;
 }
 

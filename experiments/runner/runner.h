@@ -11,6 +11,7 @@
 #include "core/pass_manager.h"
 #include "core/program_cost.h"
 #include "experiment.h"
+#include "peers.h"
 
 namespace lazylab {
 
@@ -57,6 +58,7 @@ struct ExperimentResult {
   Ceilings ceilings;
   std::vector<CellResult> cells;
   std::vector<std::string> backend_devices;  // "name: description", one per backend
+  std::vector<PeerResult> peers;
   bool all_correct() const;
 };
 

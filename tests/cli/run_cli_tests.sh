@@ -80,7 +80,7 @@ check "unknown pass in a pipeline" 1 "pipelines.p: pipeline 'cse,bogus,lower': u
   "$lazylab" run "$work/bad-pass.yaml" -o "$work/out2"
 check "no report after a pipeline error" 1 "" -- test -e "$work/out2/r.json"
 experiment "$work/bad-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{strategy=magic},lower'}" "backends: [interp]"
-check "bad pass option" 1 "option 'strategy' expects one of \{gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
+check "bad pass option" 1 "option 'strategy' expects one of \{dominator, gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
 experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
 check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
@@ -97,6 +97,40 @@ experiment "$work/strict.yaml" "name: t" "workloads: [{name: softmax, params: {r
 check "mismatch exits 3" 3 "MISMATCH|do not match the reference" -- "$lazylab" run "$work/strict.yaml" -o "$work/out3"
 check "mismatch report is written and marked" 0 "all_correct\": false" -- cat "$work/out3/strict.json"
 
+# peers: run after the cells, in the experiment's folder, beside the
+# fastest correct cell; a failing peer is reported and loses nothing else.
+cp tests/cli/fake_peer.py "$work/fake_peer.py"
+experiment "$work/peers.yaml" "name: peers" "workloads: [{name: chain-tiny, params: {n: 256}}, {file: axpy.lzir}]" \
+  "pipelines: {eager: 'lower', fused: 'fuse{strategy=greedy-elementwise},lower'}" "backends: [interp]" \
+  "repeat: {warmup: 1, runs: 3}" "peers: {fake: [python3, fake_peer.py], broken: [python3, fake_peer.py, --fail=3]}" \
+  "report: {json: $work/peers.json, markdown: $work/peers.md}"
+cp experiments/workloads/axpy.lzir "$work/axpy.lzir"
+check "peers run beside the cells" 0 "chain-tiny +fake +[0-9.]+ +(eager|fused) / interp" -- "$lazylab" run "$work/peers.yaml"
+check "a failing peer is reported, not fatal" 0 "peer broken: NOT RUN: 'python3' exited with status 3" -- \
+  "$lazylab" run "$work/peers.yaml" -q
+check "peer report sections" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/peers.json'))
+fake, broken = r['peers']
+assert fake['error'] == '' and broken['error'].endswith('status 3'), r['peers']
+assert 'cwd ' + '$(basename "$work")' in fake['description'], fake['description']
+assert \"['chain-tiny.n']\" in fake['description'], fake['description']
+assert '--workloads=chain-tiny' in fake['command'] and '--runs=3' in fake['command'], fake['command']
+[cell] = fake['cells']
+best = min((c for c in r['cells'] if c['workload'] == 'chain-tiny'), key=lambda c: c['step_ms']['median'])
+assert cell['best_lazylab']['pipeline'] == best['pipeline'], (cell, best['pipeline'])
+assert abs(cell['best_lazylab']['peer_over_lazylab'] - cell['step_ms']['median'] / best['step_ms']['median']) < 1e-9
+print('ok')"
+check "peers in the markdown report" 0 "\| chain-tiny \| fake \| [0-9.]+ \| (eager|fused) / interp \|" -- cat "$work/peers.md"
+experiment "$work/bad-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "peers: {torch: python3}"
+check "a peer must be a command list" 1 "bad-peer.yaml:5: peers.torch: expected a non-empty list" -- \
+  "$lazylab" run "$work/bad-peer.yaml"
+experiment "$work/missing-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "peers: {ghost: [no-such-peer-program]}" "report: {json: $work/missing.json}"
+check "a peer that cannot start" 0 "peer ghost: NOT RUN: cannot start 'no-such-peer-program'" -- \
+  "$lazylab" run "$work/missing-peer.yaml" -q
+
 # show
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
 check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"
@@ -110,7 +144,7 @@ check "show with an unknown pass" 1 "unknown pass 'csee'" -- "$lazylab" show cha
 check "show with a bad param" 1 "expected NAME=INTEGER" -- "$lazylab" show chain-tiny --param iters
 
 # listings
-check "passes lists every pass" 0 "strategy=\{gemm-epilogue\|greedy-elementwise\|horizontal\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
+check "passes lists every pass" 0 "strategy=\{dominator\|gemm-epilogue\|greedy-elementwise\|horizontal\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
 check "backends lists interp" 0 "interp +Reference interpreter" -- "$lazylab" backends
 check "a broken plugin on the path is listed as unusable" 0 "wrongabi +UNUSABLE: .*ABI 2.0" -- \
   env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends

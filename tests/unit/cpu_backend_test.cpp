@@ -1,5 +1,6 @@
 // The cpu backend against the interpreter: every workload x fusion strategy,
 // at sizes that take the serial, tiled and parallel paths.
+#include "core/fusion_strategy.h"
 #include "runner/workload.h"
 #include "support.h"
 
@@ -43,11 +44,11 @@ TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
     auto workload = make_builtin_workload(c.workload, c.params);
     REQUIRE(workload.ok());
     auto want = run(*interp, **workload, "lower");
-    for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer", "gemm-epilogue", "horizontal"}) {
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
       CAPTURE(c.workload);
       CAPTURE(strategy);
       auto got = run(**cpu, **workload,
-                     std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy +
+                     "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
                          "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}");
       REQUIRE(got.size() == want.size());
       for (size_t o = 0; o < got.size(); ++o)

@@ -2,6 +2,7 @@
 // the untransformed graph (composites evaluated directly).
 #include <cmath>
 
+#include "core/fusion_strategy.h"
 #include "runner/workload.h"
 #include "support.h"
 
@@ -33,22 +34,21 @@ std::vector<std::vector<float>> run(const Workload& workload, const std::string&
 }  // namespace
 
 TEST_CASE("every workload x pass agrees with the reference") {
-  const char* pipelines[] = {"canonicalize,lower",
-                             "cse,lower",
-                             "dce,lower",
-                             "decompose,lower",
-                             "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=none},lower",
-                             "decompose,canonicalize,cse,dce,fuse{strategy=greedy-elementwise},lower",
-                             "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower",
-                             "decompose,fuse{strategy=producer-consumer},lower,schedule{order=memory},"
-                             "plan-memory{algo=greedy-by-size}",
-                             "decompose,lower,plan-memory{algo=linear-scan}",
-                             "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower"};
+  std::vector<std::string> pipelines = {"canonicalize,lower",
+                                        "cse,lower",
+                                        "dce,lower",
+                                        "decompose,lower",
+                                        "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=none},lower",
+                                        "decompose,fuse{strategy=producer-consumer},lower,schedule{order=memory},"
+                                        "plan-memory{algo=greedy-by-size}",
+                                        "decompose,lower,plan-memory{algo=linear-scan}"};
+  for (const std::string& strategy : FusionStrategyRegistry::global().names())
+    pipelines.push_back("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower");
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));
     REQUIRE(workload.ok());
     auto reference = run(**workload, "lower");
-    for (const char* pipeline_text : pipelines) {
+    for (const std::string& pipeline_text : pipelines) {
       CAPTURE(info.name);
       CAPTURE(pipeline_text);
       auto got = run(**workload, pipeline_text);
@@ -97,13 +97,13 @@ TEST_CASE("random graphs survive every fusion strategy on every backend") {
     Context reference(reference_engine);
     std::vector<Tensor> want = program(reference, seed);
     for (Backend* backend : {interp.get(), cpu->get()})
-      for (const char* strategy : {"none", "greedy-elementwise", "producer-consumer", "gemm-epilogue", "horizontal"}) {
+      for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
         CAPTURE(trial);
         CAPTURE(backend->name());
         CAPTURE(strategy);
-        Engine engine(pipeline(std::string("canonicalize,cse,dce,fuse{strategy=") + strategy +
-                               "},lower,schedule{order=memory},plan-memory"),
-                      *backend);
+        Engine engine(
+            pipeline("canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower,schedule{order=memory},plan-memory"),
+            *backend);
         Context ctx(engine);
         std::vector<Tensor> got = program(ctx, seed);
         for (size_t o = 0; o < got.size(); ++o) {

@@ -46,7 +46,8 @@ TEST_CASE("file workloads resolve against the experiment's folder") {
 
 TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
-        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, name, pipelines, reference, "
+        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, name, peers, pipelines, "
+        "reference, "
         "repeat, report, seed, workloads)");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") == "x.yaml:10: repeat: needs warmup >= 0 and runs >= 1");

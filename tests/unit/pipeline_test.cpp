@@ -39,7 +39,7 @@ TEST_CASE("pipeline errors name the pass, the option and the value") {
       pipeline_error("cse,bogus").find("unknown pass 'bogus' (known: canonicalize, cse, dce, decompose, fuse, lower") !=
       std::string::npos);
   CHECK(pipeline_error("fuse{strategy=magic}")
-            .find("option 'strategy' expects one of {gemm-epilogue, greedy-elementwise, horizontal, none, "
+            .find("option 'strategy' expects one of {dominator, gemm-epilogue, greedy-elementwise, horizontal, none, "
                   "producer-consumer}, got "
                   "'magic'") != std::string::npos);
   CHECK(pipeline_error("fuse{colour=red}").find("pass 'fuse' has no option 'colour' (options: strategy)") !=

@@ -1,0 +1,38 @@
+// Peers: other systems timed on the same workloads in the same run, so the
+// report places them beside lazylab's pipelines (machines are shared and
+// noisy; only figures from one run compare).
+//
+// A peer is a program named in the experiment (`peers: {NAME: [argv...]}`,
+// run in the experiment file's folder) that takes
+//   --workloads a,b,... --param WORKLOAD.NAME=INT ... --warmup N --runs N
+//   --threads N --seed N --out FILE
+// and writes to FILE a JSON report with `peer` (a description) and `cells`,
+// each with `workload` and `step_ms` {median, min, max}; workloads it does not
+// know are left out. It runs with OPENBLAS_CORETYPE set to the OpenBLAS
+// kernels lazylab measured, so both sides use the same BLAS code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "experiment.h"
+
+namespace lazylab {
+
+struct PeerCell {
+  std::string workload;
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+struct PeerResult {
+  std::string name;
+  std::vector<std::string> command;  // as run, with the protocol's arguments
+  std::string description;           // the peer's own, from its report
+  std::string error;                 // why it produced no cells; empty when it ran
+  std::vector<PeerCell> cells;
+};
+
+// Never fails the experiment: a peer that cannot run reports why in `error`.
+PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core);
+
+}  // namespace lazylab

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""A peer for the CLI tests: speaks the peer protocol (experiments/runner/peers.h)
+and reports the time of a Python loop over each workload's `n` elements, or
+exits with the status given by --fail. Records its arguments and
+OPENBLAS_CORETYPE in the report so the tests can check what it was given."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--workloads", required=True)
+ap.add_argument("--param", action="append", default=[])
+ap.add_argument("--warmup", type=int, required=True)
+ap.add_argument("--runs", type=int, required=True)
+ap.add_argument("--threads", type=int, required=True)
+ap.add_argument("--seed", type=int, required=True)
+ap.add_argument("--out", required=True)
+ap.add_argument("--fail", type=int, default=0)
+args = ap.parse_args()
+if args.fail:
+    sys.exit(args.fail)
+params = dict(item.split("=") for item in args.param)
+cells = []
+for name in args.workloads.split(","):
+    n = int(params.get(f"{name}.n", 64))
+    samples = []
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        sum(i * 0.5 for i in range(n))
+        samples.append((time.perf_counter() - t0) * 1e3)
+    cells.append({"workload": name, "step_ms": {"median": statistics.median(samples), "min": min(samples),
+                                                 "max": max(samples)}})
+with open(args.out, "w") as f:
+    json.dump({"peer": f"fake peer, cwd {os.path.basename(os.getcwd())}, core "
+               f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}, params {sorted(params)}", "cells": cells}, f)
