@@ -12,9 +12,14 @@ ProgramCost program_cost(const Program& program, const Graph& graph) {
     cost.total_bytes += bytes;
     for (NodeId id : kernel.ops) {
       const Node& node = graph.node(id);
+      auto elements = static_cast<uint64_t>(node.type.num_elements());
+      OpCategory category = op_info(node.op).category;
+      if (category == OpCategory::Elementwise) cost.elementwise_ops += elements;
+      if (category == OpCategory::Reduction)
+        cost.elementwise_ops += static_cast<uint64_t>(graph.node(node.operands[0]).type.num_elements());
       if (node.op != OpId::Matmul) continue;
       int64_t k = graph.node(node.operands[0]).type.shape.back();
-      cost.flops += 2 * static_cast<uint64_t>(node.type.num_elements()) * static_cast<uint64_t>(k);
+      cost.flops += 2 * elements * static_cast<uint64_t>(k);
     }
   }
   for (NodeId id : program.parameters) cost.minimum_bytes += graph.node(id).type.bytes();

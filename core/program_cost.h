@@ -1,6 +1,6 @@
 // What a Program must move and compute, for reports: bytes each kernel reads
 // and writes across its boundary, the floor of bytes (each parameter read
-// once, each output written once) and contraction FLOPs.
+// once, each output written once), contraction FLOPs and elementwise work.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,10 @@ struct ProgramCost {
   std::vector<uint64_t> kernel_bytes;  // per kernel: inputs read + outputs written
   uint64_t total_bytes = 0;            // sum of kernel_bytes
   uint64_t minimum_bytes = 0;          // parameters read once + roots written once
-  uint64_t flops = 0;                  // 2mnk per matmul (elementwise work not counted)
+  uint64_t flops = 0;                  // 2mnk per matmul
+  // One per element of each elementwise op's result and of each reduction's
+  // input; constants (leaves), broadcasts and layout ops count nothing.
+  uint64_t elementwise_ops = 0;
 };
 
 ProgramCost program_cost(const Program& program, const Graph& graph);

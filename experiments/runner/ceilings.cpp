@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "elementwise_peak.h"
 #include "openblas_runtime.h"
 
 namespace lazylab {
@@ -48,7 +49,7 @@ double measure_sgemm(const openblas::Runtime& blas) {
 }  // namespace
 
 Ceilings measure_ceilings() {
-  Ceilings ceilings{measure_copy(), 0, "", ""};
+  Ceilings ceilings{measure_copy(), measure_elementwise_gops(), 0, "", ""};
   std::string error;
   if (const openblas::Runtime* blas = openblas::runtime(error)) {
     ceilings.sgemm_gflop_s = measure_sgemm(*blas);

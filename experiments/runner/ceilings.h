@@ -7,10 +7,11 @@
 namespace lazylab {
 
 struct Ceilings {
-  double copy_gb_s = 0;      // bytes read + written per second, all hardware threads
-  double sgemm_gflop_s = 0;  // OpenBLAS sgemm at 1024^3; 0 when OpenBLAS cannot be opened
-  std::string blas;          // the OpenBLAS build and kernels measured, or why none was
-  std::string blas_core;     // OpenBLAS's name for those kernels ("SkylakeX"); empty without OpenBLAS
+  double copy_gb_s = 0;          // bytes read + written per second, all hardware threads
+  double elementwise_gop_s = 0;  // simple f32 ops on data in registers (elementwise_peak.h)
+  double sgemm_gflop_s = 0;      // OpenBLAS sgemm at 1024^3; 0 when OpenBLAS cannot be opened
+  std::string blas;              // the OpenBLAS build and kernels measured, or why none was
+  std::string blas_core;         // OpenBLAS's name for those kernels ("SkylakeX"); empty without OpenBLAS
 };
 
 Ceilings measure_ceilings();

@@ -59,6 +59,7 @@ nlohmann::json cell_json(const CellResult& c) {
                          {"bytes_moved", c.cost.total_bytes},
                          {"minimum_bytes", c.cost.minimum_bytes},
                          {"flops", c.cost.flops},
+                         {"elementwise_ops", c.cost.elementwise_ops},
                          {"achieved_gb_s", c.achieved_gb_s},
                          {"copy_bandwidth_fraction", c.copy_bandwidth_fraction},
                          {"floor_ms", c.floor_ms},
@@ -216,6 +217,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
           {"started_at", info.started_at},
           {"ceilings",
            {{"copy_gb_s", result.ceilings.copy_gb_s},
+            {"elementwise_gop_s", result.ceilings.elementwise_gop_s},
             {"sgemm_gflop_s", result.ceilings.sgemm_gflop_s},
             {"blas", result.ceilings.blas}}},
           {"machine", info.machine},
@@ -248,9 +250,10 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   out += fmt::format("- repeats: {} warm-up + {} timed steps after the cold step; baseline pipeline `{}`\n", e.warmup,
                      e.runs, e.baseline);
   out += fmt::format(
-      "- ceilings measured at the start of this run: copy {:.1f} GB/s (read + written), sgemm {:.1f} "
-      "GFLOP/s (1024³, {})\n",
-      result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s, result.ceilings.blas);
+      "- ceilings measured at the start of this run: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s "
+      "(add, mul, max on data in registers, all threads), sgemm {:.1f} GFLOP/s (1024³, {})\n",
+      result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s,
+      result.ceilings.blas);
   out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n\n", e.reference.backend, e.reference.pipeline,
                      e.reference.rtol, e.reference.atol);
   out +=
@@ -266,8 +269,9 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
         c.correctness.pass ? "yes" : "**no**", c.correctness.max_abs_error, c.correctness.max_rel_error);
   out +=
       "\n## Traffic and floor\n\nBytes moved: what the kernels read and write across their boundaries. Floor: "
-      "the larger of the minimum bytes (inputs read once, outputs written once) at copy bandwidth and the matmul FLOPs "
-      "at the sgemm rate.\n\n| workload | pipeline | backend | MB moved | GB/s | % copy bandwidth | floor ms | % of "
+      "the largest of the minimum bytes (inputs read once, outputs written once) at copy bandwidth, the matmul FLOPs "
+      "at the sgemm rate, and the elementwise ops (the fewest any pipeline here needed) at the elementwise rate."
+      "\n\n| workload | pipeline | backend | MB moved | GB/s | % copy bandwidth | floor ms | % of "
       "floor |\n|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const CellResult& c : result.cells)
     out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload, c.pipeline,

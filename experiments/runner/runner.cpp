@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <ostream>
 
 #include "core/backend.h"
@@ -155,17 +156,28 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
   return cell;
 }
 
+// The floor is the slowest of three bounds: the minimum bytes at copy
+// bandwidth, the matmul FLOPs at the sgemm rate, and the elementwise work at
+// the elementwise rate. Elementwise work is the least any pipeline of the
+// run needed for that workload, so a pipeline that does more extra work is
+// not given a higher floor for it.
 void compute_rooflines(ExperimentResult& result) {
   const Ceilings& ceil = result.ceilings;
+  std::map<std::string, uint64_t> least_elementwise;
+  for (const CellResult& cell : result.cells) {
+    auto [it, inserted] = least_elementwise.emplace(cell.workload, cell.cost.elementwise_ops);
+    it->second = std::min(it->second, cell.cost.elementwise_ops);
+  }
+  auto ms_at = [](double amount, double per_second) { return per_second > 0 ? amount / per_second * 1e3 : 0.0; };
   for (CellResult& cell : result.cells) {
     double seconds = cell.step_ms.median / 1e3;
     if (seconds <= 0) continue;
     cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
     cell.copy_bandwidth_fraction = cell.achieved_gb_s / ceil.copy_gb_s;
-    double memory_ms = static_cast<double>(cell.cost.minimum_bytes) / (ceil.copy_gb_s * 1e9) * 1e3;
-    double compute_ms =
-        ceil.sgemm_gflop_s > 0 ? static_cast<double>(cell.cost.flops) / (ceil.sgemm_gflop_s * 1e9) * 1e3 : 0;
-    cell.floor_ms = std::max(memory_ms, compute_ms);
+    double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), ceil.copy_gb_s * 1e9);
+    double matmul_ms = ms_at(static_cast<double>(cell.cost.flops), ceil.sgemm_gflop_s * 1e9);
+    double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload]), ceil.elementwise_gop_s * 1e9);
+    cell.floor_ms = std::max({memory_ms, matmul_ms, elementwise_ms});
     cell.floor_fraction = cell.floor_ms / cell.step_ms.median;
   }
 }
@@ -195,7 +207,8 @@ bool ExperimentResult::all_correct() const {
 Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
   ExperimentResult result{e, measure_ceilings(), {}, {}, {}};
   if (progress)
-    *progress << fmt::format("  ceilings: copy {:.1f} GB/s, sgemm {:.1f} GFLOP/s\n", result.ceilings.copy_gb_s,
+    *progress << fmt::format("  ceilings: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
+                             result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
                              result.ceilings.sgemm_gflop_s);
   auto reference_backend = load_backend(e.reference.backend);
   if (!reference_backend) return reference_backend.error();

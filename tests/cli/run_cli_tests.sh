@@ -49,6 +49,9 @@ assert r['all_correct'] is True
 assert len(r['cells']) == 32, len(r['cells'])
 assert len(r['experiment']['hash']) == 16
 assert r['ceilings']['copy_gb_s'] > 0 and r['ceilings']['sgemm_gflop_s'] > 0, r['ceilings']
+assert r['ceilings']['elementwise_gop_s'] > 0 and 'OpenBLAS' in r['ceilings']['blas'], r['ceilings']
+chain = [c for c in r['cells'] if c['workload'] == 'chain-small']
+assert all(c['elementwise_ops'] == 3 * 100 * 4096 for c in chain), [c['elementwise_ops'] for c in chain]
 for c in r['cells']:
     assert c['bytes_moved'] == sum(c['kernel_bytes']) and c['minimum_bytes'] > 0, c
     assert 0 < c['floor_fraction'] and c['arena_bytes'] <= c['naive_arena_bytes'], c
