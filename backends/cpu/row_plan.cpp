@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "lazylab/reference_semantics.hpp"
+#include "register_run.h"
 #include "vector_math.h"
 
 namespace lazylab::cpu {
@@ -27,13 +28,21 @@ struct Slot {
   bool byte = false;   // a bool value (uint8), only ever a select's predicate
 };
 
-enum class InstrKind { Unary, Binary, Select, Reduce, Materialize };
+enum class InstrKind { Unary, Binary, Select, Reduce, Materialize, Run };
 
 struct Instr {
   InstrKind kind;
   uint32_t op;
   Slot out;
   Slot a, b, c;
+  int run = -1;  // Run: index into RowPlan::runs; reads `a`, writes `out`
+};
+
+// Unary and binary instructions fused into one register run: each step's
+// other operand (RunStep::other of None or Running has none).
+struct RunInstr {
+  std::vector<RunStep> steps;
+  std::vector<Slot> others;
 };
 
 // An operand as the loops see it: a pointer, or a scalar for the segment.
@@ -54,6 +63,7 @@ void select_loop(float* out, View predicate, View a, View b, int64_t n) {
 struct Scratch {
   std::vector<float> buffers;
   std::vector<float> per_row;
+  std::vector<RunOperand> run_operands;
 };
 
 template <class F>
@@ -172,6 +182,7 @@ class RowPlan : public RowKernelPlan {
   }
 
   std::vector<Instr> instrs;
+  std::vector<RunInstr> runs;
   int num_buffers = 0, num_per_row = 0;
 
   int64_t rows() const override { return rows_; }
@@ -201,6 +212,22 @@ class RowPlan : public RowKernelPlan {
   void prepare(Scratch& scratch) const {
     scratch.buffers.resize(static_cast<size_t>(num_buffers) * segment_);
     scratch.per_row.resize(num_per_row);
+    size_t longest = 0;
+    for (const RunInstr& run : runs) longest = std::max(longest, run.steps.size());
+    scratch.run_operands.resize(longest);
+  }
+
+  void run_registers(const Instr& in, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0,
+                     int64_t len) const {
+    const RunInstr& run = runs[in.run];
+    for (size_t s = 0; s < run.steps.size(); ++s) {
+      RunStep::Other kind = run.steps[s].other;
+      View v =
+          kind == RunStep::Scalar || kind == RunStep::Pointer ? view(run.others[s], memory, scratch, row, c0) : View{};
+      scratch.run_operands[s] = {v.ptr, v.scalar};
+    }
+    View input = view(in.a, memory, scratch, row, c0);
+    execute_run(full_out(in.out, memory, scratch, row, c0), input.ptr, run.steps, scratch.run_operands.data(), len);
   }
 
   View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
@@ -242,6 +269,10 @@ class RowPlan : public RowKernelPlan {
     int64_t c0 = (segment % segments_per_row_) * segment_;
     int64_t len = std::min(segment_, cols_ - c0);
     for (const Instr& in : instrs) {
+      if (in.kind == InstrKind::Run) {
+        run_registers(in, memory, scratch, row, c0, len);
+        continue;
+      }
       View a = view(in.a, memory, scratch, row, c0);
       if (in.kind == InstrKind::Reduce) {
         row_out(in.out, memory, scratch, row) = reduce(in.op, a.ptr, len);
@@ -284,6 +315,89 @@ class RowPlan : public RowKernelPlan {
   tbb::enumerable_thread_specific<Scratch> scratch_;
 };
 
+bool same_buffer(const Slot& x, const Slot& y) {
+  return x.where == Slot::Local && y.where == Slot::Local && x.kind == Slot::Full && y.kind == Slot::Full &&
+         x.local == y.local;
+}
+
+bool same_operand(const Slot& x, const Slot& y) {
+  return x.kind == y.kind && x.where == y.where && x.value == y.value && x.local == y.local && x.splat == y.splat &&
+         !x.byte && !y.byte;
+}
+
+bool can_join_run(const Instr& in) {
+  if (in.kind != InstrKind::Unary && in.kind != InstrKind::Binary) return false;
+  if (in.out.kind != Slot::Full || in.a.byte || in.b.byte) return false;
+  return run_supports(in.op, in.kind == InstrKind::Binary);
+}
+
+// Whether the local buffer `written` by instrs[at] is read after instrs[at + 1]
+// before something writes it again.
+bool read_after_next(const std::vector<Instr>& instrs, size_t at, const Slot& written) {
+  if (at + 1 < instrs.size() && same_buffer(instrs[at + 1].out, written)) return false;
+  for (size_t k = at + 2; k < instrs.size(); ++k) {
+    const Instr& in = instrs[k];
+    for (const Slot* read : {&in.a, &in.b, &in.c})
+      if (same_buffer(*read, written)) return true;
+    if (same_buffer(in.out, written)) return false;
+  }
+  return false;
+}
+
+// The step for instrs[at] when `running` holds its operand's value; nullopt
+// if neither operand is the running value.
+std::optional<std::pair<RunStep, Slot>> step_for(const Instr& in, const Slot& running, bool first) {
+  auto is_running = [&](const Slot& slot) {
+    return first ? slot.kind == Slot::Full && same_operand(slot, running) : same_buffer(slot, running);
+  };
+  if (in.kind == InstrKind::Unary) {
+    if (!is_running(in.a)) return std::nullopt;
+    return std::pair{RunStep{in.op, RunStep::None, true}, Slot{}};
+  }
+  bool a_runs = is_running(in.a), b_runs = is_running(in.b);
+  if (!a_runs && !b_runs) return std::nullopt;
+  if (a_runs && b_runs) return std::pair{RunStep{in.op, RunStep::Running, true}, Slot{}};
+  const Slot& other = a_runs ? in.b : in.a;
+  auto kind = other.kind == Slot::Full || other.kind == Slot::Suffix ? RunStep::Pointer : RunStep::Scalar;
+  return std::pair{RunStep{in.op, kind, a_runs}, other};
+}
+
+// Replaces each chain of two or more unary/binary instructions, where every
+// intermediate result is a local buffer read only by the next instruction,
+// with one register run.
+void form_register_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs) {
+  std::vector<Instr> formed;
+  for (size_t at = 0; at < instrs.size();) {
+    const Instr& head = instrs[at];
+    Slot input = head.a.kind == Slot::Full ? head.a : head.b;
+    auto first = can_join_run(head) ? step_for(head, input, true) : std::nullopt;
+    RunInstr run;
+    size_t end = at + 1;
+    if (first) {
+      run.steps.push_back(first->first);
+      run.others.push_back(first->second);
+      while (end < instrs.size() && can_join_run(instrs[end]) && instrs[end - 1].out.where == Slot::Local &&
+             !read_after_next(instrs, end - 1, instrs[end - 1].out)) {
+        auto step = step_for(instrs[end], instrs[end - 1].out, false);
+        if (!step) break;
+        run.steps.push_back(step->first);
+        run.others.push_back(step->second);
+        ++end;
+      }
+    }
+    if (run.steps.size() < 2) {
+      formed.push_back(head);
+      ++at;
+      continue;
+    }
+    Instr fused{InstrKind::Run, 0, instrs[end - 1].out, input, {}, {}, static_cast<int>(runs.size())};
+    runs.push_back(std::move(run));
+    formed.push_back(fused);
+    at = end;
+  }
+  instrs = std::move(formed);
+}
+
 // Turns a kernel into instructions, or gives up (nullopt) on anything the
 // loops cannot run.
 class RowCompiler {
@@ -296,6 +410,7 @@ class RowCompiler {
     auto plan = std::make_unique<RowPlan>(rows_, cols_, reduces_, options);
     for (uint32_t i = 0; i < kernel_.num_ops; ++i)
       if (!compile_op(kernel_.ops[i], i, *plan)) return nullptr;
+    form_register_runs(plan->instrs, plan->runs);
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
     return plan;
