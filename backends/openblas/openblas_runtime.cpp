@@ -2,8 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 namespace lazylab::openblas {
 namespace {
@@ -24,25 +26,43 @@ bool amd_with_avx512() {
 // The core type to set before the library loads, or nullptr to leave
 // OpenBLAS's own choice. Intel CPUs with AVX-512 are detected by OpenBLAS
 // itself; AMD ones (Zen 4 and later) are the case old releases get wrong.
-// An explicit OPENBLAS_CORETYPE is the user's choice and is kept.
-const char* core_override(std::string& note) {
-  if (const char* pinned = std::getenv("OPENBLAS_CORETYPE")) {
-    note = std::string("core type from OPENBLAS_CORETYPE=") + pinned;
-    if (amd_with_avx512())
-      note += "; this CPU runs the SkylakeX kernels, which lazylab picks when the variable is unset";
-    return nullptr;
-  }
+// An explicit OPENBLAS_CORETYPE is the user's choice and is kept, unless
+// choose_core() asked for another.
+std::string& chosen_core() {
+  static std::string core;
+  return core;
+}
+
+// What OPENBLAS_CORETYPE must be while the library loads: nullopt leaves the
+// environment as it is, "" unsets it, anything else sets it.
+std::optional<std::string> core_override(std::string& note) {
   if (void* loaded = dlopen(kLibrary, RTLD_NOW | RTLD_NOLOAD)) {
     dlclose(loaded);
     note = "core type chosen when OpenBLAS was first loaded in this process";
-    return nullptr;
+    return std::nullopt;
+  }
+  const std::string& chosen = chosen_core();
+  if (!chosen.empty() && chosen != "auto") {
+    note = "core type " + chosen + " chosen by the experiment";
+    return chosen;
+  }
+  const char* inherited = std::getenv("OPENBLAS_CORETYPE");
+  if (inherited && chosen.empty()) {
+    note = std::string("core type from OPENBLAS_CORETYPE=") + inherited;
+    if (amd_with_avx512()) note += "; this CPU runs the SkylakeX kernels (openblas-core: auto in an experiment)";
+    return std::nullopt;
   }
   if (amd_with_avx512()) {
     note = "core type SkylakeX set by lazylab for an AMD CPU with AVX-512";
+    if (inherited) note += std::string(", over OPENBLAS_CORETYPE=") + inherited;
     return "SkylakeX";
   }
   note = "core type detected by OpenBLAS";
-  return nullptr;
+  if (inherited) {
+    note += std::string(", OPENBLAS_CORETYPE=") + inherited + " set aside";
+    return "";
+  }
+  return std::nullopt;
 }
 
 template <class F>
@@ -63,10 +83,14 @@ Loaded load() {
   Runtime& rt = loaded.runtime;
   // setenv is not thread-safe against getenv; this runs once, under
   // call_once, and puts the variable back as it found it.
-  const char* core = core_override(rt.core_note);
-  if (core) setenv("OPENBLAS_CORETYPE", core, 1);
+  std::optional<std::string> core = core_override(rt.core_note);
+  const char* inherited = std::getenv("OPENBLAS_CORETYPE");
+  std::optional<std::string> saved = inherited ? std::optional<std::string>(inherited) : std::nullopt;
+  if (core && core->empty()) unsetenv("OPENBLAS_CORETYPE");
+  if (core && !core->empty()) setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
   void* library = dlopen(kLibrary, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
-  if (core) unsetenv("OPENBLAS_CORETYPE");
+  if (core && saved) setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+  if (core && !saved) unsetenv("OPENBLAS_CORETYPE");
   if (!library) {
     const char* why = dlerror();
     loaded.error = std::string("cannot open ") + kLibrary + ": " + (why ? why : "unknown error");
@@ -81,16 +105,43 @@ Loaded load() {
     return loaded;
   rt.config = get_config();
   rt.core = get_corename();
+  auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  if (core && !core->empty() && lower(*core) != lower(rt.core))
+    rt.core_note += "; OpenBLAS does not run '" + *core + "' here and chose " + rt.core;
   loaded.ok = true;
   return loaded;
 }
 
+std::once_flag& load_once() {
+  static std::once_flag once;
+  return once;
+}
+
+bool& loading_started() {
+  static bool started = false;
+  return started;
+}
+
 }  // namespace
 
+bool choose_core(const std::string& core, std::string& error) {
+  if (loading_started()) {
+    error = "OpenBLAS is already loaded; its kernels can only be chosen before";
+    return false;
+  }
+  chosen_core() = core;
+  return true;
+}
+
 const Runtime* runtime(std::string& error) {
-  static std::once_flag once;
   static Loaded loaded;
-  std::call_once(once, [] { loaded = load(); });
+  std::call_once(load_once(), [] {
+    loading_started() = true;
+    loaded = load();
+  });
   error = loaded.error;
   return loaded.ok ? &loaded.runtime : nullptr;
 }

@@ -27,4 +27,9 @@ struct Runtime {
 // why, when it cannot be opened or lacks a symbol.
 const Runtime* runtime(std::string& error);
 
+// Chooses the kernels before the first runtime() call: "auto" is lazylab's
+// choice even over an inherited OPENBLAS_CORETYPE, anything else an OpenBLAS
+// core name. False, with `error`, once OpenBLAS is loaded.
+bool choose_core(const std::string& core, std::string& error);
+
 }  // namespace lazylab::openblas

@@ -27,7 +27,7 @@ constexpr int kRounds = 200;
 
 double measure_elementwise_gops() {
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  const int blocks = 512;
+  const int blocks = 4096;  // about 30 ms a trial: long enough for the clock to settle
   std::vector<std::vector<float>> data(threads, std::vector<float>(size_t{blocks} * kBlock, 0.5f));
   double best = 1e30;
   for (int trial = 0; trial < 5; ++trial) {

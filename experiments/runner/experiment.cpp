@@ -184,7 +184,7 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(r.expect_keys(root, "",
                             {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
-                             "reference", "report", "cache", "peers"}));
+                             "reference", "report", "cache", "peers", "openblas-core"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -194,6 +194,7 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_pipelines(r, root["pipelines"], e));
   LAZYLAB_TRY(read_backends(r, root["backends"], e));
   if (root["peers"]) LAZYLAB_TRY(read_peers(r, root["peers"], e));
+  LAZYLAB_TRY(read_optional(r, root, "", "openblas-core", "'auto' or an OpenBLAS core name", e.openblas_core));
   e.baseline = e.pipelines.front().name;
   LAZYLAB_TRY(read_optional(r, root, "", "baseline", "a pipeline name", e.baseline));
   bool known =

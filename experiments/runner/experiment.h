@@ -55,6 +55,10 @@ struct Experiment {
     std::string json;
     std::string markdown;
   } report;
+  // OpenBLAS kernels for the run (openblas_runtime.h): empty inherits
+  // OPENBLAS_CORETYPE or lazylab's choice, "auto" is lazylab's choice, else
+  // an OpenBLAS core name.
+  std::string openblas_core;
   size_t cache_capacity = 64;
   bool verify_cache_hits = false;
   uint64_t hash = 0;  // of the file's bytes

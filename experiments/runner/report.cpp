@@ -229,15 +229,20 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
 }
 
 std::string report_console(const ExperimentResult& result) {
-  std::string out = fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8} {:>7}  {}\n", "workload",
-                                "pipeline", "backend", "kernels", "compile ms", "step ms", "min ms", "hit sync us",
-                                "speedup", "%floor", "correct (max abs err)");
+  size_t pipeline_width = 8, backend_width = 7;
+  for (const CellResult& c : result.cells) {
+    pipeline_width = std::max(pipeline_width, c.pipeline.size());
+    backend_width = std::max(backend_width, c.backend.size());
+  }
+  std::string out = fmt::format("{:<22} {:<{}} {:<{}} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8} {:>7}  {}\n", "workload",
+                                "pipeline", pipeline_width, "backend", backend_width, "kernels", "compile ms",
+                                "step ms", "min ms", "hit sync us", "speedup", "%floor", "correct (max abs err)");
   for (const CellResult& c : result.cells)
-    out +=
-        fmt::format("{:<22} {:<10} {:<8} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x {:>6.1f}%  {}\n",
-                    c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload, c.pipeline,
-                    c.backend, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min, c.hit_sync_overhead_us.median,
-                    c.speedup_vs_baseline, 100 * c.floor_fraction, correctness_text(c.correctness));
+    out += fmt::format("{:<22} {:<{}} {:<{}} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x {:>6.1f}%  {}\n",
+                       c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload,
+                       c.pipeline, pipeline_width, c.backend, backend_width, c.kernels, c.compile_ms, c.step_ms.median,
+                       c.step_ms.min, c.hit_sync_overhead_us.median, c.speedup_vs_baseline, 100 * c.floor_fraction,
+                       correctness_text(c.correctness));
   out += peers_text(result, false);
   return out;
 }

@@ -11,6 +11,7 @@
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/pipeline.h"
+#include "openblas_runtime.h"
 #include "workload.h"
 
 namespace lazylab {
@@ -205,6 +206,9 @@ bool ExperimentResult::all_correct() const {
 }
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
+  std::string not_chosen;
+  if (!e.openblas_core.empty() && !openblas::choose_core(e.openblas_core, not_chosen) && progress)
+    *progress << "  openblas-core " << e.openblas_core << " not applied: " << not_chosen << "\n";
   ExperimentResult result{e, measure_ceilings(), {}, {}, {}};
   if (progress)
     *progress << fmt::format("  ceilings: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",

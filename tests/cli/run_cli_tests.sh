@@ -134,6 +134,17 @@ experiment "$work/missing-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipeli
 check "a peer that cannot start" 0 "peer ghost: NOT RUN: cannot start 'no-such-peer-program'" -- \
   "$lazylab" run "$work/missing-peer.yaml" -q
 
+# openblas-core: the experiment chooses OpenBLAS's kernels; the report says
+# which ran and who chose them.
+experiment "$work/core.yaml" "name: t" "workloads: [{name: mlp, params: {batch: 4, d: 8, hidden: 16}}]" \
+  "pipelines: {p: 'decompose,lower'}" "backends: [cpu]" "openblas-core: Haswell" "report: {json: $work/core.json}"
+check "openblas-core chooses the kernels" 0 "core Haswell \(core type Haswell chosen by the experiment\)" -- \
+  sh -c "'$lazylab' run '$work/core.yaml' -q && cat '$work/core.json'"
+experiment "$work/bad-core.yaml" "name: t" "workloads: [{name: mlp, params: {batch: 4, d: 8, hidden: 16}}]" \
+  "pipelines: {p: 'decompose,lower'}" "backends: [cpu]" "openblas-core: Pentium9" "report: {json: $work/bad-core.json}"
+check "an unknown openblas-core is reported" 0 "OpenBLAS does not run 'Pentium9' here and chose" -- \
+  sh -c "'$lazylab' run '$work/bad-core.yaml' -q && cat '$work/bad-core.json'"
+
 # show
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
 check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"
