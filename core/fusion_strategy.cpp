@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/pending/queue.hpp>
+#include <iterator>
 #include <numeric>
 
 #include "core/graph_builder.h"
@@ -32,11 +36,35 @@ std::vector<const FusionStrategyInfo*> FusionStrategyRegistry::list() const {
   return infos;
 }
 
-KernelGroups::KernelGroups(const Graph& graph) : graph_(graph), parent_(graph.size(), -1), sizes_(graph.size(), 1) {
+// Group roots as vertices; an edge where a node of one group reads a value of
+// another. `colors` stays white between searches.
+struct KernelGroups::GroupGraph {
+  boost::adjacency_list<boost::setS, boost::vecS, boost::bidirectionalS> graph;
+  std::vector<boost::default_color_type> colors;
+};
+
+KernelGroups::KernelGroups(const Graph& graph)
+    : graph_(graph), parent_(graph.size(), -1), members_(graph.size()), groups_(std::make_unique<GroupGraph>()) {
   std::vector<bool> live = live_nodes(graph);
   for (NodeId id = 0; id < graph.size(); ++id)
-    if (live[id] && graph.node(id).op != OpId::Parameter) parent_[id] = static_cast<int>(id);
+    if (live[id] && graph.node(id).op != OpId::Parameter) {
+      parent_[id] = static_cast<int>(id);
+      members_[id] = {id};
+    }
+  groups_->graph = decltype(groups_->graph)(graph.size());
+  groups_->colors.assign(graph.size(), boost::white_color);
+  for (NodeId id = 0; id < graph.size(); ++id)
+    for (NodeId operand : graph.node(id).operands)
+      if (in_kernel(id) && in_kernel(operand) && operand != id) boost::add_edge(operand, id, groups_->graph);
 }
+
+KernelGroups::KernelGroups(const KernelGroups& other)
+    : graph_(other.graph_),
+      parent_(other.parent_),
+      members_(other.members_),
+      groups_(std::make_unique<GroupGraph>(*other.groups_)) {}
+
+KernelGroups::~KernelGroups() = default;
 
 int KernelGroups::group_of(NodeId id) {
   int root = parent_[id];
@@ -47,24 +75,50 @@ int KernelGroups::group_of(NodeId id) {
 }
 
 void KernelGroups::merge(NodeId a, NodeId b) {
-  int ga = group_of(a), gb = group_of(b);
-  if (ga == gb || ga < 0 || gb < 0) return;
-  if (ga > gb) std::swap(ga, gb);
-  parent_[gb] = ga;
-  sizes_[ga] += sizes_[gb];
+  int keep = group_of(a), gone = group_of(b);
+  if (keep == gone || keep < 0 || gone < 0) return;
+  if (keep > gone) std::swap(keep, gone);
+  parent_[gone] = keep;
+  std::vector<NodeId> merged;
+  std::merge(members_[keep].begin(), members_[keep].end(), members_[gone].begin(), members_[gone].end(),
+             std::back_inserter(merged));
+  members_[keep] = std::move(merged);
+  members_[gone].clear();
+  auto& g = groups_->graph;
+  std::vector<int> successors, predecessors;
+  for (auto e : boost::make_iterator_range(boost::out_edges(gone, g))) successors.push_back(boost::target(e, g));
+  for (auto e : boost::make_iterator_range(boost::in_edges(gone, g))) predecessors.push_back(boost::source(e, g));
+  boost::clear_vertex(gone, g);
+  for (int to : successors)
+    if (to != keep) boost::add_edge(keep, to, g);
+  for (int from : predecessors)
+    if (from != keep) boost::add_edge(from, keep, g);
 }
 
 namespace {
 
-using GroupGraph = boost::adjacency_list<boost::setS, boost::vecS, boost::directedS>;
+using GroupAdjacency = boost::adjacency_list<boost::setS, boost::vecS, boost::bidirectionalS>;
+using GroupEdge = boost::graph_traits<GroupAdjacency>::edge_descriptor;
 
-// Stops the search as soon as the target group is discovered.
+// The group graph without the direct edges between the two merging groups.
+struct WithoutDirectEdges {
+  const GroupAdjacency* graph = nullptr;
+  size_t a = 0, b = 0;
+  bool operator()(const GroupEdge& e) const {
+    size_t from = boost::source(e, *graph), to = boost::target(e, *graph);
+    return !((from == a && to == b) || (from == b && to == a));
+  }
+};
+
+// Stops the search as soon as the target group is discovered; remembers what
+// it coloured so the colours can be reset.
 struct FoundTarget {};
 struct TargetVisitor : boost::default_bfs_visitor {
   size_t target;
-  explicit TargetVisitor(size_t t) : target(t) {}
+  std::vector<size_t>* touched;
   template <class Vertex, class G>
   void discover_vertex(Vertex v, const G&) const {
+    touched->push_back(v);
     if (v == target) throw FoundTarget{};
   }
 };
@@ -74,24 +128,23 @@ struct TargetVisitor : boost::default_bfs_visitor {
 bool KernelGroups::would_create_cycle(NodeId a, NodeId b) {
   int ga = group_of(a), gb = group_of(b);
   if (ga == gb) return false;
-  // Edges between groups, without the direct a<->b ones: a path that remains
-  // goes through a third group, which would then both feed and consume the
-  // merged kernel.
-  GroupGraph groups(graph_.size());
-  for (NodeId id = 0; id < graph_.size(); ++id)
-    for (NodeId operand : graph_.node(id).operands) {
-      int from = group_of(operand), to = group_of(id);
-      if (from < 0 || to < 0 || from == to) continue;
-      if ((from == ga && to == gb) || (from == gb && to == ga)) continue;
-      boost::add_edge(from, to, groups);
-    }
+  // A path that remains without the direct a<->b edges goes through a third
+  // group, which would then both feed and consume the merged kernel.
+  GroupAdjacency& g = groups_->graph;
+  auto view = boost::make_filtered_graph(g, WithoutDirectEdges{&g, static_cast<size_t>(ga), static_cast<size_t>(gb)});
+  std::vector<size_t> touched;
+  bool found = false;
   for (auto [source, target] : {std::pair{ga, gb}, std::pair{gb, ga}}) {
+    boost::queue<size_t> queue;
     try {
-      std::vector<boost::default_color_type> colors(graph_.size());
-      boost::breadth_first_search(groups, source, boost::visitor(TargetVisitor(target)).color_map(colors.data()));
+      boost::breadth_first_visit(view, source, queue, TargetVisitor{{}, static_cast<size_t>(target), &touched},
+                                 groups_->colors.data());
     } catch (const FoundTarget&) {
-      return true;
+      found = true;
     }
+    for (size_t v : touched) groups_->colors[v] = boost::white_color;
+    touched.clear();
+    if (found) return true;
   }
   return false;
 }

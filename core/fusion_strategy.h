@@ -46,14 +46,21 @@ struct FusionStrategyRegistrar {
 };
 
 // Nodes grouped into would-be kernels (union-find), with the checks every
-// strategy needs before merging two groups.
+// strategy needs before merging two groups. The graph between groups is kept
+// up to date as groups merge, so a cycle check visits only what the merging
+// groups reach, and each group knows its members.
 class KernelGroups {
  public:
   // Every live non-parameter node starts in a group of its own.
   explicit KernelGroups(const Graph& graph);
+  KernelGroups(const KernelGroups& other);
+  KernelGroups& operator=(const KernelGroups&) = delete;
+  ~KernelGroups();
 
   int group_of(NodeId id);
-  size_t size_of(NodeId id) { return sizes_[group_of(id)]; }
+  size_t size_of(NodeId id) { return members_of(id).size(); }
+  // The nodes in `id`'s group, in program order.
+  const std::vector<NodeId>& members_of(NodeId id) { return members_[group_of(id)]; }
   bool in_kernel(NodeId id) const { return parent_[id] >= 0; }
   void merge(NodeId a, NodeId b);
   // Merging the groups of `a` and `b` would make kernels depend on each other
@@ -64,9 +71,11 @@ class KernelGroups {
   std::vector<int> kernel_of();
 
  private:
+  struct GroupGraph;
   const Graph& graph_;
-  std::vector<int> parent_;  // -1: in no kernel
-  std::vector<size_t> sizes_;
+  std::vector<int> parent_;                   // -1: in no kernel
+  std::vector<std::vector<NodeId>> members_;  // by group root
+  std::unique_ptr<GroupGraph> groups_;
 };
 
 // Shared checks: the backend runs both ops and fuses this kind of kernel,

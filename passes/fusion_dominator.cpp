@@ -156,25 +156,38 @@ class Dominator : public FusionStrategy {
     return std::nullopt;
   }
 
-  // Every edge among `members` merged on a trial copy, each checked by
-  // gemm-epilogue's decision: all of them, or none.
+  // Every edge among `members` merged, each checked by gemm-epilogue's
+  // decision: all of them, or none. Two members need one merge, checked
+  // before it is made; more are tried on a copy first.
   FusionDecision legal(Module& module, KernelGroups& groups, std::vector<NodeId> members) {
     std::sort(members.begin(), members.end());
-    KernelGroups trial = groups;
+    Pattern merged = Pattern::Elementwise;
+    for (NodeId id : members) merged = std::max(merged, group_pattern(groups, id));
     std::vector<std::pair<NodeId, NodeId>> merges;
+    if (members.size() == 2) {
+      FusionDecision decision = merge_all(module, groups, members, merges);
+      if (!decision) return decision;
+    } else {
+      KernelGroups trial = groups;
+      FusionDecision decision = merge_all(module, trial, members, merges);
+      if (!decision) return decision;
+      for (auto [producer, consumer] : merges) groups.merge(producer, consumer);
+    }
+    group_pattern_[groups.group_of(members.front())] = merged;
+    return FusionDecision::yes();
+  }
+
+  static FusionDecision merge_all(Module& module, KernelGroups& groups, const std::vector<NodeId>& members,
+                                  std::vector<std::pair<NodeId, NodeId>>& merges) {
     for (NodeId consumer : members)
       for (NodeId producer : module.graph.node(consumer).operands) {
         if (!std::binary_search(members.begin(), members.end(), producer)) continue;
-        if (trial.group_of(producer) == trial.group_of(consumer)) continue;
-        FusionDecision decision = decide_gemm_epilogue(module, trial, producer, consumer);
+        if (groups.group_of(producer) == groups.group_of(consumer)) continue;
+        FusionDecision decision = decide_gemm_epilogue(module, groups, producer, consumer);
         if (!decision) return FusionDecision::no(fmt::format("%{} -> %{}: {}", producer, consumer, decision.reason));
-        trial.merge(producer, consumer);
+        groups.merge(producer, consumer);
         merges.emplace_back(producer, consumer);
       }
-    Pattern merged = Pattern::Elementwise;
-    for (NodeId id : members) merged = std::max(merged, group_pattern(groups, id));
-    for (auto [producer, consumer] : merges) groups.merge(producer, consumer);
-    group_pattern_[groups.group_of(members.front())] = merged;
     return FusionDecision::yes();
   }
 

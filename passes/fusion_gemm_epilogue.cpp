@@ -24,10 +24,8 @@ bool is_epilogue_op(OpId op) {
 
 // The matmul in `id`'s group, if any.
 std::optional<NodeId> matmul_in_group(const Graph& graph, KernelGroups& groups, NodeId id) {
-  int group = groups.group_of(id);
-  for (NodeId other = 0; other < graph.size(); ++other)
-    if (groups.in_kernel(other) && groups.group_of(other) == group && graph.node(other).op == OpId::Matmul)
-      return other;
+  for (NodeId other : groups.members_of(id))
+    if (graph.node(other).op == OpId::Matmul) return other;
   return std::nullopt;
 }
 
@@ -51,9 +49,7 @@ size_t user_count(const Graph& graph, NodeId id) {
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.
 std::optional<std::string> epilogue_problem(const Graph& graph, KernelGroups& groups, NodeId id, const Node& matmul) {
-  int group = groups.group_of(id);
-  for (NodeId other = 0; other < graph.size(); ++other) {
-    if (!groups.in_kernel(other) || groups.group_of(other) != group) continue;
+  for (NodeId other : groups.members_of(id)) {
     const Node& node = graph.node(other);
     if (!is_epilogue_op(node.op)) return fmt::format("{} cannot be a GEMM epilogue", op_name(node.op));
     if (node.type.shape != matmul.type.shape)

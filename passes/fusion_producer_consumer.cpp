@@ -14,6 +14,8 @@
 // for the others; only constants are duplicated (they cost nothing).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "core/fusion_strategy.h"
@@ -41,13 +43,15 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
 
 // The row space of the nodes of two groups, or why they have none.
 std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& groups, NodeId a, NodeId b) {
-  int ga = groups.group_of(a), gb = groups.group_of(b);
-  std::vector<NodeId> members;
+  std::vector<NodeId> members;  // both groups, in program order
+  const std::vector<NodeId>& of_a = groups.members_of(a);
+  if (groups.group_of(a) == groups.group_of(b))
+    members = of_a;
+  else
+    std::merge(of_a.begin(), of_a.end(), groups.members_of(b).begin(), groups.members_of(b).end(),
+               std::back_inserter(members));
   std::optional<Dims> space;
-  for (NodeId id = 0; id < graph.size(); ++id) {
-    int g = groups.in_kernel(id) ? groups.group_of(id) : -1;
-    if (g != ga && g != gb) continue;
-    members.push_back(id);
+  for (NodeId id : members) {
     const Node& node = graph.node(id);
     const Dims& candidate =
         op_info(node.op).category == OpCategory::Reduction ? graph.node(node.operands[0]).type.shape : node.type.shape;
