@@ -16,13 +16,13 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Best of several parallel memcpys of 64 MiB, one slice per hardware thread.
+// Best of ten parallel memcpys of 64 MiB, one slice per hardware thread.
 double measure_copy() {
   const size_t bytes = size_t{64} << 20;
   std::vector<char> source(bytes, 1), target(bytes, 0);
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   double best = 1e30;
-  for (int trial = 0; trial < 5; ++trial) {
+  for (int trial = 0; trial < 10; ++trial) {
     auto start = Clock::now();
     std::vector<std::thread> workers;
     size_t slice = bytes / threads;

@@ -82,8 +82,8 @@ TEST_CASE("cpu options are checked and composites must be decomposed") {
 // value as first and second operand, against a scalar, a full tensor, a row
 // broadcast and itself, over edge values (NaN, signed zeros, infinities) and
 // a length with a partial strip and a scalar tail: bit for bit the
-// interpreter's results (rsqrt, as 1 / sqrt in float, within 2 ulp of the
-// interpreter's correctly rounded one).
+// interpreter's results (rsqrt within 2 ulp; exp and tanh, which end a run
+// and run as SLEEF loops, too).
 TEST_CASE("register runs match the interpreter bit for bit") {
   auto cpu = load_backend("cpu", "threads=2,tile=1000");
   REQUIRE(cpu.ok());
@@ -104,17 +104,21 @@ TEST_CASE("register runs match the interpreter bit for bit") {
     // Short chains, each its own output, so that no later op hides an
     // earlier one's mistake.
     return std::vector<Tensor>{
-        sub(c, add(x, c)),              // scalar, running second
-        div(y, mul(x, c)),              // full operand, running second
-        div(mul(x, y), c),              // full operand, running first
-        maximum(neg(x), row),           // per-row scalar, NaN from either side
-        minimum(row, abs(x)),           // the same, operands swapped
-        maximum(abs(x), y),             // full operand, NaN from either side
-        minimum(y, neg(x)),             // the same, operands swapped
-        sqrt(abs(mul(x, x))),           // the running value as both operands
-        relu(sub(x, y)),                // relu of NaN and of -0
-        sub(mul(add(x, c), c), row),    // a longer run
-        mul(rsqrt(add(abs(x), c)), c),  // rsqrt: 1 / sqrt in float, within 2 ulp
+        sub(c, add(x, c)),            // scalar, running second
+        div(y, mul(x, c)),            // full operand, running second
+        div(mul(x, y), c),            // full operand, running first
+        maximum(neg(x), row),         // per-row scalar, NaN from either side
+        minimum(row, abs(x)),         // the same, operands swapped
+        maximum(abs(x), y),           // full operand, NaN from either side
+        minimum(y, neg(x)),           // the same, operands swapped
+        sqrt(abs(mul(x, x))),         // the running value as both operands
+        relu(sub(x, y)),              // relu of NaN and of -0
+        sub(mul(add(x, c), c), row),  // a longer run
+        // Within 2 ulp from here on: rsqrt is 1 / sqrt in float, exp and tanh
+        // SLEEF's (1 ulp), where the interpreter rounds from double.
+        mul(rsqrt(add(abs(x), c)), c),
+        mul(exp(sub(x, row)), c),
+        add(tanh(mul(x, c)), c),
     };
   };
   Engine reference_engine(pipeline("lower"), *interp);
@@ -133,7 +137,7 @@ TEST_CASE("register runs match the interpreter bit for bit") {
         CHECK(std::isnan(g[i]));
       else
         CHECK(std::abs(int64_t{std::bit_cast<int32_t>(g[i])} - std::bit_cast<int32_t>(w[i])) <=
-              (o + 1 == want.size() ? 2 : 0));
+              (o + 3 >= want.size() ? 2 : 0));
     }
   }
 }
