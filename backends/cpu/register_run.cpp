@@ -92,6 +92,7 @@ template <int R, class T, class F>
 constexpr auto kMax = [](auto x, auto y) { return (x != x) | (y != y) ? x + y : (x > y ? x : y); };
 constexpr auto kMin = [](auto x, auto y) { return (x != x) | (y != y) ? x + y : (x < y ? x : y); };
 
+// Every op of the row loops (row_plan.cpp) but those run_supports() refuses.
 template <int R, class T>
 [[gnu::always_inline]] inline void apply(T (&v)[R], const RunStep& step, const RunOperand& other) {
   switch (step.op) {
@@ -126,20 +127,16 @@ inline void run_strip(float* out, const float* in, const std::vector<RunStep>& s
 
 }  // namespace
 
-bool run_supports(uint32_t op, bool binary) {
+bool run_supports(uint32_t op) {
+  // pow and the SLEEF functions are calls, which would push the strip out of
+  // registers.
   switch (op) {
-    case LAZYLAB_OP_Add:
-    case LAZYLAB_OP_Sub:
-    case LAZYLAB_OP_Mul:
-    case LAZYLAB_OP_Div:
-    case LAZYLAB_OP_Max:
-    case LAZYLAB_OP_Min: return binary;
-    case LAZYLAB_OP_Neg:
-    case LAZYLAB_OP_Abs:
-    case LAZYLAB_OP_Relu:
-    case LAZYLAB_OP_Sqrt:
-    case LAZYLAB_OP_Rsqrt: return !binary;
-    default: return false;
+    case LAZYLAB_OP_Pow:
+    case LAZYLAB_OP_Exp:
+    case LAZYLAB_OP_Log:
+    case LAZYLAB_OP_Tanh:
+    case LAZYLAB_OP_Sigmoid: return false;
+    default: return true;
   }
 }
 

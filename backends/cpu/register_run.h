@@ -23,8 +23,8 @@ struct RunOperand {
   float scalar = 0;            // Scalar
 };
 
-// Whether a run can hold this op (unary when !binary).
-bool run_supports(uint32_t op, bool binary);
+// Whether a run can hold this op, one of those the row loops run.
+bool run_supports(uint32_t op);
 
 // out[i] = steps applied in order to in[i], for i < n. out may alias in.
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n);

@@ -328,7 +328,7 @@ bool same_operand(const Slot& x, const Slot& y) {
 bool can_join_run(const Instr& in) {
   if (in.kind != InstrKind::Unary && in.kind != InstrKind::Binary) return false;
   if (in.out.kind != Slot::Full || in.a.byte || in.b.byte) return false;
-  return run_supports(in.op, in.kind == InstrKind::Binary);
+  return run_supports(in.op);
 }
 
 // Whether the local buffer `written` by instrs[at] is read after instrs[at + 1]
