@@ -25,7 +25,9 @@ class FusionStrategy {
 
 struct FusionStrategyInfo {
   std::string name;
-  std::string summary;  // one line, then the legality and profitability rules
+  std::string summary;        // one line
+  std::string legality;       // when it may fuse (lazylab passes prints these two)
+  std::string profitability;  // when it chooses to
   std::function<std::unique_ptr<FusionStrategy>()> create;
 };
 

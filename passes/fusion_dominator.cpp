@@ -214,7 +214,10 @@ const FusionStrategyRegistrar kRegistrar{
     {"dominator",
      "TVM-style: each op joins its immediate post-dominator when every path between them is fusible (Boost.Graph "
      "Lengauer-Tarjan)",
-     [] { return std::make_unique<Dominator>(); }}};
+     "TVM's rules (matmul into an elementwise post-dominator; elementwise and broadcast into a post-dominator reached "
+     "through injective ops; injective through injective), each merged kernel then checked edge by edge with "
+     "gemm-epilogue's decision; the whole path or none",
+     "whenever the rules and legality allow", [] { return std::make_unique<Dominator>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -102,7 +102,9 @@ class GemmEpilogue : public FusionStrategy {
 const FusionStrategyRegistrar kRegistrar{
     {"gemm-epilogue",
      "producer-consumer, plus transposed operands and elementwise epilogues folded into matmul kernels",
-     [] { return std::make_unique<GemmEpilogue>(); }}};
+     "producer-consumer, plus one matmul per kernel with transposes of its last two dims (used by nothing else) as "
+     "operands and elementwise ops of its output shape as epilogue; backend fuses GEMM epilogues; size limit; no cycle",
+     "whenever legal", [] { return std::make_unique<GemmEpilogue>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -43,6 +43,9 @@ class GreedyElementwise : public FusionStrategy {
 const FusionStrategyRegistrar kRegistrar{
     {"greedy-elementwise",
      "Vertical chains of elementwise and broadcast ops with one shape; constants duplicated into consumers",
+     "elementwise ops, broadcasts and constants with one result shape; backend runs both and fuses elementwise "
+     "kernels; size limit; no cycle between kernels",
+     "whenever legal: each fused edge saves writing and re-reading an intermediate",
      [] { return std::make_unique<GreedyElementwise>(); }}};
 
 }  // namespace

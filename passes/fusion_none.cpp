@@ -14,8 +14,8 @@ class NoFusion : public FusionStrategy {
   }
 };
 
-const FusionStrategyRegistrar kRegistrar{
-    {"none", "One kernel per op (the eager baseline)", [] { return std::make_unique<NoFusion>(); }}};
+const FusionStrategyRegistrar kRegistrar{{"none", "One kernel per op (the eager baseline)", "nothing is fused",
+                                          "never fuses", [] { return std::make_unique<NoFusion>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -105,6 +105,10 @@ class ProducerConsumer : public FusionStrategy {
 
 const FusionStrategyRegistrar kRegistrar{
     {"producer-consumer", "Elementwise prologues and epilogues fused with last-axis reductions in one row space",
+     "elementwise ops, broadcasts, constants and last-axis reductions in one row space; backend runs both, fuses "
+     "elementwise kernels and (with a reduction) reduction prologues; size limit; no cycle",
+     "whenever legal; a producer with several consumers joins the first and is written out for the others; only "
+     "constants are duplicated",
      [] { return std::make_unique<ProducerConsumer>(); }}};
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include "core/backend.h"
+#include "core/fusion_strategy.h"
 #include "core/pass.h"
 #include "options.h"
 #include "runner/workload.h"
@@ -36,6 +37,10 @@ int passes_command(const Args& args) {
     for (const PassOptionSpec& spec : info->options)
       std::cout << fmt::format("    {}={} (default {}): {}\n", spec.name, kind_name(spec), spec.default_value,
                                spec.help);
+    if (info->name != "fuse") continue;
+    for (const FusionStrategyInfo* strategy : FusionStrategyRegistry::global().list())
+      std::cout << fmt::format("    strategy {}: {}\n        legal: {}\n        fuses: {}\n", strategy->name,
+                               strategy->summary, strategy->legality, strategy->profitability);
   }
   return kExitOk;
 }

@@ -159,6 +159,7 @@ check "show with a bad param" 1 "expected NAME=INTEGER" -- "$lazylab" show chain
 
 # listings
 check "passes lists every pass" 0 "strategy=\{dominator\|gemm-epilogue\|greedy-elementwise\|horizontal\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
+check "passes gives each strategy's rules" 0 "^ +legal: TVM's rules \(matmul into" -- "$lazylab" passes
 check "backends lists interp" 0 "interp +Reference interpreter" -- "$lazylab" backends
 check "a broken plugin on the path is listed as unusable" 0 "wrongabi +UNUSABLE: .*ABI 2.0" -- \
   env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends
