@@ -136,10 +136,31 @@ float reduce_row(const float* x, int64_t n, float init, F f) {
   return total;
 }
 
+// max/min without a NaN test per element: plain comparisons in the lanes
+// (keeping the earlier value on ties, as std::max in the reference does),
+// and a separate flag for whether any element was NaN (the result then).
+template <class Pick>
+float reduce_extreme(const float* x, int64_t n, float init, Pick pick) {
+  float lanes[16];
+  int nan_seen[16] = {};
+  std::fill(lanes, lanes + 16, init);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      lanes[k] = pick(lanes[k], x[i + k]);
+      nan_seen[k] |= x[i + k] != x[i + k];
+    }
+  float total = init;
+  bool nan = false;
+  for (int k = 0; k < 16; ++k) total = pick(total, lanes[k]), nan = nan || nan_seen[k];
+  for (; i < n; ++i) total = pick(total, x[i]), nan = nan || x[i] != x[i];
+  return nan ? NAN : total;
+}
+
 float reduce(uint32_t op, const float* x, int64_t n) {
   switch (op) {
-    case LAZYLAB_OP_ReduceMax: return reduce_row(x, n, -INFINITY, max_nan);
-    case LAZYLAB_OP_ReduceMin: return reduce_row(x, n, INFINITY, min_nan);
+    case LAZYLAB_OP_ReduceMax: return reduce_extreme(x, n, -INFINITY, [](float m, float v) { return v > m ? v : m; });
+    case LAZYLAB_OP_ReduceMin: return reduce_extreme(x, n, INFINITY, [](float m, float v) { return v < m ? v : m; });
     case LAZYLAB_OP_ReduceSum: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; });
     default: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; }) / static_cast<float>(n);
   }

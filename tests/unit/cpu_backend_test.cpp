@@ -141,3 +141,42 @@ TEST_CASE("register runs match the interpreter bit for bit") {
     }
   }
 }
+
+// Row max and min: NaN anywhere in a row gives NaN (in any lane, or in the
+// tail), infinities and the lowest and highest values win; the same values
+// as the interpreter.
+TEST_CASE("cpu row max and min match the interpreter, NaN included") {
+  auto cpu = load_backend("cpu", "threads=2");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  const int64_t rows = 6, cols = 37;  // two 16-lane blocks and a 5-element tail
+  std::vector<float> data(rows * cols);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = std::sin(static_cast<float>(i)) * 10;
+  data[1 * cols + 3] = NAN;         // in a lane
+  data[2 * cols + 35] = NAN;        // in the tail
+  data[3 * cols + 20] = INFINITY;   // the max
+  data[3 * cols + 21] = -INFINITY;  // the min
+  data[4 * cols + 36] = 1e30f;      // the max, in the tail
+  for (int64_t c = 0; c < cols; ++c) data[5 * cols + c] = c % 2 ? 0.0f : -0.0f;
+  auto program = [&](Context& ctx) {
+    Tensor x = ctx.from_vector<float>(data, {rows, cols});
+    return std::vector<Tensor>{max(x, {1}), min(x, {1})};
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  std::vector<Tensor> want = program(reference);
+  Engine engine(pipeline("fuse{strategy=producer-consumer},lower"), **cpu);
+  Context ctx(engine);
+  std::vector<Tensor> got = program(ctx);
+  for (size_t o = 0; o < want.size(); ++o) {
+    auto g = values(got[o]), w = values(want[o]);
+    for (size_t r = 0; r < w.size(); ++r) {
+      CAPTURE(o);
+      CAPTURE(r);
+      CHECK(std::isnan(g[r]) == std::isnan(w[r]));
+      if (!std::isnan(w[r])) CHECK(g[r] == w[r]);
+    }
+    CHECK(std::isnan(w[1]));
+    CHECK(std::isnan(w[2]));
+  }
+}
