@@ -204,6 +204,7 @@ class RowPlan : public RowKernelPlan {
 
   std::vector<Instr> instrs;
   std::vector<RunInstr> runs;
+  size_t longest_run = 0;  // steps of the longest run
   int num_buffers = 0, num_per_row = 0;
 
   int64_t rows() const override { return rows_; }
@@ -233,9 +234,7 @@ class RowPlan : public RowKernelPlan {
   void prepare(Scratch& scratch) const {
     scratch.buffers.resize(static_cast<size_t>(num_buffers) * segment_);
     scratch.per_row.resize(num_per_row);
-    size_t longest = 0;
-    for (const RunInstr& run : runs) longest = std::max(longest, run.steps.size());
-    scratch.run_operands.resize(longest);
+    scratch.run_operands.resize(longest_run);
   }
 
   void run_registers(const Instr& in, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0,
@@ -432,6 +431,7 @@ class RowCompiler {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i)
       if (!compile_op(kernel_.ops[i], i, *plan)) return nullptr;
     form_register_runs(plan->instrs, plan->runs);
+    for (const RunInstr& run : plan->runs) plan->longest_run = std::max(plan->longest_run, run.steps.size());
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
     return plan;
