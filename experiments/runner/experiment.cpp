@@ -14,14 +14,15 @@
 namespace lazylab {
 namespace {
 
+int line_of(const YAML::Node& node) { return node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
+
 // Error locations read "file:line: path.to.key: message".
 class Reader {
  public:
   explicit Reader(std::string path) : path_(std::move(path)) {}
 
   Error error(const YAML::Node& node, const std::string& key_path, const std::string& what) const {
-    int line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
-    return make_error(fmt::format("{}:{}: {}: {}", path_, line, key_path, what));
+    return make_error(fmt::format("{}:{}: {}: {}", path_, line_of(node), key_path, what));
   }
 
   Status expect_keys(const YAML::Node& map, const std::string& key_path, std::set<std::string> allowed) const {
@@ -53,6 +54,14 @@ class Reader {
   std::string path_;
 };
 
+Status read_label(const Reader& r, const YAML::Node& item, const std::string& at, std::string& label) {
+  if (!item["label"]) return {};
+  auto text = r.scalar<std::string>(item["label"], at + ".label", "a string");
+  if (!text) return text.error();
+  label = *text;
+  return {};
+}
+
 Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
   if (!list.IsSequence() || list.size() == 0) return r.error(list, "workloads", "expected a non-empty list");
   std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
@@ -63,7 +72,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "params"}));
+      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "params", "label"}));
+      LAZYLAB_TRY(read_label(r, item, at, entry.label));
       if (item["name"].IsDefined() == item["file"].IsDefined())
         return r.error(item, at, "give exactly one of 'name' or 'file'");
       if (item["file"]) {
@@ -85,6 +95,13 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
         }
       }
     }
+    entry.line = line_of(item);
+    for (const WorkloadEntry& earlier : e.workloads)
+      if (earlier.name == entry.name && earlier.params == entry.params && earlier.label == entry.label)
+        return r.error(item, at,
+                       fmt::format("the same workload and parameters as the entry on line {}; give one a different "
+                                   "'label' or different 'params'",
+                                   earlier.line));
     e.workloads.push_back(std::move(entry));
   }
   return {};
@@ -111,7 +128,8 @@ Status read_backends(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "options"}));
+      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "options", "label"}));
+      LAZYLAB_TRY(read_label(r, item, at, entry.label));
       auto name = r.scalar<std::string>(item["name"], at + ".name", "a backend name");
       if (!name) return name.error();
       entry.name = *name;
@@ -121,6 +139,13 @@ Status read_backends(const Reader& r, const YAML::Node& list, Experiment& e) {
         entry.options = *options;
       }
     }
+    entry.line = line_of(item);
+    for (const BackendEntry& earlier : e.backends)
+      if (earlier.name == entry.name && earlier.options == entry.options && earlier.label == entry.label)
+        return r.error(item, at,
+                       fmt::format("the same backend and options as the entry on line {}; give one a different "
+                                   "'label' or different 'options'",
+                                   earlier.line));
     e.backends.push_back(std::move(entry));
   }
   return {};

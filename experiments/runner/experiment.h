@@ -15,6 +15,8 @@ namespace lazylab {
 struct WorkloadEntry {
   std::string name;  // built-in name, or a .lzir path (resolved against the experiment's folder)
   WorkloadParams params;
+  std::string label;  // optional, for reports
+  int line = 0;       // in the experiment file, for errors
 };
 
 struct PipelineEntry {
@@ -25,6 +27,8 @@ struct PipelineEntry {
 struct BackendEntry {
   std::string name;
   std::string options;
+  std::string label;  // optional, for reports
+  int line = 0;       // in the experiment file, for errors
 };
 
 // A program timed on the same workloads in the same run (peers.h).

@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,7 +30,9 @@ bool is_builtin(const std::string& name) {
 std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path& out) {
   std::vector<std::string> names, args;
   for (const WorkloadEntry& w : e.workloads) {
-    if (!is_builtin(w.name)) continue;  // .lzir files have no peer definition
+    // .lzir files have no peer definition; a workload listed again (a sweep)
+    // is given to the peer once, with its first entry's parameters.
+    if (!is_builtin(w.name) || std::find(names.begin(), names.end(), w.name) != names.end()) continue;
     names.push_back(w.name);
     for (auto& [key, value] : w.params) args.push_back(fmt::format("--param={}.{}={}", w.name, key, value));
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -45,8 +46,12 @@ nlohmann::json cell_json(const CellResult& c) {
                       {"kernels_after", p.kernels_after},
                       {"changed", p.changed}});
   nlohmann::json cell = {{"workload", c.workload},
+                         {"workload_params", c.workload_params},
                          {"pipeline", c.pipeline},
+                         {"pipeline_text", c.pipeline_text},
                          {"backend", c.backend},
+                         {"backend_options", c.backend_options},
+                         {"label", c.label},
                          {"correctness",
                           {{"pass", c.correctness.pass},
                            {"max_abs_error", c.correctness.max_abs_error},
@@ -112,13 +117,19 @@ struct PeerComparison {
   const CellResult* best;  // null when no lazylab cell of that workload is correct
 };
 
+// Peers are given each workload's first entry (peers.h), so only that
+// entry's cells compare with them.
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
   std::vector<PeerComparison> rows;
+  const std::vector<WorkloadEntry>& entries = result.experiment.workloads;
   for (const PeerResult& peer : result.peers)
     for (const PeerCell& pc : peer.cells) {
+      auto first =
+          std::find_if(entries.begin(), entries.end(), [&](const WorkloadEntry& w) { return w.name == pc.workload; });
+      size_t entry = static_cast<size_t>(first - entries.begin());
       const CellResult* best = nullptr;
       for (const CellResult& c : result.cells)
-        if (c.workload == pc.workload && c.correctness.pass && (!best || c.step_ms.median < best->step_ms.median))
+        if (c.workload_entry == entry && c.correctness.pass && (!best || c.step_ms.median < best->step_ms.median))
           best = &c;
       rows.push_back({&peer, &pc, best});
     }
@@ -138,6 +149,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
       if (row.best)
         cell["best_lazylab"] = {{"pipeline", row.best->pipeline},
                                 {"backend", row.best->backend},
+                                {"backend_options", row.best->backend_options},
                                 {"step_ms", row.best->step_ms.median},
                                 {"peer_over_lazylab", row.peer_cell->median_ms / row.best->step_ms.median}};
       cells.push_back(std::move(cell));
@@ -168,7 +180,7 @@ std::string peers_text(const ExperimentResult& result, bool markdown) {
                   : fmt::format("{:<22} {:<14} {:>10} {:<26} {:>11} {:>8}\n", "workload", "peer", "peer ms",
                                 "fastest lazylab", "lazylab ms", "ratio");
   for (const PeerComparison& row : rows) {
-    std::string where = row.best ? row.best->pipeline + " / " + row.best->backend : "none correct";
+    std::string where = row.best ? row.best->pipeline + " / " + row.best->backend_shown : "none correct";
     double mine = row.best ? row.best->step_ms.median : 0;
     double ratio = row.best ? row.peer_cell->median_ms / mine : 0;
     out += markdown ? fmt::format("| {} | {} | {:.4f} | {} | {:.4f} | {:.2f}x |\n", row.peer_cell->workload,
@@ -229,19 +241,24 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
 }
 
 std::string report_console(const ExperimentResult& result) {
-  size_t pipeline_width = 8, backend_width = 7;
+  size_t workload_width = 8, pipeline_width = 8, backend_width = 7;
   for (const CellResult& c : result.cells) {
+    workload_width = std::max(workload_width, std::min<size_t>(c.workload_shown.size(), 40));
     pipeline_width = std::max(pipeline_width, c.pipeline.size());
-    backend_width = std::max(backend_width, c.backend.size());
+    backend_width = std::max(backend_width, c.backend_shown.size());
   }
-  std::string out = fmt::format("{:<22} {:<{}} {:<{}} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8} {:>7}  {}\n", "workload",
-                                "pipeline", pipeline_width, "backend", backend_width, "kernels", "compile ms",
-                                "step ms", "min ms", "hit sync us", "speedup", "%floor", "correct (max abs err)");
+  auto shorten = [&](const std::string& text) {
+    return text.size() > workload_width ? "..." + text.substr(text.size() - workload_width + 3) : text;
+  };
+  std::string out =
+      fmt::format("{:<{}} {:<{}} {:<{}} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8} {:>7}  {}\n", "workload",
+                  workload_width, "pipeline", pipeline_width, "backend", backend_width, "kernels", "compile ms",
+                  "step ms", "min ms", "hit sync us", "speedup", "%floor", "correct (max abs err)");
   for (const CellResult& c : result.cells)
-    out += fmt::format("{:<22} {:<{}} {:<{}} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x {:>6.1f}%  {}\n",
-                       c.workload.size() > 22 ? "..." + c.workload.substr(c.workload.size() - 19) : c.workload,
-                       c.pipeline, pipeline_width, c.backend, backend_width, c.kernels, c.compile_ms, c.step_ms.median,
-                       c.step_ms.min, c.hit_sync_overhead_us.median, c.speedup_vs_baseline, 100 * c.floor_fraction,
+    out += fmt::format("{:<{}} {:<{}} {:<{}} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x {:>6.1f}%  {}\n",
+                       shorten(c.workload_shown), workload_width, c.pipeline, pipeline_width, c.backend_shown,
+                       backend_width, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min,
+                       c.hit_sync_overhead_us.median, c.speedup_vs_baseline, 100 * c.floor_fraction,
                        correctness_text(c.correctness));
   out += peers_text(result, false);
   return out;
@@ -259,8 +276,14 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
       "(add, mul, max on data in registers, all threads), sgemm {:.1f} GFLOP/s (1024³, {})\n",
       result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s,
       result.ceilings.blas);
-  out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n\n", e.reference.backend, e.reference.pipeline,
+  out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n", e.reference.backend, e.reference.pipeline,
                      e.reference.rtol, e.reference.atol);
+  for (const PipelineEntry& p : e.pipelines) out += fmt::format("- pipeline `{}`: `{}`\n", p.name, p.text);
+  for (const BackendEntry& b : e.backends)
+    if (!b.options.empty() || !b.label.empty())
+      out +=
+          fmt::format("- backend {}: `{}` with options `{}`\n", b.label.empty() ? b.name : b.label, b.name, b.options);
+  out += "\n";
   out +=
       "| workload | pipeline | backend | kernels | arena KiB (naive) | compile ms | step ms (median) | min | max | "
       "hit sync µs | speedup | correct | max abs err | max rel err |\n";
@@ -269,9 +292,10 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
     out += fmt::format(
         "| {} | {} | {} | {} | {} ({}) | {:.3f} | {:.4f} | {:.4f} | {:.4f} | {:.2f} | {:.2f}x | {} | {:.2e} | {:.2e} "
         "|\n",
-        c.workload, c.pipeline, c.backend, c.kernels, c.arena_bytes / 1024, c.naive_arena_bytes / 1024, c.compile_ms,
-        c.step_ms.median, c.step_ms.min, c.step_ms.max, c.hit_sync_overhead_us.median, c.speedup_vs_baseline,
-        c.correctness.pass ? "yes" : "**no**", c.correctness.max_abs_error, c.correctness.max_rel_error);
+        c.workload_shown, c.pipeline, c.backend_shown, c.kernels, c.arena_bytes / 1024, c.naive_arena_bytes / 1024,
+        c.compile_ms, c.step_ms.median, c.step_ms.min, c.step_ms.max, c.hit_sync_overhead_us.median,
+        c.speedup_vs_baseline, c.correctness.pass ? "yes" : "**no**", c.correctness.max_abs_error,
+        c.correctness.max_rel_error);
   out +=
       "\n## Traffic and floor\n\nBytes moved: what the kernels read and write across their boundaries. Floor: "
       "the largest of the minimum bytes (inputs read once, outputs written once) at copy bandwidth, the matmul FLOPs "
@@ -279,8 +303,8 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
       "\n\n| workload | pipeline | backend | MB moved | GB/s | % copy bandwidth | floor ms | % of "
       "floor |\n|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const CellResult& c : result.cells)
-    out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload, c.pipeline,
-                       c.backend, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
+    out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload_shown,
+                       c.pipeline, c.backend_shown, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
                        100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
   out += peers_text(result, true);
   out +=
@@ -288,8 +312,8 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
       "after |\n|---|---|---|---|---:|---:|---:|\n";
   for (const CellResult& c : result.cells)
     for (const PassStat& p : c.passes)
-      out += fmt::format("| {} | {} | {} | `{}` | {:.3f} | {} → {} | {} |\n", c.workload, c.pipeline, c.backend, p.pass,
-                         p.milliseconds, p.nodes_before, p.nodes_after, p.kernels_after);
+      out += fmt::format("| {} | {} | {} | `{}` | {:.3f} | {} → {} | {} |\n", c.workload_shown, c.pipeline,
+                         c.backend_shown, p.pass, p.milliseconds, p.nodes_before, p.nodes_after, p.kernels_after);
   return out;
 }
 

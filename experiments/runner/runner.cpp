@@ -1,6 +1,7 @@
 #include "runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -164,9 +165,9 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
 // not given a higher floor for it.
 void compute_rooflines(ExperimentResult& result) {
   const Ceilings& ceil = result.ceilings;
-  std::map<std::string, uint64_t> least_elementwise;
+  std::map<size_t, uint64_t> least_elementwise;  // by workload entry
   for (const CellResult& cell : result.cells) {
-    auto [it, inserted] = least_elementwise.emplace(cell.workload, cell.cost.elementwise_ops);
+    auto [it, inserted] = least_elementwise.emplace(cell.workload_entry, cell.cost.elementwise_ops);
     it->second = std::min(it->second, cell.cost.elementwise_ops);
   }
   auto ms_at = [](double amount, double per_second) { return per_second > 0 ? amount / per_second * 1e3 : 0.0; };
@@ -177,21 +178,62 @@ void compute_rooflines(ExperimentResult& result) {
     cell.copy_bandwidth_fraction = cell.achieved_gb_s / ceil.copy_gb_s;
     double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), ceil.copy_gb_s * 1e9);
     double matmul_ms = ms_at(static_cast<double>(cell.cost.flops), ceil.sgemm_gflop_s * 1e9);
-    double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload]), ceil.elementwise_gop_s * 1e9);
+    double elementwise_ms =
+        ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), ceil.elementwise_gop_s * 1e9);
     cell.floor_ms = std::max({memory_ms, matmul_ms, elementwise_ms});
     cell.floor_fraction = cell.floor_ms / cell.step_ms.median;
   }
 }
 
-void compute_speedups(ExperimentResult& result) {
-  for (CellResult& cell : result.cells)
-    for (const CellResult& base : result.cells)
-      if (base.pipeline == result.experiment.baseline && base.workload == cell.workload &&
-          base.backend == cell.backend && cell.step_ms.median > 0)
-        cell.speedup_vs_baseline = base.step_ms.median / cell.step_ms.median;
+std::string joined_params(const WorkloadParams& params) {
+  std::vector<std::string> items;
+  for (auto& [key, value] : params) items.push_back(fmt::format("{}={}", key, value));
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
+// The cell's identity from the experiment's entries; `params` are the
+// workload's resolved parameters.
+CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, WorkloadParams params) {
+  const WorkloadEntry& workload = e.workloads[w];
+  const BackendEntry& backend = e.backends[b];
+  CellIdentity id;
+  id.workload = workload.name;
+  id.workload_params = std::move(params);
+  id.pipeline = e.pipelines[p].name;
+  id.pipeline_text = e.pipelines[p].text;
+  id.backend = backend.name;
+  id.backend_options = backend.options;
+  id.workload_entry = w;
+  std::vector<std::string> labels;
+  for (const std::string* label : {&workload.label, &backend.label})
+    if (!label->empty()) labels.push_back(*label);
+  id.label = fmt::format("{}", fmt::join(labels, " / "));
+  bool repeated = std::count_if(e.workloads.begin(), e.workloads.end(),
+                                [&](const WorkloadEntry& other) { return other.name == workload.name; }) > 1;
+  id.workload_shown = !workload.label.empty() ? workload.label
+                      : repeated              ? fmt::format("{}[{}]", workload.name, joined_params(workload.params))
+                                              : workload.name;
+  id.backend_shown = !backend.label.empty()    ? backend.label
+                     : backend.options.empty() ? backend.name
+                                               : fmt::format("{}[{}]", backend.name, backend.options);
+  return id;
 }
 
 }  // namespace
+
+bool CellIdentity::same_except_pipeline(const CellIdentity& other) const {
+  return workload == other.workload && workload_params == other.workload_params && backend == other.backend &&
+         backend_options == other.backend_options && label == other.label;
+}
+
+void compute_speedups(std::vector<CellResult>& cells, const std::string& baseline_pipeline) {
+  for (CellResult& cell : cells) {
+    cell.speedup_vs_baseline = 0;
+    for (const CellResult& base : cells)
+      if (base.pipeline == baseline_pipeline && base.same_except_pipeline(cell) && cell.step_ms.median > 0)
+        cell.speedup_vs_baseline = base.step_ms.median / cell.step_ms.median;
+  }
+}
 
 Spread spread_of(std::vector<double> samples) {
   if (samples.empty()) return {};
@@ -206,14 +248,15 @@ bool ExperimentResult::all_correct() const {
 }
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
+  // OpenBLAS's kernels are chosen, and the library loaded with them, before
+  // a backend plugin loads it (it then finds it loaded; openblas_runtime.h).
   std::string not_chosen;
   if (!e.openblas_core.empty() && !openblas::choose_core(e.openblas_core, not_chosen) && progress)
     *progress << "  openblas-core " << e.openblas_core << " not applied: " << not_chosen << "\n";
-  ExperimentResult result{e, measure_ceilings(), {}, {}, {}};
-  if (progress)
-    *progress << fmt::format("  ceilings: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
-                             result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
-                             result.ceilings.sgemm_gflop_s);
+  std::string no_openblas;  // the ceilings report it
+  openblas::runtime(no_openblas);
+  // Everything named is resolved before anything is measured, so a typo
+  // costs no ceiling measurement.
   auto reference_backend = load_backend(e.reference.backend);
   if (!reference_backend) return reference_backend.error();
   auto reference_pipeline = parse_pipeline(e.reference.pipeline);
@@ -224,37 +267,49 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
     if (!pipeline) return make_error(fmt::format("pipelines.{}: {}", entry.name, pipeline.error().message));
     pipelines.push_back(std::move(*pipeline));
   }
-  std::vector<std::unique_ptr<Backend>> backends;
-  for (const BackendEntry& entry : e.backends) {
-    auto backend = load_backend(entry.name, entry.options);
-    if (!backend) return backend.error();
-    result.backend_devices.push_back(entry.name + ": " + (*backend)->device_description());
-    backends.push_back(std::move(*backend));
-  }
+  std::vector<std::unique_ptr<Workload>> workloads;
   for (const WorkloadEntry& entry : e.workloads) {
     auto workload = make_workload(entry.name, entry.params);
     if (!workload) return workload.error();
-    std::vector<HostTensor> inputs = (*workload)->make_inputs(e.seed);
-    auto reference = run_reference({e, **workload, inputs, **reference_backend, *reference_pipeline});
-    if (!reference) return make_error(fmt::format("{} on the reference: {}", entry.name, reference.error().message));
+    workloads.push_back(std::move(*workload));
+  }
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::string> devices;
+  for (const BackendEntry& entry : e.backends) {
+    auto backend = load_backend(entry.name, entry.options);
+    if (!backend) return backend.error();
+    devices.push_back(entry.name + ": " + (*backend)->device_description());
+    backends.push_back(std::move(*backend));
+  }
+
+  ExperimentResult result{e, measure_ceilings(), {}, std::move(devices), {}};
+  if (progress)
+    *progress << fmt::format("  ceilings: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
+                             result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
+                             result.ceilings.sgemm_gflop_s);
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    const Workload& workload = *workloads[w];
+    std::vector<HostTensor> inputs = workload.make_inputs(e.seed);
+    auto reference = run_reference({e, workload, inputs, **reference_backend, *reference_pipeline});
+    if (!reference)
+      return make_error(fmt::format("{} on the reference: {}", e.workloads[w].name, reference.error().message));
     for (size_t b = 0; b < backends.size(); ++b)
       for (size_t p = 0; p < pipelines.size(); ++p) {
+        CellIdentity id = identify(e, w, p, b, workload.params());
         if (progress)
-          *progress << fmt::format("  {} / {} / {} ...", entry.name, e.pipelines[p].name, e.backends[b].name)
+          *progress << fmt::format("  {} / {} / {} ...", id.workload_shown, id.pipeline, id.backend_shown)
                     << std::flush;
-        auto cell = run_cell({e, **workload, inputs, *backends[b], pipelines[p]}, *reference);
+        auto cell = run_cell({e, workload, inputs, *backends[b], pipelines[p]}, *reference);
         if (!cell)
-          return make_error(fmt::format("{} / {} / {}: {}", entry.name, e.pipelines[p].name, e.backends[b].name,
-                                        cell.error().message));
-        cell->workload = (*workload)->name();
-        cell->pipeline = e.pipelines[p].name;
-        cell->backend = e.backends[b].name;
+          return make_error(
+              fmt::format("{} / {} / {}: {}", id.workload_shown, id.pipeline, id.backend_shown, cell.error().message));
+        static_cast<CellIdentity&>(*cell) = std::move(id);
         if (progress)
           *progress << fmt::format(" {:.3f} ms {}\n", cell->step_ms.median, cell->correctness.pass ? "ok" : "MISMATCH");
         result.cells.push_back(std::move(*cell));
       }
   }
-  compute_speedups(result);
+  compute_speedups(result.cells, e.baseline);
   compute_rooflines(result);
   for (const PeerEntry& peer : e.peers) {
     if (progress) *progress << fmt::format("  peer {} ...", peer.name) << std::flush;

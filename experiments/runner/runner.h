@@ -27,8 +27,27 @@ struct Correctness {
   std::string problem;  // first mismatch, shape or dtype difference
 };
 
-struct CellResult {
-  std::string workload, pipeline, backend;
+// What tells one cell from another: the workload with its parameters, the
+// pipeline, and the backend with its options. Speedups compare cells that
+// differ only in pipeline.
+struct CellIdentity {
+  std::string workload;            // built-in name or .lzir path
+  WorkloadParams workload_params;  // every parameter, defaults included
+  std::string pipeline;            // its name in the experiment
+  std::string pipeline_text;
+  std::string backend;
+  std::string backend_options;  // "key=value,..." as given
+  std::string label;            // the entries' labels, " / "-joined; may be empty
+  size_t workload_entry = 0;    // index into Experiment::workloads
+  // How reports name the workload and backend: labels where given, else the
+  // name, with parameters where the experiment has the same workload twice
+  // and with options where given.
+  std::string workload_shown, backend_shown;
+
+  bool same_except_pipeline(const CellIdentity& other) const;
+};
+
+struct CellResult : CellIdentity {
   Correctness correctness;
   size_t kernels = 0;
   uint64_t arena_bytes = 0;        // peak arena bytes of the memory plan
@@ -52,6 +71,10 @@ struct CellResult {
   Metrics metrics;
   double speedup_vs_baseline = 0;  // baseline median step / this median step
 };
+
+// Sets each cell's speedup_vs_baseline against the cell that differs from it
+// only in having the baseline pipeline (0 where there is none).
+void compute_speedups(std::vector<CellResult>& cells, const std::string& baseline_pipeline);
 
 struct ExperimentResult {
   Experiment experiment;

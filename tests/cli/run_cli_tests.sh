@@ -68,6 +68,31 @@ assert all(c['speedup_vs_baseline'] == 1.0 for c in base)
 print('ok')"
 check "quickstart Markdown" 0 "\| chain-tiny \| eager \| interp \|" -- cat "$work/qs/quickstart.md"
 
+# Cell identity: a size sweep and one backend with two option sets give cells
+# told apart by their parameters and options, each its own baseline (the
+# runner once matched baselines by workload and backend name: 26.99x and
+# 38.58x "speedups" here).
+experiment "$work/sweep.yaml" "name: sweep" \
+  "workloads: [{name: softmax, params: {rows: 8, cols: 64}}, {name: softmax, params: {rows: 512, cols: 64}, label: tall}]" \
+  "pipelines: {fused: 'decompose,fuse{strategy=producer-consumer},lower'}" \
+  "backends: [{name: cpu, options: threads=1}, {name: cpu, options: threads=2, label: cpu-2}]" \
+  "repeat: {warmup: 1, runs: 3}" "report: {json: $work/sweep.json}"
+check "sweep cells are shown apart" 0 "softmax\[cols=64,rows=8\] +fused +cpu\[threads=1\]" -- "$lazylab" run "$work/sweep.yaml"
+check "sweep speedups compare a cell with itself" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/sweep.json'))
+cells = r['cells']
+assert len(cells) == 4, len(cells)
+assert all(c['speedup_vs_baseline'] == 1.0 for c in cells), [c['speedup_vs_baseline'] for c in cells]
+ids = {(c['workload_params']['rows'], c['backend_options']) for c in cells}
+assert ids == {(8, 'threads=1'), (8, 'threads=2'), (512, 'threads=1'), (512, 'threads=2')}, ids
+assert {c['label'] for c in cells} == {'', 'tall', 'cpu-2', 'tall / cpu-2'}, [c['label'] for c in cells]
+assert all(c['pipeline_text'] == 'decompose,fuse{strategy=producer-consumer},lower' for c in cells)
+print('ok')"
+experiment "$work/twice.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp, interp]"
+check "the same backend twice is an error" 1 "twice.yaml:4: backends\[1\]: the same backend and options as the entry on line 4" -- \
+  "$lazylab" run "$work/twice.yaml"
+
 # Malformed experiments: a clear error, exit 1, and no report.
 experiment "$work/bad-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" "colour: blue" \
   "report: {json: r.json}"

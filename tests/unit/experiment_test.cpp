@@ -66,6 +66,23 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of("name: t\nworkloads: [chain\n").find("x.yaml:3:1: malformed YAML") == 0);
 }
 
+TEST_CASE("labels, and entries that would make indistinguishable cells") {
+  auto e = parse_experiment(
+      "name: t\nworkloads: [{name: softmax, params: {rows: 4}}, {name: softmax, params: {rows: 8}, label: big}]\n"
+      "pipelines: {p: lower}\nbackends: [{name: cpu, options: threads=1}, {name: cpu, label: all threads}]\n",
+      "x.yaml");
+  REQUIRE(e.ok());
+  CHECK(e->workloads[1].label == "big");
+  CHECK(e->backends[1].label == "all threads");
+  CHECK(error_of("name: t\nworkloads: [softmax, softmax]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[1]: the same workload and parameters as the entry on line 2; give one a different "
+        "'label' or different 'params'");
+  CHECK(error_of("name: t\nworkloads: [softmax]\npipelines: {p: lower}\nbackends:\n  - cpu\n"
+                 "  - {name: cpu, options: ''}\n") ==
+        "x.yaml:6: backends[1]: the same backend and options as the entry on line 5; give one a different 'label' "
+        "or different 'options'");
+}
+
 TEST_CASE("unknown workloads and parameters are reported when the workload is made") {
   auto unknown = make_workload("chian", {});
   REQUIRE_FALSE(unknown.ok());
