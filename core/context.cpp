@@ -92,6 +92,8 @@ Tensor Context::make_pending(NodeId node) {
 }
 
 Tensor Context::from_buffer(TensorType type, BufferPtr data) {
+  if (std::string problem = size_problem(type); !problem.empty())
+    return error_tensor(make_error("from_buffer: " + problem));
   if (!data || data->bytes() != type.bytes())
     return error_tensor(make_error(fmt::format("from_buffer: buffer does not hold {}", to_string(type))));
   auto impl = std::make_shared<TensorImpl>();
@@ -228,7 +230,11 @@ Status Context::run_roots(const Roots& roots) {
   boost::container::small_vector<BufferPtr, 8> outputs;
   boost::container::small_vector<void*, 8> output_pointers;
   for (const TensorType& type : compiled->output_types) {
-    outputs.push_back(buffers_->acquire(type.bytes()));
+    try {
+      outputs.push_back(buffers_->acquire(type.bytes()));
+    } catch (const std::bad_alloc&) {
+      return make_error(fmt::format("sync: cannot allocate {} bytes for an output {}", type.bytes(), to_string(type)));
+    }
     output_pointers.push_back(outputs.back()->data());
   }
   LAZYLAB_TRY(engine.execute(*compiled, parameters.data(), output_pointers.data()));

@@ -1,10 +1,14 @@
 #include "core/engine.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <chrono>
 
 #include "core/hash.h"
 #include "core/module.h"
 #include "core/pass_manager.h"
+#include "core/text_format.h"
 
 namespace lazylab {
 namespace {
@@ -13,7 +17,28 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+Status check_limits(const Program& program, const Graph& graph, const EngineOptions& options) {
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const ValueInfo& value = program.values[id];
+    if (value.kind == ValueKind::Unused || value.bytes <= options.max_buffer_bytes) continue;
+    return make_error(fmt::format("%{} = {} needs {} bytes, over the limit of {} bytes for one buffer", id,
+                                  print_node(graph, id), value.bytes, options.max_buffer_bytes));
+  }
+  if (program.arena_bytes > options.max_arena_bytes)
+    return make_error(fmt::format("the memory plan needs an arena of {} bytes, over the limit of {} bytes",
+                                  program.arena_bytes, options.max_arena_bytes));
+  return {};
+}
+
 }  // namespace
+
+uint64_t host_memory_bytes() {
+  static const uint64_t bytes = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : kMaxTensorBytes;
+  }();
+  return bytes;
+}
 
 Engine::Engine(Pipeline pipeline, Backend& backend, EngineOptions options)
     : pipeline_(std::move(pipeline)),
@@ -43,6 +68,7 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   if (!module.program)
     return make_error("pipeline '" + pipeline_.canonical +
                       "' does not lower the graph to a Program; end it with 'lower'");
+  LAZYLAB_TRY(check_limits(*module.program, module.graph, options_));
   auto executable = backend_.compile(*module.program, module.graph);
   if (!executable) return executable.error();
   auto compiled = std::make_shared<CompiledGraph>();

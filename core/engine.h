@@ -11,8 +11,17 @@
 
 namespace lazylab {
 
+// The host's physical memory in bytes.
+uint64_t host_memory_bytes();
+
 struct EngineOptions {
   size_t cache_capacity = 128;
+  // The most bytes one value (parameter, output or intermediate) and one
+  // executable's arena may take; a Program over either is refused before the
+  // backend allocates anything, with an error naming the value. A buffer
+  // that large could not be read back to the host anyway.
+  uint64_t max_buffer_bytes = host_memory_bytes();
+  uint64_t max_arena_bytes = host_memory_bytes();
   // Compare the graph structurally on every hit; a mismatch (a 64-bit hash
   // collision) recompiles and replaces the entry instead of trusting it.
   bool verify_cache_hits = false;

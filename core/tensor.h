@@ -138,6 +138,8 @@ class Context {
 template <class T>
 Tensor Context::from_vector(const std::vector<T>& values, Dims shape) {
   TensorType type{dtype_of<T>(), std::move(shape)};
+  if (std::string problem = size_problem(type); !problem.empty())
+    return error_tensor(make_error("from_vector: " + problem));
   if (static_cast<int64_t>(values.size()) != type.num_elements())
     return error_tensor(
         make_error("from_vector: " + std::to_string(values.size()) + " values for shape " + to_string(type)));

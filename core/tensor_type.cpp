@@ -5,6 +5,31 @@
 
 namespace lazylab {
 
+std::optional<int64_t> checked_elements(const Dims& shape, size_t element_bytes) {
+  uint64_t limit = kMaxTensorBytes / (element_bytes ? element_bytes : 1);
+  uint64_t n = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) empty = true;
+  }
+  if (empty) return 0;
+  for (int64_t d : shape) {
+    if (static_cast<uint64_t>(d) > limit / n) return std::nullopt;
+    n *= static_cast<uint64_t>(d);
+  }
+  return static_cast<int64_t>(n);
+}
+
+std::string size_problem(const TensorType& type) {
+  for (int64_t d : type.shape)
+    if (d < 0) return fmt::format("{} has a negative dimension", to_string(type));
+  if (!checked_elements(type.shape, dtype_size(type.dtype)))
+    return fmt::format("{} has more than {} bytes (2^56), the most a tensor may have", to_string(type),
+                       kMaxTensorBytes);
+  return "";
+}
+
 std::string to_string(const Dims& dims) { return fmt::format("[{}]", fmt::join(dims, ",")); }
 
 std::string to_string(const TensorType& type) {

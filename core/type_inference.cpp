@@ -57,8 +57,6 @@ Status check_broadcast(OpId op, const TensorType& in, const TensorType& out, con
 }
 
 Status check_declared(OpId op, Operands operands, const Attrs& attrs, const TensorType& out) {
-  for (int64_t d : out.shape)
-    if (d < 0) return type_error(op, "negative dimension");
   switch (op) {
     case OpId::Iota: return check_axis(op, attrs[0].i, out.rank());
     case OpId::Cast:
@@ -95,7 +93,8 @@ Expected<TensorType> infer_slice(OpId op, const TensorType& in, const Attrs& att
   for (size_t i = 0; i < rank; ++i) {
     if (start[i] < 0 || start[i] > limit[i] || limit[i] > in.shape[i] || stride[i] < 1)
       return type_error(op, fmt::format("bad bounds in dimension {}", i));
-    out.shape.push_back((limit[i] - start[i] + stride[i] - 1) / stride[i]);
+    int64_t extent = limit[i] - start[i];
+    out.shape.push_back(extent / stride[i] + (extent % stride[i] != 0));
   }
   return out;
 }
@@ -109,7 +108,8 @@ Expected<TensorType> infer_concat(OpId op, Operands operands, int64_t axis) {
     for (int64_t d = 0; compatible && d < out.rank(); ++d) compatible = d == axis || t.shape[d] == out.shape[d];
     if (!compatible)
       return type_error(op, fmt::format("operand {} ({}) does not match {}", i, to_string(t), to_string(*operands[0])));
-    out.shape[axis] += t.shape[axis];
+    if (__builtin_add_overflow(out.shape[axis], t.shape[axis], &out.shape[axis]))
+      return type_error(op, fmt::format("dimension {} overflows", axis));
   }
   return out;
 }
@@ -195,7 +195,13 @@ Expected<TensorType> infer_type(OpId op, Operands operands, const Attrs& attrs, 
                         info.arity < 0 ? std::string("at least 1") : std::to_string(info.arity), operands.size()));
   if (needs_float(op) && !is_float(operands[0]->dtype))
     return type_error(op, fmt::format("needs a floating-point operand, got {}", to_string(*operands[0])));
+  // Every type is checked once, here: declared ones before the rules read
+  // their sizes, inferred ones (a concat can outgrow its operands) after.
+  if (declared)
+    if (std::string problem = size_problem(*declared); !problem.empty()) return type_error(op, problem);
   auto result = infer_by_rule(op, operands, attrs, declared);
+  if (result && !declared)
+    if (std::string problem = size_problem(*result); !problem.empty()) return type_error(op, problem);
   if (result && declared && !(*result == *declared))
     return type_error(op,
                       fmt::format("declared type {} but operands give {}", to_string(*declared), to_string(*result)));

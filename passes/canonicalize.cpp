@@ -30,12 +30,15 @@ struct Match {
   double value(size_t i) const { return operand(i).attrs[0].f; }
   NodeId fold_to(double value) const { return builder.constant(round_to(node.type.dtype, value), node.type); }
 
+  static constexpr long long kExactInDouble = 1LL << 53;
+  static bool exact_in_double(long long v) { return v >= -kExactInDouble && v <= kExactInDouble; }
+
   static double round_to(DType dtype, double value) {
     switch (dtype) {
       case DType::F32: return static_cast<float>(value);
       case DType::F64: return value;
-      case DType::I32: return std::isfinite(value) ? static_cast<int32_t>(value) : 0;
-      case DType::I64: return std::isfinite(value) ? static_cast<double>(static_cast<int64_t>(value)) : 0;
+      case DType::I32: return static_cast<int32_t>(reference::to_integer(value));  // wraps, as the interpreter stores
+      case DType::I64: return static_cast<double>(reference::to_integer(value));
       case DType::Bool: return value != 0;
     }
     return value;
@@ -58,9 +61,10 @@ Replacement fold_elementwise(const Match& m) {
   if (m.operands.size() != 2) return kKeep;
   if (!is_float(m.operand(0).type.dtype) && m.node.op != OpId::Pow && m.node.type.dtype != DType::Bool) {
     long long integer = 0;
-    if (!reference::apply_binary_int(op, static_cast<long long>(m.value(0)), static_cast<long long>(m.value(1)),
-                                     integer))
-      return kKeep;  // e.g. integer division by zero: leave it for the runtime to report
+    if (!reference::apply_binary_int(op, reference::to_integer(m.value(0)), reference::to_integer(m.value(1)),
+                                     integer) ||
+        !Match::exact_in_double(integer))
+      return kKeep;  // division by zero (the runtime reports it), or beyond a double's exact integers
     return std::optional(m.fold_to(static_cast<double>(integer)));
   }
   if (reference::apply_binary(op, m.value(0), m.value(1), out)) return std::optional(m.fold_to(out));
@@ -76,9 +80,15 @@ Replacement fold_layout(const Match& m) {
 Replacement fold_reduce(const Match& m) {
   if (!m.is_constant(0)) return kKeep;
   if (m.node.op != OpId::ReduceSum) return std::optional(m.fold_to(m.value(0)));
-  double count = static_cast<double>(m.operand(0).type.num_elements()) /
-                 static_cast<double>(std::max<int64_t>(m.node.type.num_elements(), 1));
-  return std::optional(m.fold_to(m.value(0) * count));
+  int64_t count = m.operand(0).type.num_elements() / std::max<int64_t>(m.node.type.num_elements(), 1);
+  if (is_float(m.node.type.dtype)) return std::optional(m.fold_to(m.value(0) * static_cast<double>(count)));
+  // An integer sum wraps at run time; a splat's value is a double, exact only
+  // up to 2^53, so a sum beyond that is left for the runtime to compute.
+  long long total = 0;
+  if (__builtin_mul_overflow(static_cast<long long>(m.value(0)), static_cast<long long>(count), &total) ||
+      !Match::exact_in_double(total))
+    return kKeep;
+  return std::optional(m.fold_to(static_cast<double>(total)));
 }
 
 // x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, pow(x, 1) -> x

@@ -41,6 +41,19 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
   return shape == rows;
 }
 
+// A broadcast inside a row-space kernel gives each row one value of its
+// operand: every dim of the operand that is not 1 goes to a leading dim of
+// the result, of the same size. A [1, C] or [C] operand also has C elements,
+// which may equal the row count, but it repeats a row instead.
+bool spreads_over_rows(const Node& broadcast, const TensorType& operand) {
+  const Ints& dims = broadcast.attrs[0].ints;
+  const Dims& out = broadcast.type.shape;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (operand.shape[d] != 1 && (dims[d] >= static_cast<int64_t>(out.size()) - 1 || operand.shape[d] != out[dims[d]]))
+      return false;
+  return true;
+}
+
 // The row space of the nodes of two groups, or why they have none.
 std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& groups, NodeId a, NodeId b) {
   std::vector<NodeId> members;  // both groups, in program order
@@ -81,7 +94,8 @@ FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId pro
       return FusionDecision::no(op_info(node->op).category == OpCategory::Reduction
                                     ? "reduction over a non-last axis"
                                     : fmt::format("{} is not elementwise, broadcast or reduction", op_name(node->op)));
-  if (c.op == OpId::Broadcast && !is_row_shape(p.type.shape, c.type.shape) && p.type.shape != c.type.shape)
+  if (c.op == OpId::Broadcast && p.type.shape != c.type.shape &&
+      (!is_row_shape(p.type.shape, c.type.shape) || !spreads_over_rows(c, p.type)))
     return FusionDecision::no("broadcast from a shape that is not one per row");
   if (auto problem = check_row_space(graph, groups, producer, consumer))
     return FusionDecision::no("different iteration spaces: " + *problem);

@@ -1,6 +1,6 @@
 #include "gemm_plan.h"
 
-#include <tbb/parallel_for.h>
+#include "parallel.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -29,8 +29,9 @@ class GemmPlan : public KernelPlan {
       // Small products keep one thread busy each; OpenBLAS's own threads would
       // only synchronise. One thread per sgemm, so calls do not contend.
       blas_.set_num_threads(1);
-      arena_->execute(
-          [&] { tbb::parallel_for(int64_t{0}, batches_, [&](int64_t batch) { run_batch(memory, batch); }); });
+      parallel_chunks(*arena_, 0, batches_, 1, [&](int64_t first, int64_t end) {
+        for (int64_t batch = first; batch < end; ++batch) run_batch(memory, batch);
+      });
       blas_.set_num_threads(threads_);
     } else {
       for (int64_t batch = 0; batch < batches_; ++batch) run_batch(memory, batch);

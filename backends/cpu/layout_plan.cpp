@@ -1,8 +1,8 @@
 #include "layout_plan.h"
 
-#include <tbb/parallel_for.h>
-
 #include <cstring>
+
+#include "parallel.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -32,10 +32,7 @@ class StridedCopy : public KernelPlan {
       for (int64_t row = begin; row < end; ++row) copy_row(in, out, row);
     };
     if (rows_ * inner_ < 65536 || !arena_) return body(0, rows_);
-    arena_->execute([&] {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows_, std::max<int64_t>(1, 16384 / inner_)),
-                        [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end()); });
-    });
+    parallel_chunks(*arena_, 0, rows_, std::max<int64_t>(1, 16384 / inner_), body);
   }
 
  private:

@@ -1,8 +1,6 @@
 #include "row_plan.h"
 
-#include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
-#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <optional>
 
 #include "lazylab/reference_semantics.hpp"
+#include "parallel.h"
 #include "register_run.h"
 #include "vector_math.h"
 
@@ -215,18 +214,18 @@ class RowPlan : public RowKernelPlan {
   void run_rows(const Memory& memory, int64_t first_row, int64_t end_row) override {
     int64_t first = first_row * segments_per_row_, end = end_row * segments_per_row_;
     if ((end_row - first_row) * cols_ < options_.parallel_min || !options_.arena) {
-      Scratch& scratch = serial_scratch_;
+      // Per thread even here: a GEMM runs its batches' epilogues on several
+      // threads at once, each through this path.
+      Scratch& scratch = scratch_.local();
       prepare(scratch);
       for (int64_t s = first; s < end; ++s) run_segment(memory, scratch, s);
       return;
     }
     int64_t grain = std::max<int64_t>(1, options_.parallel_min / std::max<int64_t>(segment_, 1) / 4);
-    options_.arena->execute([&] {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(first, end, grain), [&](const tbb::blocked_range<int64_t>& range) {
-        Scratch& scratch = scratch_.local();
-        prepare(scratch);
-        for (int64_t s = range.begin(); s < range.end(); ++s) run_segment(memory, scratch, s);
-      });
+    parallel_chunks(*options_.arena, first, end, grain, [&](int64_t chunk_first, int64_t chunk_end) {
+      Scratch& scratch = scratch_.local();
+      prepare(scratch);
+      for (int64_t s = chunk_first; s < chunk_end; ++s) run_segment(memory, scratch, s);
     });
   }
 
@@ -331,7 +330,6 @@ class RowPlan : public RowKernelPlan {
 
   int64_t rows_, cols_, segment_ = 0, segments_per_row_ = 1;
   RowPlanOptions options_;
-  Scratch serial_scratch_;
   tbb::enumerable_thread_specific<Scratch> scratch_;
 };
 
@@ -522,26 +520,43 @@ class RowCompiler {
     return view;
   }
 
+  // Whether the broadcast puts every dim of its source that is not 1 on a
+  // leading dim of the result, of the same size: then it gives each row one
+  // value. A [1, N] source also has N elements, but its dim is the last one:
+  // it repeats a row.
+  static bool spreads_over_rows(const std::vector<int64_t>& in, const lazylab_attr& dims,
+                                const std::vector<int64_t>& out) {
+    for (uint32_t d = 0; d < dims.num_ints; ++d)
+      if (in[d] != 1 && (dims.ints[d] >= static_cast<int64_t>(out.size()) - 1 || in[d] != out[dims.ints[d]]))
+        return false;
+    return true;
+  }
+
   std::optional<Slot> broadcast_source_view(const lazylab_op& op) const {
     uint32_t source = op.operands[0];
     const ValueInfo& in = values_[source];
+    const std::vector<int64_t>& out = values_[op.result].shape;
+    const lazylab_attr& dims = op.attrs[0];
+    bool stretches = in.size() != values_[op.result].size();
     if (auto it = slots_.find(source); it != slots_.end()) {
-      if (it->second.kind == Slot::Splat || it->second.kind == Slot::PerRow) return it->second;
+      if (it->second.kind == Slot::Splat) return it->second;
+      if (it->second.kind == Slot::PerRow && (!stretches || spreads_over_rows(in.shape, dims, out))) return it->second;
       return std::nullopt;
     }
     if (in.size() == 1) return Slot{Slot::Scalar, Slot::Memory, source};
-    size_t rank = space_.size();
-    const lazylab_attr& dims = op.attrs[0];
-    bool suffix = dims.num_ints == in.shape.size();
-    for (uint32_t d = 0; suffix && d < dims.num_ints; ++d)
-      suffix = dims.ints[d] == static_cast<int64_t>(rank - dims.num_ints + d) && in.shape[d] == space_[dims.ints[d]];
-    if (suffix && in.size() > 1 && in.size() % cols_ == 0)
-      return Slot{Slot::Suffix, Slot::Memory, source, -1, 0, in.size()};
-    if (in.size() == rows_ && rows_ > 1) {  // one per row: dims keep the leading dimensions
-      for (uint32_t d = 0; d < dims.num_ints; ++d)
-        if (dims.ints[d] != static_cast<int64_t>(d)) return std::nullopt;
+    if (values_[op.result].size() == rows_) {  // a per-row result: only from a broadcast that stretches nothing
+      if (stretches) return std::nullopt;
       return Slot{Slot::PerRow, Slot::Memory, source};
     }
+    if (values_[op.result].size() != rows_ * cols_ || out.empty() || out.back() != cols_) return std::nullopt;
+    size_t rank = out.size();
+    // A repeating suffix: the source is exactly the result's trailing dims.
+    bool suffix = dims.num_ints == in.shape.size();
+    for (uint32_t d = 0; suffix && d < dims.num_ints; ++d)
+      suffix = dims.ints[d] == static_cast<int64_t>(rank - dims.num_ints + d) && in.shape[d] == out[dims.ints[d]];
+    if (suffix && in.size() % cols_ == 0) return Slot{Slot::Suffix, Slot::Memory, source, -1, 0, in.size()};
+    if (in.size() == rows_ && rows_ > 1 && spreads_over_rows(in.shape, dims, out))
+      return Slot{Slot::PerRow, Slot::Memory, source};
     return std::nullopt;
   }
 

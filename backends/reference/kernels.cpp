@@ -46,8 +46,8 @@ void store(Array& a, int64_t i, double v) {
   switch (a.dtype) {
     case LAZYLAB_F32: static_cast<float*>(a.data)[i] = static_cast<float>(v); break;
     case LAZYLAB_F64: static_cast<double*>(a.data)[i] = v; break;
-    case LAZYLAB_I32: static_cast<int32_t*>(a.data)[i] = std::isfinite(v) ? static_cast<int32_t>(v) : 0; break;
-    case LAZYLAB_I64: static_cast<int64_t*>(a.data)[i] = std::isfinite(v) ? static_cast<int64_t>(v) : 0; break;
+    case LAZYLAB_I32: static_cast<int32_t*>(a.data)[i] = static_cast<int32_t>(reference::to_integer(v)); break;
+    case LAZYLAB_I64: static_cast<int64_t*>(a.data)[i] = reference::to_integer(v); break;
     default: static_cast<uint8_t*>(a.data)[i] = v != 0; break;
   }
 }
@@ -104,7 +104,11 @@ void unary(uint32_t op, const Array& x, Array& out) {
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
     if (!is_float(x.dtype) && (op == LAZYLAB_OP_Neg || op == LAZYLAB_OP_Abs || op == LAZYLAB_OP_Relu)) {
       long long v = load_int(x, i);
-      store_int(out, i, op == LAZYLAB_OP_Neg ? -v : op == LAZYLAB_OP_Abs ? (v < 0 ? -v : v) : (v > 0 ? v : 0));
+      long long negated = static_cast<long long>(0ULL - static_cast<unsigned long long>(v));  // wraps
+      store_int(out, i,
+                op == LAZYLAB_OP_Neg   ? negated
+                : op == LAZYLAB_OP_Abs ? (v < 0 ? negated : v)
+                                       : (v > 0 ? v : 0));
       continue;
     }
     double result = 0;
@@ -219,7 +223,10 @@ void reduce(uint32_t op, const Array& x, const std::vector<int64_t>& axes, Array
     if (integer) {
       long long v = load_int(x, flat);
       long long& a = acc_int[target];
-      a = op == LAZYLAB_OP_ReduceMax ? std::max(a, v) : op == LAZYLAB_OP_ReduceMin ? std::min(a, v) : a + v;
+      if (op == LAZYLAB_OP_ReduceMax || op == LAZYLAB_OP_ReduceMin)
+        a = op == LAZYLAB_OP_ReduceMax ? std::max(a, v) : std::min(a, v);
+      else
+        reference::apply_binary_int(LAZYLAB_OP_Add, a, v, a);  // wraps
       return;
     }
     double v = load(x, flat);
@@ -252,8 +259,10 @@ void matmul(const Array& a, const Array& b, Array& out) {
         long long acc_int = 0;
         for (int64_t p = 0; p < k; ++p) {
           int64_t ia = (batch * m + i) * k + p, ib = (batch * k + p) * n + j;
-          if (integer)
-            acc_int += load_int(a, ia) * load_int(b, ib);
+          if (integer)  // wraps, as integer add and mul do
+            acc_int = static_cast<long long>(static_cast<unsigned long long>(acc_int) +
+                                             static_cast<unsigned long long>(load_int(a, ia)) *
+                                                 static_cast<unsigned long long>(load_int(b, ib)));
           else
             acc += load(a, ia) * load(b, ib);
         }

@@ -163,6 +163,11 @@ class BuiltinWorkload : public Workload {
       : definition_(definition), params_(std::move(params)) {}
   std::string name() const override { return definition_.info.name; }
   WorkloadParams params() const override { return params_; }
+  std::vector<TensorType> input_types() const override {
+    std::vector<TensorType> types;
+    for (const InputSpec& spec : definition_.inputs(params_)) types.push_back(TensorType{DType::F32, spec.shape});
+    return types;
+  }
   std::vector<HostTensor> make_inputs(uint64_t seed) const override {
     std::vector<HostTensor> inputs;
     auto specs = definition_.inputs(params_);
@@ -180,17 +185,32 @@ class BuiltinWorkload : public Workload {
   WorkloadParams params_;
 };
 
+// Parameters are sizes; the bound keeps shape arithmetic (3 * channels, ...)
+// inside int64, and the size check below names what is too large.
+constexpr int64_t kMaxParam = int64_t{1} << 40;
+
 Status check_params(const Definition& definition, const WorkloadParams& params) {
   for (auto& [key, value] : params)
-    if (value <= 0)
-      return make_error(
-          fmt::format("workload '{}': parameter '{}' must be positive, got {}", definition.info.name, key, value));
+    if (value <= 0 || value > kMaxParam)
+      return make_error(fmt::format("workload '{}': parameter '{}' must be between 1 and 2^40, got {}",
+                                    definition.info.name, key, value));
   if (definition.info.name == "gpt2-block" && params.at("channels") % params.at("heads") != 0)
     return make_error("workload 'gpt2-block': channels must be divisible by heads");
+  std::vector<InputSpec> inputs = definition.inputs(params);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (std::string problem = size_problem(TensorType{DType::F32, inputs[i].shape}); !problem.empty())
+      return make_error(fmt::format("workload '{}' with {}: input {}: {}", definition.info.name,
+                                    describe_params(params), i, problem));
   return {};
 }
 
 }  // namespace
+
+std::string describe_params(const WorkloadParams& params) {
+  std::vector<std::string> items;
+  for (auto& [key, value] : params) items.push_back(fmt::format("{}={}", key, value));
+  return fmt::format("{}", fmt::join(items, ","));
+}
 
 std::vector<WorkloadInfo> builtin_workloads() {
   std::vector<WorkloadInfo> infos;

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -192,11 +193,21 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
     LAZYLAB_TRY(read_optional(r, ref, "reference", "pipeline", "pipeline text", e.reference.pipeline));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "rtol", "a number", e.reference.rtol));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "atol", "a number", e.reference.atol));
+    // A NaN tolerance would make every comparison pass.
+    for (auto [key, value] : {std::pair{"rtol", e.reference.rtol}, std::pair{"atol", e.reference.atol}})
+      if (!(value >= 0) || std::isinf(value))
+        return r.error(ref[key] ? ref[key] : ref, std::string("reference.") + key,
+                       fmt::format("must be a finite number >= 0, got {}", value));
   }
   if (YAML::Node report = root["report"]) {
     LAZYLAB_TRY(r.expect_keys(report, "report", {"json", "markdown"}));
     LAZYLAB_TRY(read_optional(r, report, "report", "json", "a path", e.report.json));
     LAZYLAB_TRY(read_optional(r, report, "report", "markdown", "a path", e.report.markdown));
+  }
+  if (YAML::Node limits = root["limits"]) {
+    LAZYLAB_TRY(r.expect_keys(limits, "limits", {"buffer-bytes", "arena-bytes"}));
+    LAZYLAB_TRY(read_optional(r, limits, "limits", "buffer-bytes", "a byte count", e.limits.buffer_bytes));
+    LAZYLAB_TRY(read_optional(r, limits, "limits", "arena-bytes", "a byte count", e.limits.arena_bytes));
   }
   if (YAML::Node cache = root["cache"]) {
     LAZYLAB_TRY(r.expect_keys(cache, "cache", {"capacity", "verify-hits"}));
@@ -209,7 +220,7 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(r.expect_keys(root, "",
                             {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
-                             "reference", "report", "cache", "peers", "openblas-core"}));
+                             "reference", "report", "cache", "peers", "openblas-core", "limits"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));

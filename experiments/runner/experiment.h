@@ -65,6 +65,11 @@ struct Experiment {
   std::string openblas_core;
   size_t cache_capacity = 64;
   bool verify_cache_hits = false;
+  // Bytes: one buffer, one executable's arena (0: the host's memory).
+  struct {
+    uint64_t buffer_bytes = 0;
+    uint64_t arena_bytes = 0;
+  } limits;
   uint64_t hash = 0;  // of the file's bytes
 };
 

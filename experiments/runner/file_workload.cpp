@@ -18,11 +18,15 @@ class FileWorkload : public Workload {
   FileWorkload(std::string path, Graph graph) : path_(std::move(path)), graph_(std::move(graph)) {}
   std::string name() const override { return path_; }
   WorkloadParams params() const override { return {}; }
+  std::vector<TensorType> input_types() const override {
+    std::vector<TensorType> types;
+    for (NodeId parameter : graph_.parameters()) types.push_back(graph_.node(parameter).type);
+    return types;
+  }
   std::vector<HostTensor> make_inputs(uint64_t seed) const override {
     std::vector<HostTensor> inputs;
-    std::vector<NodeId> parameters = graph_.parameters();
-    for (size_t i = 0; i < parameters.size(); ++i)
-      inputs.push_back(make_random(graph_.node(parameters[i]).type, seed, i));
+    std::vector<TensorType> types = input_types();
+    for (size_t i = 0; i < types.size(); ++i) inputs.push_back(make_random(types[i], seed, i));
     return inputs;
   }
   std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const override {

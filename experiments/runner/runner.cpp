@@ -97,7 +97,33 @@ EngineOptions engine_options(const Experiment& e) {
   EngineOptions options;
   options.cache_capacity = e.cache_capacity;
   options.verify_cache_hits = e.verify_cache_hits;
+  if (e.limits.buffer_bytes) options.max_buffer_bytes = e.limits.buffer_bytes;
+  if (e.limits.arena_bytes) options.max_arena_bytes = e.limits.arena_bytes;
   return options;
+}
+
+// Inputs are allocated on the host, so they are checked before they are.
+Status check_inputs(const Workload& workload, const WorkloadEntry& entry, const EngineOptions& options) {
+  std::vector<TensorType> types = workload.input_types();
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i].bytes() > options.max_buffer_bytes)
+      return make_error(
+          fmt::format("workload {} ({}): input {} is {}, {} bytes, over the limit of {} bytes for one "
+                      "buffer (limits.buffer-bytes)",
+                      entry.name, describe_params(workload.params()), i, to_string(types[i]), types[i].bytes(),
+                      options.max_buffer_bytes));
+  return {};
+}
+
+// Folds one step's comparison into the cell's: the first failing step's
+// problem, the largest errors of any step.
+void absorb(Correctness& total, const Correctness& step, int64_t index) {
+  total.max_abs_error = std::max(total.max_abs_error, step.max_abs_error);
+  total.max_rel_error = std::max(total.max_rel_error, step.max_rel_error);
+  if (!step.pass && total.pass) {
+    total.pass = false;
+    total.problem = fmt::format("step {}: {}", index, step.problem);
+  }
 }
 
 Expected<Outputs> run_reference(const CellSetup& setup) {
@@ -116,13 +142,13 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
   Context context(engine);
   std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
   CellResult cell;
+  cell.correctness.pass = true;
   std::vector<double> step_ms, trace_us, overhead_us, execute_ms;
-  std::vector<Tensor> outputs;
   for (int64_t step = 0; step < 1 + e.warmup + e.runs; ++step) {
     uint64_t nodes_before = context.metrics().nodes_traced;
     double execute_before = context.metrics().execute_ms;
     auto t0 = Clock::now();
-    outputs = setup.workload.step(context, inputs);
+    std::vector<Tensor> outputs = setup.workload.step(context, inputs);
     auto t1 = Clock::now();
     LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
     LAZYLAB_TRY(context.sync());
@@ -145,10 +171,12 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
       overhead_us.push_back((elapsed_ms(t1, t2) - execute) * 1e3);
       execute_ms.push_back(execute);
     }
+    // Every step is checked, outside the timed region: a race shows in some
+    // steps only.
+    auto got = read_outputs(outputs);
+    if (!got) return got.error();
+    absorb(cell.correctness, compare(*got, reference, e.reference.rtol, e.reference.atol), step);
   }
-  auto got = read_outputs(outputs);
-  if (!got) return got.error();
-  cell.correctness = compare(*got, reference, e.reference.rtol, e.reference.atol);
   cell.step_ms = spread_of(step_ms);
   cell.trace_us = spread_of(trace_us);
   cell.hit_sync_overhead_us = spread_of(overhead_us);
@@ -185,12 +213,6 @@ void compute_rooflines(ExperimentResult& result) {
   }
 }
 
-std::string joined_params(const WorkloadParams& params) {
-  std::vector<std::string> items;
-  for (auto& [key, value] : params) items.push_back(fmt::format("{}={}", key, value));
-  return fmt::format("{}", fmt::join(items, ","));
-}
-
 // The cell's identity from the experiment's entries; `params` are the
 // workload's resolved parameters.
 CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, WorkloadParams params) {
@@ -211,7 +233,7 @@ CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, Workloa
   bool repeated = std::count_if(e.workloads.begin(), e.workloads.end(),
                                 [&](const WorkloadEntry& other) { return other.name == workload.name; }) > 1;
   id.workload_shown = !workload.label.empty() ? workload.label
-                      : repeated              ? fmt::format("{}[{}]", workload.name, joined_params(workload.params))
+                      : repeated              ? fmt::format("{}[{}]", workload.name, describe_params(workload.params))
                                               : workload.name;
   id.backend_shown = !backend.label.empty()    ? backend.label
                      : backend.options.empty() ? backend.name
@@ -271,6 +293,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
   for (const WorkloadEntry& entry : e.workloads) {
     auto workload = make_workload(entry.name, entry.params);
     if (!workload) return workload.error();
+    LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
     workloads.push_back(std::move(*workload));
   }
   std::vector<std::unique_ptr<Backend>> backends;

@@ -20,11 +20,16 @@ struct HostTensor {
 
 using WorkloadParams = std::map<std::string, int64_t>;
 
+// "cols=64,rows=8"
+std::string describe_params(const WorkloadParams& params);
+
 class Workload {
  public:
   virtual ~Workload() = default;
   virtual std::string name() const = 0;
   virtual WorkloadParams params() const = 0;
+  // The types make_inputs gives, without allocating them.
+  virtual std::vector<TensorType> input_types() const = 0;
   // Inputs from `seed`, never all zeros; equal seeds give equal inputs.
   virtual std::vector<HostTensor> make_inputs(uint64_t seed) const = 0;
   // Traces one step; the outputs are the step's results.

@@ -125,6 +125,16 @@ experiment "$work/strict.yaml" "name: t" "workloads: [{name: softmax, params: {r
 check "mismatch exits 3" 3 "MISMATCH|do not match the reference" -- "$lazylab" run "$work/strict.yaml" -o "$work/out3"
 check "mismatch report is written and marked" 0 "all_correct\": false" -- cat "$work/out3/strict.json"
 
+# Every step is checked, not only the last: a backend wrong on its third
+# step (of six) is caught and the step named.
+printf 'graph @identity {\n  %%x = parameter {ordinal = 0} : f32[8]\n  %%y = reshape(%%x) : f32[2,4]\n  return %%y\n}\n' \
+  > "$work/identity.lzir"
+experiment "$work/flaky.yaml" "name: t" "workloads: [{file: identity.lzir}]" "pipelines: {p: lower}" \
+  "backends: [{name: $test_build/lazylab-backend-failing.so, options: flaky=1}]" "repeat: {warmup: 1, runs: 4}" \
+  "report: {json: $work/flaky.json}"
+check "a wrong step before the last is caught" 3 "MISMATCH|do not match" -- "$lazylab" run "$work/flaky.yaml"
+check "the report names the wrong step" 0 "step 2: output 0 element 0" -- cat "$work/flaky.json"
+
 # peers: run after the cells, in the experiment's folder, beside the
 # fastest correct cell; a failing peer is reported and loses nothing else.
 cp tests/cli/fake_peer.py "$work/fake_peer.py"

@@ -1,5 +1,9 @@
 // A backend whose compile and execute fail and that declines softmax, to
 // check that these errors reach the caller as values with clear messages.
+// With option `flaky`, it runs only programs that reshape one f32 parameter
+// (it copies the bytes), and gets the third execution wrong: the runner must
+// check every step, not only the last.
+#include <cstring>
 #include <stdexcept>
 
 #include "lazylab/backend_plugin.hpp"
@@ -11,10 +15,29 @@ class FailingExecutable : public lazylab::plugin::Executable {
   void execute(const void* const*, void* const*) override { throw std::runtime_error("device on fire"); }
 };
 
+class FlakyExecutable : public lazylab::plugin::Executable {
+ public:
+  explicit FlakyExecutable(const lazylab_program& program) {
+    bool reshape = program.num_parameters == 1 && program.num_outputs == 1 && program.num_kernels == 1 &&
+                   program.kernels[0].num_ops == 1 && program.kernels[0].ops[0].op == LAZYLAB_OP_Reshape &&
+                   program.values[program.parameters[0]].dtype == LAZYLAB_F32;
+    if (!reshape) throw std::invalid_argument("flaky: only a reshape of one f32 parameter");
+    bytes_ = program.values[program.parameters[0]].bytes;
+  }
+  void execute(const void* const* parameters, void* const* outputs) override {
+    std::memcpy(outputs[0], parameters[0], bytes_);
+    if (++executions_ == 3) static_cast<float*>(outputs[0])[0] += 1.0f;
+  }
+
+ private:
+  uint64_t bytes_ = 0;
+  int executions_ = 0;
+};
+
 class FailingBackend : public lazylab::plugin::Backend {
  public:
   explicit FailingBackend(const std::map<std::string, std::string>& options)
-      : fail_compile_(options.count("fail-compile")) {}
+      : fail_compile_(options.count("fail-compile")), flaky_(options.count("flaky")) {}
   // Everything but softmax, fused 3 ops at most: the host's capability
   // check and the fusion strategies' size limit can be tested against it.
   void capabilities(lazylab_capabilities& caps) const override {
@@ -26,11 +49,12 @@ class FailingBackend : public lazylab::plugin::Backend {
   std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {
     if (fail_compile_)
       throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");
+    if (flaky_) return std::make_unique<FlakyExecutable>(program);
     return std::make_unique<FailingExecutable>();
   }
 
  private:
-  bool fail_compile_;
+  bool fail_compile_, flaky_;
 };
 
 }  // namespace

@@ -28,13 +28,20 @@ const Case kCases[] = {
     {"gpt2-block", {{"batch", 1}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
 };
 
-std::vector<std::vector<float>> run(Backend& backend, const Workload& workload, const std::string& pipeline_text) {
+// Each step's outputs, for `steps` steps on one context (the first
+// compiles, the rest hit the cache and rerun the same executable).
+std::vector<std::vector<std::vector<float>>> run(Backend& backend, const Workload& workload,
+                                                 const std::string& pipeline_text, int steps = 1) {
   Engine engine(pipeline(pipeline_text), backend);
   Context ctx(engine);
-  std::vector<Tensor> outputs = workload.step(ctx, bind_inputs(ctx, workload.make_inputs(3)));
-  std::vector<std::vector<float>> result;
-  for (const Tensor& t : outputs) result.push_back(values(t));
-  return result;
+  std::vector<Tensor> inputs = bind_inputs(ctx, workload.make_inputs(3));
+  std::vector<std::vector<std::vector<float>>> results;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<float>> result;
+    for (const Tensor& t : workload.step(ctx, inputs)) result.push_back(values(t));
+    results.push_back(std::move(result));
+  }
+  return results;
 }
 
 }  // namespace
@@ -46,17 +53,22 @@ TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
   for (const Case& c : kCases) {
     auto workload = make_builtin_workload(c.workload, c.params);
     REQUIRE(workload.ok());
-    auto want = run(*interp, **workload, "lower");
+    auto want = run(*interp, **workload, "lower")[0];
     for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
       CAPTURE(c.workload);
       CAPTURE(strategy);
-      auto got = run(**cpu, **workload,
-                     "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
-                         "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}");
-      REQUIRE(got.size() == want.size());
-      for (size_t o = 0; o < got.size(); ++o)
-        for (size_t i = 0; i < got[o].size(); ++i)
-          REQUIRE(got[o][i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-5));
+      auto steps = run(**cpu, **workload,
+                       "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
+                           "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}",
+                       4);
+      for (size_t step = 0; step < steps.size(); ++step) {
+        CAPTURE(step);
+        const auto& got = steps[step];
+        REQUIRE(got.size() == want.size());
+        for (size_t o = 0; o < got.size(); ++o)
+          for (size_t i = 0; i < got[o].size(); ++i)
+            REQUIRE(got[o][i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-5));
+      }
     }
   }
 }
@@ -179,4 +191,75 @@ TEST_CASE("cpu row max and min match the interpreter, NaN included") {
     CHECK(std::isnan(w[1]));
     CHECK(std::isnan(w[2]));
   }
+}
+
+TEST_CASE("batched GEMM epilogues run per batch on several threads and match on every step") {
+  // 64 small products run one per thread, each applying its bias + tanh/relu
+  // epilogue as soon as its matrix is written; the epilogue's scratch was once
+  // shared between the threads (wrong values in about one run in three).
+  auto cpu = load_backend("cpu", "threads=4");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx, bool use_relu) {
+    std::vector<float> a(64 * 8 * 16), b(64 * 16 * 8), bias(8);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i));
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25f * static_cast<float>(i) - 1.0f;
+    Tensor product = matmul(ctx.from_vector(a, {64, 8, 16}), ctx.from_vector(b, {64, 16, 8}));
+    Tensor biased = product + broadcast_to(ctx.from_vector(bias, {8}), product.shape());
+    return use_relu ? relu(biased) : tanh(biased);
+  };
+  for (const char* strategy : {"gemm-epilogue", "dominator"})
+    for (bool use_relu : {false, true}) {
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      std::vector<float> want = values(program(reference, use_relu));
+      Engine engine(pipeline(std::string("fuse{strategy=") + strategy + "},lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      for (int step = 0; step < 40; ++step) {
+        CAPTURE(strategy);
+        CAPTURE(use_relu);
+        CAPTURE(step);
+        std::vector<float> got = values(program(ctx, use_relu));
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-4).scale(0.1));
+      }
+    }
+}
+
+TEST_CASE("fused broadcasts read their source as the result's layout says, whatever its element count") {
+  // A [1, N] source broadcast to [N, N] repeats one row; it was once read as
+  // one value per row because it has N elements (ONNX's argmax tests found it).
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  const int64_t n = 6;
+  struct Source {
+    Dims shape;
+    Dims target;
+  };
+  const Source sources[] = {{{1, n}, {n, n}},       {{n, 1}, {n, n}},       {{n}, {n, n}},
+                            {{1, n, 1}, {n, n, n}}, {{n, 1, 1}, {n, n, n}}, {{1, 1, n}, {n, n, n}},
+                            {{n, n}, {2, n, n}},    {{n, 1, n}, {n, n, n}}};
+  for (const Source& source : sources)
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+      auto program = [&](Context& ctx) {
+        TensorType small{DType::F32, source.shape}, big{DType::F32, source.target};
+        std::vector<float> x(small.num_elements()), y(big.num_elements());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 1.0f;
+        for (size_t i = 0; i < y.size(); ++i) y[i] = 0.5f * static_cast<float>(i % 7);
+        Tensor wide = broadcast_to(exp(ctx.from_vector(x, source.shape) * 0.1), source.target);
+        return wide * ctx.from_vector(y, source.target) + wide;
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      Engine engine(pipeline("fuse{strategy=" + strategy + "},lower"), **cpu);
+      Context ctx(engine);
+      CAPTURE(to_string(source.shape));
+      CAPTURE(to_string(source.target));
+      CAPTURE(strategy);
+      auto want = values(program(reference)), got = values(program(ctx));
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(0.1));
+    }
 }

@@ -46,8 +46,8 @@ TEST_CASE("file workloads resolve against the experiment's folder") {
 
 TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
-        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, name, openblas-core, peers, "
-        "pipelines, reference, repeat, report, seed, workloads)");
+        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, "
+        "peers, pipelines, reference, repeat, report, seed, workloads)");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") == "x.yaml:10: repeat: needs warmup >= 0 and runs >= 1");
   CHECK(error_of(kValid + "reference: {rtol: tight}\n") == "x.yaml:10: reference.rtol: expected a number, got 'tight'");
@@ -64,6 +64,30 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of("name: t\nworkloads: [chain]\npipelines: [lower]\nbackends: [interp]\n") ==
         "x.yaml:3: pipelines: expected a non-empty mapping of name: pipeline text");
   CHECK(error_of("name: t\nworkloads: [chain\n").find("x.yaml:3:1: malformed YAML") == 0);
+}
+
+TEST_CASE("tolerances must be finite and not negative: NaN would pass every cell") {
+  CHECK(error_of(kValid + "reference: {rtol: .nan}\n") ==
+        "x.yaml:10: reference.rtol: must be a finite number >= 0, got nan");
+  CHECK(error_of(kValid + "reference: {atol: -1.0e-5}\n") ==
+        "x.yaml:10: reference.atol: must be a finite number >= 0, got -1e-05");
+  CHECK(error_of(kValid + "reference: {atol: .inf}\n") ==
+        "x.yaml:10: reference.atol: must be a finite number >= 0, got inf");
+  auto limits = parse_experiment(kValid + "limits: {buffer-bytes: 4096, arena-bytes: 8192}\n", "x.yaml");
+  REQUIRE(limits.ok());
+  CHECK(limits->limits.buffer_bytes == 4096);
+  CHECK(limits->limits.arena_bytes == 8192);
+}
+
+TEST_CASE("workload sizes that overflow are refused with the parameters that made them") {
+  auto huge = make_workload("softmax", {{"rows", int64_t{1} << 40}, {"cols", int64_t{1} << 40}});
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.error().message ==
+        "workload 'softmax' with cols=1099511627776,rows=1099511627776: input 0: f32[1099511627776,1099511627776] has "
+        "more than 72057594037927936 bytes (2^56), the most a tensor may have");
+  auto beyond = make_workload("chain", {{"n", int64_t{1} << 41}});
+  REQUIRE_FALSE(beyond.ok());
+  CHECK(beyond.error().message == "workload 'chain': parameter 'n' must be between 1 and 2^40, got 2199023255552");
 }
 
 TEST_CASE("labels, and entries that would make indistinguishable cells") {
@@ -92,7 +116,7 @@ TEST_CASE("unknown workloads and parameters are reported when the workload is ma
   CHECK(bad_param.error().message == "workload 'softmax' has no parameter 'colums' (parameters: cols, rows)");
   auto negative = make_workload("softmax", {{"cols", -3}});
   REQUIRE_FALSE(negative.ok());
-  CHECK(negative.error().message == "workload 'softmax': parameter 'cols' must be positive, got -3");
+  CHECK(negative.error().message == "workload 'softmax': parameter 'cols' must be between 1 and 2^40, got -3");
   auto missing = make_workload("nowhere.lzir", {});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message == "nowhere.lzir: cannot open workload file");

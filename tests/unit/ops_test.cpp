@@ -1,5 +1,6 @@
 // Op semantics against hand-computed values, through the interpreter.
 #include <cmath>
+#include <limits>
 
 #include "support.h"
 
@@ -54,6 +55,27 @@ TEST_CASE("integer ops are exact and integer division by zero is an error") {
   auto v = q.to_vector<int64_t>();
   REQUIRE_FALSE(v.ok());
   CHECK(v.error().message.find("division by zero") != std::string::npos);
+}
+
+TEST_CASE("integer overflow wraps, in the interpreter and in constant folding alike") {
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  for (const char* pipeline_text : {"lower", "canonicalize,lower"}) {
+    CAPTURE(pipeline_text);
+    Session s(pipeline_text);
+    Tensor a = s.ctx.from_vector<int64_t>({lowest, lowest, 5}, {3});
+    Tensor minus_one = s.ctx.from_vector<int64_t>({-1, -1, -1}, {3});
+    // The one quotient that overflows (SIGFPE on x86 when computed in C).
+    CHECK(values<int64_t>(div(a, minus_one)) == std::vector<int64_t>{lowest, lowest, -5});
+    CHECK(values<int64_t>(neg(a)) == std::vector<int64_t>{lowest, lowest, -5});
+    // A sum of 10^10 over 10^6 elements: 10^16 exceeds a double's exact
+    // integers, so folding leaves it to the runtime; within them it folds.
+    Tensor big = s.ctx.full(1e10, TensorType{DType::I64, {1000, 1000}});
+    CHECK(values<int64_t>(sum(big)) == std::vector<int64_t>{10000000000000000LL});
+    Tensor fits = s.ctx.full(3, TensorType{DType::I32, {1000, 1000}});
+    CHECK(values<int32_t>(sum(fits)) == std::vector<int32_t>{3000000});
+    Tensor wraps = s.ctx.full(3000, TensorType{DType::I32, {1000, 1000}});  // 3e9 wraps in 32 bits
+    CHECK(values<int32_t>(sum(wraps)) == std::vector<int32_t>{static_cast<int32_t>(3000000000LL - 4294967296LL)});
+  }
 }
 
 TEST_CASE("cast rounds toward zero into integers") {

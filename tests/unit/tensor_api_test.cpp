@@ -101,3 +101,38 @@ TEST_CASE("a capture-only context reports that it cannot run") {
   REQUIRE_FALSE(status.ok());
   CHECK(status.error().message.find("no engine") != std::string::npos);
 }
+
+TEST_CASE("sizes that overflow are errors, never a wrapped small buffer") {
+  Session s;
+  // 2^32 x 2^32 elements wrap to 0 in int64 arithmetic without a check.
+  Tensor wraps = s.ctx.full(1.0, TensorType{DType::F32, {int64_t{1} << 32, int64_t{1} << 32}});
+  REQUIRE_FALSE(wraps.ok());
+  CHECK(
+      wraps.error()->message ==
+      "constant: f32[4294967296,4294967296] has more than 72057594037927936 bytes (2^56), the most a tensor may have");
+  Tensor negative = s.ctx.iota(TensorType{DType::I32, {4, -2}}, 0);
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.error()->message == "iota: i32[4,-2] has a negative dimension");
+  // Each operand is representable; their concatenation is not.
+  Tensor half = s.ctx.full(1.0, TensorType{DType::F64, {int64_t{1} << 52}});
+  REQUIRE(half.ok());
+  Tensor joined =
+      concat({half, half, half, half, half, half, half, half, half, half, half, half, half, half, half, half, half}, 0);
+  REQUIRE_FALSE(joined.ok());
+  CHECK(joined.error()->message.find("has more than") != std::string::npos);
+  Tensor bad_vector = s.ctx.from_vector<float>({1.0f}, {int64_t{1} << 62, 4});
+  REQUIRE_FALSE(bad_vector.ok());
+}
+
+TEST_CASE("a value over the engine's buffer limit is refused at compile, naming it") {
+  EngineOptions options;
+  options.max_buffer_bytes = 1000;
+  Session s("lower", options);
+  Tensor small = s.ctx.full(1.0, TensorType{DType::F32, {10}}) + 1.0;
+  check_close(values(small), std::vector<double>(10, 2.0));
+  Tensor big = s.ctx.full(1.0, TensorType{DType::F32, {1000}}) + 1.0;
+  auto read = big.to_vector<float>();
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().message.find("needs 4000 bytes, over the limit of 1000 bytes for one buffer") !=
+        std::string::npos);
+}

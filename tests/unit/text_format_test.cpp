@@ -101,3 +101,9 @@ TEST_CASE("a parsed file keeps line numbers when split") {
   REQUIRE_FALSE(parsed.ok());
   CHECK(parsed.error().message == "f.lzir:11:8: unknown op 'nope'");
 }
+
+TEST_CASE("a shape whose size overflows is a parse error at its line") {
+  CHECK(parse_error("graph @g {\n  %x = parameter {ordinal = 0} : f32[4294967296,4294967296]\n  return %x\n}\n") ==
+        "t.lzir:2:8: parameter: f32[4294967296,4294967296] has more than 72057594037927936 bytes (2^56), the most a "
+        "tensor may have");
+}

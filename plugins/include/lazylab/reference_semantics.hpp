@@ -52,8 +52,18 @@ inline bool apply_binary(uint32_t op, double a, double b, double& out) {
   }
 }
 
-// Integer division truncates toward zero, as C does; dividing by zero is an
-// error the interpreter reports rather than undefined behaviour.
+// A double stored into an integer: truncated toward zero; NaN, infinities
+// and values beyond int64 give 0 rather than undefined behaviour. (An i32
+// then keeps the low 32 bits, as integer arithmetic wraps.)
+inline long long to_integer(double value) {
+  if (!(value > -9.2233720368547758e18 && value < 9.2233720368547758e18)) return 0;
+  return (long long)value;
+}
+
+// Integer arithmetic wraps (two's complement), as it does on every backend's
+// hardware. Division truncates toward zero, as C does; dividing by zero is an
+// error the interpreter reports rather than undefined behaviour, and the one
+// quotient that overflows (the most negative value over -1) wraps to itself.
 inline bool apply_binary_int(uint32_t op, long long a, long long b, long long& out) {
   switch (op) {
     case LAZYLAB_OP_Add: out = (long long)((unsigned long long)a + (unsigned long long)b); return true;
@@ -61,7 +71,7 @@ inline bool apply_binary_int(uint32_t op, long long a, long long b, long long& o
     case LAZYLAB_OP_Mul: out = (long long)((unsigned long long)a * (unsigned long long)b); return true;
     case LAZYLAB_OP_Div:
       if (b == 0) return false;
-      out = a / b;
+      out = b == -1 ? (long long)(0ULL - (unsigned long long)a) : a / b;
       return true;
     case LAZYLAB_OP_Max: out = a > b ? a : b; return true;
     case LAZYLAB_OP_Min: out = a < b ? a : b; return true;
