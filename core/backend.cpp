@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <boost/container/small_vector.hpp>
+
 #include "core/hash.h"
 #include "core/program_view.h"
 #include "core/text_format.h"
@@ -41,6 +43,21 @@ class PluginLibrary {
   const lazylab_backend_api* api_;
 };
 
+struct BackendInstance {
+  BackendInstance(std::shared_ptr<const PluginLibrary> owner, lazylab_backend* backend)
+      : library(std::move(owner)), handle(backend), name(library->api().name) {}
+  ~BackendInstance() { library->api().destroy(handle); }
+  BackendInstance(const BackendInstance&) = delete;
+  BackendInstance& operator=(const BackendInstance&) = delete;
+  std::shared_ptr<const PluginLibrary> library;
+  lazylab_backend* handle;
+  std::string name;
+  const lazylab_backend_api& api() const { return library->api(); }
+  Error take_error(char* message, const std::string& context) const {
+    return library->take_error(message, fmt::format("backend {}: {}", name, context));
+  }
+};
+
 namespace {
 
 std::string plugin_file_name(const std::string& name) { return "lazylab-backend-" + name + ".so"; }
@@ -55,6 +72,45 @@ Expected<std::string> find_plugin(const std::string& name) {
   }
   return make_error(
       fmt::format("backend '{}': no {} in the plugin path [{}]", name, plugin_file_name(name), fmt::join(dirs, ", ")));
+}
+
+// Plugins of an older major version return no table to this host; asking
+// as their own version tells which one they speak. Every version's table
+// starts with struct_size, abi_major and abi_minor.
+std::string refused_version(lazylab_backend_entry_fn entry) {
+  for (uint32_t major = 1; major < LAZYLAB_ABI_MAJOR; ++major)
+    if (const lazylab_backend_api* old = entry(major, 0))
+      return fmt::format("it was built for plugin ABI {}.{}, this lazylab speaks {}.{}; rebuild it", old->abi_major,
+                         old->abi_minor, LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
+  return "its entry point returned no API (it refused this host's ABI version)";
+}
+
+// The name of the first entry of the table that is missing, or empty.
+std::string missing_entry(const lazylab_backend_api& api) {
+  const std::pair<const void*, const char*> entries[] = {
+      {api.name, "name"},
+      {api.summary, "summary"},
+      {reinterpret_cast<const void*>(api.create), "create"},
+      {reinterpret_cast<const void*>(api.destroy), "destroy"},
+      {reinterpret_cast<const void*>(api.capabilities), "capabilities"},
+      {reinterpret_cast<const void*>(api.device_description), "device_description"},
+      {reinterpret_cast<const void*>(api.device_count), "device_count"},
+      {reinterpret_cast<const void*>(api.compile), "compile"},
+      {reinterpret_cast<const void*>(api.destroy_executable), "destroy_executable"},
+      {reinterpret_cast<const void*>(api.execute), "execute"},
+      {reinterpret_cast<const void*>(api.buffer_from_host), "buffer_from_host"},
+      {reinterpret_cast<const void*>(api.buffer_to_host), "buffer_to_host"},
+      {reinterpret_cast<const void*>(api.buffer_host_data), "buffer_host_data"},
+      {reinterpret_cast<const void*>(api.buffer_destroy), "buffer_destroy"},
+      {reinterpret_cast<const void*>(api.event_wait), "event_wait"},
+      {reinterpret_cast<const void*>(api.event_elapsed_ms), "event_elapsed_ms"},
+      {reinterpret_cast<const void*>(api.event_destroy), "event_destroy"},
+      {reinterpret_cast<const void*>(api.synchronize), "synchronize"},
+      {reinterpret_cast<const void*>(api.free_error), "free_error"},
+  };
+  for (auto [entry, name] : entries)
+    if (!entry) return name;
+  return "";
 }
 
 Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
@@ -72,12 +128,15 @@ Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
   const lazylab_backend_api* api = entry(LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
   std::string problem;
   if (!api)
-    problem = "its entry point returned no API (it refused this host's ABI version)";
+    problem = refused_version(entry);
   else if (api->abi_major != LAZYLAB_ABI_MAJOR)
     problem = fmt::format("it was built for plugin ABI {}.{}, this lazylab speaks {}.{}; rebuild it", api->abi_major,
                           api->abi_minor, LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
   else if (api->struct_size < sizeof(lazylab_backend_api))
-    problem = "its API table is smaller than ABI 1.0 requires";
+    problem = fmt::format("its API table has {} bytes, ABI {}.0 needs {}", api->struct_size, LAZYLAB_ABI_MAJOR,
+                          sizeof(lazylab_backend_api));
+  else if (std::string missing = missing_entry(*api); !missing.empty())
+    problem = fmt::format("its API table has no '{}'", missing);
   if (!problem.empty()) {
     dlclose(handle);
     return make_error(fmt::format("backend plugin {}: {}", path, problem));
@@ -103,32 +162,71 @@ std::vector<std::string> PluginSearch::directories() {
   return dirs;
 }
 
-Executable::Executable(std::shared_ptr<const PluginLibrary> library, lazylab_executable* handle)
-    : library_(std::move(library)), handle_(handle) {}
+DeviceBuffer::DeviceBuffer(std::shared_ptr<BackendInstance> backend, lazylab_buffer* handle, TensorType type,
+                           int32_t device, BufferPtr host_data)
+    : backend_(std::move(backend)),
+      handle_(handle),
+      type_(std::move(type)),
+      device_(device),
+      host_data_(std::move(host_data)) {}
 
-Executable::~Executable() { library_->api().destroy_executable(handle_); }
+DeviceBuffer::~DeviceBuffer() { backend_->api().buffer_destroy(backend_->handle, handle_); }
 
-Status Executable::execute(const void* const* parameters, void* const* outputs) {
+DeviceEvent::DeviceEvent(std::shared_ptr<BackendInstance> backend, lazylab_event* handle)
+    : backend_(std::move(backend)), handle_(handle) {}
+
+DeviceEvent::~DeviceEvent() { backend_->api().event_destroy(handle_); }
+
+Status DeviceEvent::wait() {
   char* error = nullptr;
-  if (library_->api().execute(handle_, parameters, outputs, &error) != 0) return library_->take_error(error, "execute");
+  if (backend_->api().event_wait(handle_, &error) != 0) return backend_->take_error(error, "wait");
   return {};
 }
 
-Backend::Backend(std::shared_ptr<const PluginLibrary> library, lazylab_backend* handle, std::string path,
-                 const std::string& options)
-    : library_(std::move(library)), handle_(handle), name_(library_->api().name), path_(std::move(path)) {
+double DeviceEvent::elapsed_ms() const { return backend_->api().event_elapsed_ms(handle_); }
+
+Executable::Executable(std::shared_ptr<BackendInstance> backend, lazylab_executable* handle,
+                       std::vector<TensorType> output_types, int32_t device)
+    : backend_(std::move(backend)), handle_(handle), output_types_(std::move(output_types)), device_(device) {}
+
+Executable::~Executable() { backend_->api().destroy_executable(handle_); }
+
+Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const DeviceBuffer* const> parameters,
+                                                           std::unique_ptr<DeviceEvent>* done) {
+  boost::container::small_vector<lazylab_buffer*, 8> inputs;
+  for (const DeviceBuffer* parameter : parameters) inputs.push_back(parameter->handle());
+  boost::container::small_vector<lazylab_buffer*, 8> outputs(output_types_.size(), nullptr);
+  lazylab_event* event = nullptr;
+  lazylab_execute_args args{sizeof(lazylab_execute_args),
+                            handle_,
+                            static_cast<uint32_t>(inputs.size()),
+                            inputs.data(),
+                            static_cast<uint32_t>(outputs.size()),
+                            outputs.data(),
+                            done ? &event : nullptr};
+  char* error = nullptr;
+  if (backend_->api().execute(backend_->handle, &args, &error) != 0) return backend_->take_error(error, "execute");
+  std::vector<DeviceBufferPtr> results;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    results.push_back(std::make_shared<DeviceBuffer>(backend_, outputs[i], output_types_[i], device_, nullptr));
+  if (done && event) *done = std::make_unique<DeviceEvent>(backend_, event);
+  return results;
+}
+
+Backend::Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options)
+    : instance_(std::move(instance)), name_(instance_->name), path_(std::move(path)) {
   // The name alone would let two option sets share cache entries.
   std::string identity = name_ + "|" + options;
   fingerprint_ = hash_bytes(identity.data(), identity.size());
   capabilities_.struct_size = sizeof(lazylab_capabilities);
-  library_->api().capabilities(handle_, &capabilities_);
+  instance_->api().capabilities(instance_->handle, &capabilities_);
 }
 
-Backend::~Backend() { library_->api().destroy(handle_); }
+std::string Backend::summary() const { return instance_->api().summary; }
 
-std::string Backend::summary() const { return library_->api().summary; }
+std::string Backend::device_description() const { return instance_->api().device_description(instance_->handle); }
 
-std::string Backend::device_description() const { return library_->api().device_description(handle_); }
+int32_t Backend::device_count() const { return instance_->api().device_count(instance_->handle); }
 
 Status Backend::check_supported(const Program& program, const Graph& graph) const {
   for (const Kernel& kernel : program.kernels)
@@ -142,13 +240,55 @@ Status Backend::check_supported(const Program& program, const Graph& graph) cons
   return {};
 }
 
-Expected<std::unique_ptr<Executable>> Backend::compile(const Program& program, const Graph& graph) {
+Expected<std::unique_ptr<Executable>> Backend::compile(const Program& program, const Graph& graph, int32_t device) {
   LAZYLAB_TRY(check_supported(program, graph));
   ProgramView view(program, graph);
+  lazylab_compile_args args{sizeof(lazylab_compile_args), &view.get(), device, nullptr};
   char* error = nullptr;
-  lazylab_executable* handle = library_->api().compile(handle_, &view.get(), &error);
-  if (!handle) return library_->take_error(error, fmt::format("backend {}: compile", name_));
-  return std::make_unique<Executable>(library_, handle);
+  if (instance_->api().compile(instance_->handle, &args, &error) != 0) return instance_->take_error(error, "compile");
+  std::vector<TensorType> output_types;
+  for (NodeId root : graph.roots()) output_types.push_back(graph.node(root).type);
+  return std::make_unique<Executable>(instance_, args.executable, std::move(output_types), device);
+}
+
+Expected<DeviceBufferPtr> Backend::upload(const TensorType& type, BufferPtr data, int32_t device) {
+  lazylab_buffer_from_host_args args{sizeof(lazylab_buffer_from_host_args),
+                                     static_cast<uint32_t>(type.dtype),
+                                     static_cast<uint32_t>(type.shape.size()),
+                                     type.shape.data(),
+                                     device,
+                                     data->data(),
+                                     LAZYLAB_HOST_DATA_STAYS,
+                                     nullptr};
+  char* error = nullptr;
+  if (instance_->api().buffer_from_host(instance_->handle, &args, &error) != 0)
+    return instance_->take_error(error, fmt::format("buffer from host ({})", to_string(type)));
+  return std::make_shared<DeviceBuffer>(instance_, args.buffer, type, device, std::move(data));
+}
+
+Expected<BufferPtr> Backend::download(const DeviceBufferPtr& buffer) {
+  size_t bytes = buffer->type().bytes();
+  if (const void* host = instance_->api().buffer_host_data(buffer->handle())) {
+    LAZYLAB_TRY(synchronize(buffer->device()));
+    return std::make_shared<Buffer>(static_cast<std::byte*>(const_cast<void*>(host)), bytes, buffer);
+  }
+  BufferPtr copy;
+  try {
+    copy = std::make_shared<Buffer>(bytes);
+  } catch (const std::bad_alloc&) {
+    return make_error(fmt::format("cannot allocate {} bytes on the host for {}", bytes, to_string(buffer->type())));
+  }
+  char* error = nullptr;
+  if (instance_->api().buffer_to_host(instance_->handle, buffer->handle(), copy->data(), &error) != 0)
+    return instance_->take_error(error, fmt::format("buffer to host ({})", to_string(buffer->type())));
+  return copy;
+}
+
+Status Backend::synchronize(int32_t device) {
+  char* error = nullptr;
+  if (instance_->api().synchronize(instance_->handle, device, &error) != 0)
+    return instance_->take_error(error, "synchronize");
+  return {};
 }
 
 Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path, const std::string& options) {
@@ -163,7 +303,8 @@ Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path,
   char* error = nullptr;
   lazylab_backend* handle = (*library)->api().create(options.c_str(), &error);
   if (!handle) return (*library)->take_error(error, fmt::format("backend plugin {}: create", path));
-  return std::make_unique<Backend>(*library, handle, path, options);
+  auto instance = std::make_shared<BackendInstance>(*library, handle);
+  return std::make_unique<Backend>(std::move(instance), path, options);
 }
 
 std::vector<BackendListing> list_backends() {

@@ -1,11 +1,14 @@
 // Backends loaded at run time from .so plugins through the C ABI of
-// plugins/include/lazylab/backend_abi.h.
+// plugins/include/lazylab/backend_abi.h (version 2: data in backend-owned
+// buffers, on the backend's devices).
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/expected.h"
 #include "core/program.h"
 #include "lazylab/backend_abi.h"
@@ -13,26 +16,71 @@
 namespace lazylab {
 
 class PluginLibrary;
+struct BackendInstance;  // the plugin's backend object; lives while anything made from it does
+
+// An array in a backend's memory (device or host), destroyed through the
+// plugin when the last reference goes.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(std::shared_ptr<BackendInstance> backend, lazylab_buffer* handle, TensorType type, int32_t device,
+               BufferPtr host_data);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  lazylab_buffer* handle() const { return handle_; }
+  const TensorType& type() const { return type_; }
+  int32_t device() const { return device_; }
+
+ private:
+  std::shared_ptr<BackendInstance> backend_;
+  lazylab_buffer* handle_;
+  TensorType type_;
+  int32_t device_;
+  BufferPtr host_data_;  // host memory the plugin may alias: kept alive and unchanged
+};
+using DeviceBufferPtr = std::shared_ptr<DeviceBuffer>;
+
+// The completion of one execution.
+class DeviceEvent {
+ public:
+  DeviceEvent(std::shared_ptr<BackendInstance> backend, lazylab_event* handle);
+  ~DeviceEvent();
+  DeviceEvent(const DeviceEvent&) = delete;
+  DeviceEvent& operator=(const DeviceEvent&) = delete;
+  Status wait();
+  // Device milliseconds of the execution (after wait); negative when unknown.
+  double elapsed_ms() const;
+
+ private:
+  std::shared_ptr<BackendInstance> backend_;
+  lazylab_event* handle_;
+};
 
 class Executable {
  public:
-  Executable(std::shared_ptr<const PluginLibrary> library, lazylab_executable* handle);
+  Executable(std::shared_ptr<BackendInstance> backend, lazylab_executable* handle, std::vector<TensorType> output_types,
+             int32_t device);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  Status execute(const void* const* parameters, void* const* outputs);
+  // Parameters by ordinal, on this executable's device; one new buffer per
+  // output. May return before the device is done; `done` (when given)
+  // receives the execution's completion.
+  Expected<std::vector<DeviceBufferPtr>> execute(std::span<const DeviceBuffer* const> parameters,
+                                                 std::unique_ptr<DeviceEvent>* done);
 
  private:
-  std::shared_ptr<const PluginLibrary> library_;
+  std::shared_ptr<BackendInstance> backend_;
   lazylab_executable* handle_;
+  std::vector<TensorType> output_types_;
+  int32_t device_;
 };
 
 class Backend {
  public:
-  Backend(std::shared_ptr<const PluginLibrary> library, lazylab_backend* handle, std::string path,
-          const std::string& options);
-  ~Backend();
+  Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options);
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
@@ -40,18 +88,27 @@ class Backend {
   const std::string& path() const { return path_; }
   std::string summary() const;
   std::string device_description() const;
+  int32_t device_count() const;
   const lazylab_capabilities& capabilities() const { return capabilities_; }
   // Part of the cache key: the backend's name and options.
   uint64_t fingerprint() const { return fingerprint_; }
 
   // Checks the Program against the declared capabilities, then compiles.
-  Expected<std::unique_ptr<Executable>> compile(const Program& program, const Graph& graph);
+  Expected<std::unique_ptr<Executable>> compile(const Program& program, const Graph& graph, int32_t device = 0);
   // An error naming the first op the backend says it cannot run.
   Status check_supported(const Program& program, const Graph& graph) const;
 
+  // Host data into a backend buffer on `device`. The buffer keeps `data`
+  // alive and the plugin may alias it (host backends do: no copy), so it
+  // must not change afterwards.
+  Expected<DeviceBufferPtr> upload(const TensorType& type, BufferPtr data, int32_t device = 0);
+  // The buffer's data on the host, once the work writing it is complete: a
+  // view of it when it is in host memory, else a copy.
+  Expected<BufferPtr> download(const DeviceBufferPtr& buffer);
+  Status synchronize(int32_t device = 0);
+
  private:
-  std::shared_ptr<const PluginLibrary> library_;
-  lazylab_backend* handle_;
+  std::shared_ptr<BackendInstance> instance_;
   std::string name_, path_;
   lazylab_capabilities capabilities_{};
   uint64_t fingerprint_ = 0;

@@ -14,7 +14,8 @@ struct TensorImpl {
   TensorType type;
   NodeId node = kNoNode;  // pending node in the current trace
   size_t pending_index = 0;
-  BufferPtr data;  // the computed value
+  BufferPtr data;          // the value on the host, when it has been there
+  DeviceBufferPtr device;  // the value in the engine's backend, when it has been there
   std::shared_ptr<const Error> error;
   // The parameter node standing for `data` in the current trace, so x+x
   // uses one parameter and x+y two.
@@ -52,6 +53,7 @@ Expected<BufferPtr> Tensor::data() const {
     Status status = impl_->context->sync();
     if (!status) return status.error();
   }
+  if (!impl_->data) return impl_->context->read_to_host(*impl_);
   return impl_->data;
 }
 
@@ -71,6 +73,21 @@ void Context::forget(TensorImpl* impl) {
   last->pending_index = impl->pending_index;
   pending_.pop_back();
   impl->node = kNoNode;
+}
+
+Expected<BufferPtr> Context::read_to_host(TensorImpl& impl) {
+  if (!engine_ || !impl.device) return make_error("read: the tensor has no data");
+  auto host = engine_->backend().download(impl.device);
+  if (!host) return host.error();
+  ++metrics().device_to_host_transfers;
+  metrics().device_to_host_bytes += impl.type.bytes();
+  impl.data = *host;
+  return impl.data;
+}
+
+Status Context::wait() {
+  if (!engine_) return {};
+  return engine_->wait();
 }
 
 Tensor Context::error_tensor(Error error) {
@@ -135,10 +152,10 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   if (impl->node != kNoNode) return impl->node;
   if (impl->parameter_epoch != epoch_) {
     Attrs attrs;
-    attrs[0].i = static_cast<int64_t>(parameter_data_.size());
+    attrs[0].i = static_cast<int64_t>(parameters_.size());
     impl->parameter_node = trace_.add(OpId::Parameter, impl->type, {}, attrs);
     impl->parameter_epoch = epoch_;
-    parameter_data_.push_back(impl->data);
+    parameters_.push_back(operand.shared_impl());
   }
   return impl->parameter_node;
 }
@@ -225,22 +242,23 @@ Status Context::run_roots(const Roots& roots) {
       compiled = std::move(*fresh);
     }
   }
-  boost::container::small_vector<const void*, 8> parameters;
-  for (int64_t ordinal : compiled->source_ordinals) parameters.push_back(parameter_data_[ordinal]->data());
-  boost::container::small_vector<BufferPtr, 8> outputs;
-  boost::container::small_vector<void*, 8> output_pointers;
-  for (const TensorType& type : compiled->output_types) {
-    try {
-      outputs.push_back(buffers_->acquire(type.bytes()));
-    } catch (const std::bad_alloc&) {
-      return make_error(fmt::format("sync: cannot allocate {} bytes for an output {}", type.bytes(), to_string(type)));
+  boost::container::small_vector<const DeviceBuffer*, 8> parameters;
+  for (int64_t ordinal : compiled->source_ordinals) {
+    TensorImpl& input = *parameters_[ordinal];
+    if (!input.device) {  // host data entering the backend: once per tensor
+      auto uploaded = engine.backend().upload(input.type, input.data, engine.options().device);
+      if (!uploaded) return uploaded.error();
+      input.device = std::move(*uploaded);
+      ++metrics().host_to_device_transfers;
+      metrics().host_to_device_bytes += input.type.bytes();
     }
-    output_pointers.push_back(outputs.back()->data());
+    parameters.push_back(input.device.get());
   }
-  LAZYLAB_TRY(engine.execute(*compiled, parameters.data(), output_pointers.data()));
+  auto outputs = engine.execute(*compiled, std::span(parameters.data(), parameters.size()));
+  if (!outputs) return outputs.error();
   for (TensorImpl* impl : pending_) {
     auto root = std::lower_bound(roots.nodes.begin(), roots.nodes.end(), impl->node);
-    impl->data = outputs[root - roots.nodes.begin()];
+    impl->device = (*outputs)[root - roots.nodes.begin()];
     impl->node = kNoNode;
   }
   pending_.clear();
@@ -259,7 +277,7 @@ void Context::reset_trace() {
   for (TensorImpl* impl : pending_) impl->node = kNoNode;
   pending_.clear();
   trace_.clear();
-  parameter_data_.clear();
+  parameters_.clear();
   ++epoch_;
 }
 

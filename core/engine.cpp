@@ -69,7 +69,7 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
     return make_error("pipeline '" + pipeline_.canonical +
                       "' does not lower the graph to a Program; end it with 'lower'");
   LAZYLAB_TRY(check_limits(*module.program, module.graph, options_));
-  auto executable = backend_.compile(*module.program, module.graph);
+  auto executable = backend_.compile(*module.program, module.graph, options_.device);
   if (!executable) return executable.error();
   auto compiled = std::make_shared<CompiledGraph>();
   compiled->executable = std::move(*executable);
@@ -88,11 +88,24 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   return compiled;
 }
 
-Status Engine::execute(CompiledGraph& compiled, const void* const* parameters, void* const* outputs) {
+Expected<std::vector<DeviceBufferPtr>> Engine::execute(CompiledGraph& compiled,
+                                                       std::span<const DeviceBuffer* const> parameters) {
   auto start = std::chrono::steady_clock::now();
-  Status status = compiled.executable->execute(parameters, outputs);
+  auto outputs = compiled.executable->execute(parameters, &last_execution_);
   metrics_.execute_ms += milliseconds_since(start);
-  return status;
+  return outputs;
+}
+
+Status Engine::wait() {
+  if (!last_execution_) return backend_.synchronize(options_.device);
+  std::unique_ptr<DeviceEvent> execution = std::move(last_execution_);
+  LAZYLAB_TRY(execution->wait());
+  double ms = execution->elapsed_ms();
+  if (ms >= 0) {
+    metrics_.device_execute_ms += ms;
+    metrics_.last_device_execute_ms = ms;
+  }
+  return {};
 }
 
 }  // namespace lazylab

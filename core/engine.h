@@ -22,6 +22,7 @@ struct EngineOptions {
   // that large could not be read back to the host anyway.
   uint64_t max_buffer_bytes = host_memory_bytes();
   uint64_t max_arena_bytes = host_memory_bytes();
+  int32_t device = 0;  // the backend device programs compile and run on
   // Compare the graph structurally on every hit; a mismatch (a 64-bit hash
   // collision) recompiles and replaces the entry instead of trusting it.
   bool verify_cache_hits = false;
@@ -40,7 +41,11 @@ class Engine {
   Expected<std::shared_ptr<CompiledGraph>> compile(uint64_t key, const Graph& graph,
                                                    std::vector<int64_t> source_ordinals);
 
-  Status execute(CompiledGraph& compiled, const void* const* parameters, void* const* outputs);
+  // Enqueues an execution; outputs stay in the backend's buffers.
+  Expected<std::vector<DeviceBufferPtr>> execute(CompiledGraph& compiled,
+                                                 std::span<const DeviceBuffer* const> parameters);
+  // Waits until the last execution is complete and records its device time.
+  Status wait();
 
   const EngineOptions& options() const { return options_; }
   const Pipeline& pipeline() const { return pipeline_; }
@@ -57,6 +62,7 @@ class Engine {
   ComputationCache cache_;
   Metrics metrics_;
   std::shared_ptr<const CompiledGraph> last_compiled_;
+  std::unique_ptr<DeviceEvent> last_execution_;
 };
 
 }  // namespace lazylab

@@ -12,7 +12,17 @@ struct Metrics {
   uint64_t cache_misses = 0;  // each one a compilation (a new shape is a new graph)
   uint64_t evictions = 0;
   double compile_ms = 0;  // passes + backend compile, misses only
-  double execute_ms = 0;  // backend execute
+  double execute_ms = 0;  // backend execute calls, on the host (a device backend may return before it is done)
+  // Device time of the executions waited for (Context::wait), measured by
+  // the backend on its device; the last one alone too.
+  double device_execute_ms = 0;
+  double last_device_execute_ms = 0;
+  // Data crossing between the host and the backend's buffers: parameters
+  // entering (a tensor's first use on the backend) and host reads.
+  uint64_t host_to_device_transfers = 0;
+  uint64_t host_to_device_bytes = 0;
+  uint64_t device_to_host_transfers = 0;
+  uint64_t device_to_host_bytes = 0;
 };
 
 }  // namespace lazylab

@@ -6,6 +6,12 @@
 // Errors are values here too: an op on bad operands (shape mismatch, wrong
 // dtype) returns a tensor that carries the error; ops on it propagate it, and
 // reading it returns it.
+//
+// Data lives in the backend's buffers: a computed tensor stays on the
+// backend's device across steps, and feeding it to the next step moves no
+// bytes. Host data (from_vector, from_buffer) enters the backend once, at the
+// tensor's first use there; a host read copies that one tensor (or, on a
+// host-memory backend, views it).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +20,6 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "core/buffer_pool.h"
 #include "core/engine.h"
 #include "core/graph.h"
 
@@ -60,12 +65,14 @@ class Tensor {
   Context& context() const;
   bool pending() const;  // recorded in the trace, not yet computed
 
-  // Host reads: sync first if pending.
+  // Host reads: sync first if pending; the first read of a computed tensor
+  // brings its data to the host (waiting for the device), later reads reuse it.
   Expected<BufferPtr> data() const;
   template <class T>
   Expected<std::vector<T>> to_vector() const;
 
   TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& shared_impl() const { return impl_; }
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -81,8 +88,9 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Device data; it enters a trace as a parameter, hashed by type and
-  // ordinal, never by value.
+  // Host data; it enters a trace as a parameter, hashed by type and
+  // ordinal, never by value. The backend may use `data` in place: it must not
+  // change while the tensor (or one computed from it) is in use.
   Tensor from_buffer(TensorType type, BufferPtr data);
   template <class T>
   Tensor from_vector(const std::vector<T>& values, Dims shape);
@@ -97,6 +105,9 @@ class Context {
   // Computes every live pending tensor.
   Status sync();
   Status mark_step() { return sync(); }
+  // Returns once the backend has finished the work sync() submitted (a
+  // device backend's sync may return before), and records its device time.
+  Status wait();
   // Drops the pending trace without running it; pending tensors read as an
   // error afterwards.
   void discard_pending();
@@ -116,6 +127,7 @@ class Context {
 
   // Bookkeeping for TensorImpl; not for users.
   void forget(TensorImpl* impl);
+  Expected<BufferPtr> read_to_host(TensorImpl& impl);
 
  private:
   struct Roots;
@@ -131,8 +143,7 @@ class Context {
   Graph trace_;
   uint64_t epoch_ = 1;
   std::vector<TensorImpl*> pending_;
-  std::vector<BufferPtr> parameter_data_;  // by trace ordinal
-  std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>();
+  std::vector<std::shared_ptr<TensorImpl>> parameters_;  // by trace ordinal
 };
 
 template <class T>

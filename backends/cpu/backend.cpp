@@ -56,10 +56,12 @@ uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& 
   return end;
 }
 
-class CpuExecutable : public plugin::Executable {
+class CpuExecutable : public plugin::HostExecutable {
  public:
-  CpuExecutable(const lazylab_program& program, const RowPlanOptions& options, const openblas::Runtime& blas)
-      : values_(copy_values(program)),
+  CpuExecutable(const lazylab_program& program, std::shared_ptr<plugin::HostMemoryPool> pool,
+                const RowPlanOptions& options, const openblas::Runtime& blas)
+      : HostExecutable(program, std::move(pool)),
+        values_(copy_values(program)),
         arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
         outputs_(program.outputs, program.outputs + program.num_outputs) {
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
@@ -72,7 +74,7 @@ class CpuExecutable : public plugin::Executable {
     }
   }
 
-  void execute(const void* const* parameters, void* const* outputs) override {
+  void run(const void* const* parameters, void* const* outputs) override {
     Memory memory{&values_, arena_.get(), parameters, outputs};
     for (auto& plan : plans_) plan->run(memory);
     for (size_t i = 0; i < outputs_.size(); ++i) {  // outputs not written in place
@@ -133,8 +135,8 @@ class CpuBackend : public plugin::Backend {
            " (" + blas_->core_note + ")";
   }
 
-  std::unique_ptr<plugin::Executable> compile(const lazylab_program& program) override {
-    return std::make_unique<CpuExecutable>(program, row_options_, *blas_);
+  std::unique_ptr<plugin::Executable> compile(const lazylab_program& program, int32_t) override {
+    return std::make_unique<CpuExecutable>(program, host_memory_, row_options_, *blas_);
   }
 
  private:

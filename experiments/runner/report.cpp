@@ -75,6 +75,7 @@ nlohmann::json cell_json(const CellResult& c) {
                          {"trace_us", spread_json(c.trace_us)},
                          {"hit_sync_overhead_us", spread_json(c.hit_sync_overhead_us)},
                          {"execute_ms", spread_json(c.execute_ms)},
+                         {"device_ms", spread_json(c.device_ms)},
                          {"nodes_per_step", c.nodes_per_step},
                          {"ops_per_step", c.ops_per_step},
                          {"speedup_vs_baseline", c.speedup_vs_baseline},
@@ -86,7 +87,12 @@ nlohmann::json cell_json(const CellResult& c) {
                            {"cache_misses", c.metrics.cache_misses},
                            {"evictions", c.metrics.evictions},
                            {"compile_ms", c.metrics.compile_ms},
-                           {"execute_ms", c.metrics.execute_ms}}}};
+                           {"execute_ms", c.metrics.execute_ms},
+                           {"device_execute_ms", c.metrics.device_execute_ms},
+                           {"host_to_device_transfers", c.metrics.host_to_device_transfers},
+                           {"host_to_device_bytes", c.metrics.host_to_device_bytes},
+                           {"device_to_host_transfers", c.metrics.device_to_host_transfers},
+                           {"device_to_host_bytes", c.metrics.device_to_host_bytes}}}};
   if (c.ops_per_step > 0) cell["step_us_per_op"] = c.step_ms.median * 1e3 / static_cast<double>(c.ops_per_step);
   return cell;
 }

@@ -143,7 +143,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
   std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
   CellResult cell;
   cell.correctness.pass = true;
-  std::vector<double> step_ms, trace_us, overhead_us, execute_ms;
+  std::vector<double> step_ms, trace_us, overhead_us, execute_ms, device_ms;
   for (int64_t step = 0; step < 1 + e.warmup + e.runs; ++step) {
     uint64_t nodes_before = context.metrics().nodes_traced;
     double execute_before = context.metrics().execute_ms;
@@ -152,6 +152,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
     auto t1 = Clock::now();
     LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
     LAZYLAB_TRY(context.sync());
+    LAZYLAB_TRY(context.wait());  // a device backend's sync may return before the work is done
     auto t2 = Clock::now();
     double execute = context.metrics().execute_ms - execute_before;
     cell.nodes_per_step = static_cast<int64_t>(context.metrics().nodes_traced - nodes_before);
@@ -170,6 +171,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
       trace_us.push_back(elapsed_ms(t0, t1) * 1e3);
       overhead_us.push_back((elapsed_ms(t1, t2) - execute) * 1e3);
       execute_ms.push_back(execute);
+      device_ms.push_back(context.metrics().last_device_execute_ms);
     }
     // Every step is checked, outside the timed region: a race shows in some
     // steps only.
@@ -181,6 +183,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
   cell.trace_us = spread_of(trace_us);
   cell.hit_sync_overhead_us = spread_of(overhead_us);
   cell.execute_ms = spread_of(execute_ms);
+  cell.device_ms = spread_of(device_ms);
   cell.ops_per_step = setup.workload.ops_per_step();
   cell.metrics = context.metrics();
   return cell;

@@ -57,7 +57,8 @@ struct CellResult : CellIdentity {
   Spread step_ms;                  // trace + sync + execute, per step, cache hits
   Spread trace_us;                 // recording the step's ops
   Spread hit_sync_overhead_us;     // sync on a hit minus the backend's execute time
-  Spread execute_ms;               // the backend's execute alone
+  Spread execute_ms;               // the backend's execute call, on the host
+  Spread device_ms;                // the execution on the backend's device, timed there (CUDA events)
   int64_t nodes_per_step = 0;
   int64_t ops_per_step = 0;  // workload-defined (chain: 3 * iters)
   std::vector<PassStat> passes;

@@ -10,21 +10,23 @@
 
 namespace {
 
-class FailingExecutable : public lazylab::plugin::Executable {
+class FailingExecutable : public lazylab::plugin::HostExecutable {
  public:
-  void execute(const void* const*, void* const*) override { throw std::runtime_error("device on fire"); }
+  using HostExecutable::HostExecutable;
+  void run(const void* const*, void* const*) override { throw std::runtime_error("device on fire"); }
 };
 
-class FlakyExecutable : public lazylab::plugin::Executable {
+class FlakyExecutable : public lazylab::plugin::HostExecutable {
  public:
-  explicit FlakyExecutable(const lazylab_program& program) {
+  FlakyExecutable(const lazylab_program& program, std::shared_ptr<lazylab::plugin::HostMemoryPool> pool)
+      : HostExecutable(program, std::move(pool)) {
     bool reshape = program.num_parameters == 1 && program.num_outputs == 1 && program.num_kernels == 1 &&
                    program.kernels[0].num_ops == 1 && program.kernels[0].ops[0].op == LAZYLAB_OP_Reshape &&
                    program.values[program.parameters[0]].dtype == LAZYLAB_F32;
     if (!reshape) throw std::invalid_argument("flaky: only a reshape of one f32 parameter");
     bytes_ = program.values[program.parameters[0]].bytes;
   }
-  void execute(const void* const* parameters, void* const* outputs) override {
+  void run(const void* const* parameters, void* const* outputs) override {
     std::memcpy(outputs[0], parameters[0], bytes_);
     if (++executions_ == 3) static_cast<float*>(outputs[0])[0] += 1.0f;
   }
@@ -46,11 +48,11 @@ class FailingBackend : public lazylab::plugin::Backend {
     caps.max_ops_per_kernel = 3;
   }
   std::string device_description() const override { return "nothing"; }
-  std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {
+  std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program, int32_t) override {
     if (fail_compile_)
       throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");
-    if (flaky_) return std::make_unique<FlakyExecutable>(program);
-    return std::make_unique<FailingExecutable>();
+    if (flaky_) return std::make_unique<FlakyExecutable>(program, host_memory_);
+    return std::make_unique<FailingExecutable>(program, host_memory_);
   }
 
  private:

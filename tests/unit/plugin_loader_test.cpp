@@ -39,7 +39,7 @@ TEST_CASE("a missing plugin names the file it looked for and where") {
 TEST_CASE("a wrong ABI major version is refused") {
   std::string path = kDir + "/lazylab-backend-wrongabi.so";
   CHECK(load_error(path) ==
-        "backend plugin " + path + ": it was built for plugin ABI 2.0, this lazylab speaks 1.0; rebuild it");
+        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 2.0; rebuild it");
 }
 
 TEST_CASE("a shared object without the entry point is refused") {
@@ -105,7 +105,7 @@ TEST_CASE("bad backend options, compile failures and execute failures come back 
     if (fail_compile)
       CHECK(status.error().message == "backend failing: compile: kernel for op 1 failed to compile");
     else
-      CHECK(status.error().message == "execute: device on fire");
+      CHECK(status.error().message == "backend failing: execute: device on fire");
     CHECK_FALSE(y.ok());
   }
 }

@@ -23,9 +23,10 @@ struct Step {
   double constant = 0;
 };
 
-class ElementwiseExecutable : public lazylab::plugin::Executable {
+class ElementwiseExecutable : public lazylab::plugin::HostExecutable {
  public:
-  explicit ElementwiseExecutable(const lazylab_program& program) : arena_(program.arena_bytes) {
+  ElementwiseExecutable(const lazylab_program& program, std::shared_ptr<lazylab::plugin::HostMemoryPool> pool)
+      : HostExecutable(program, std::move(pool)), arena_(program.arena_bytes) {
     for (uint32_t v = 0; v < program.num_values; ++v) {
       const lazylab_value& value = program.values[v];
       if (value.dtype != LAZYLAB_F32) throw std::invalid_argument("example backend: only f32 values");
@@ -46,7 +47,7 @@ class ElementwiseExecutable : public lazylab::plugin::Executable {
     outputs_.assign(program.outputs, program.outputs + program.num_outputs);
   }
 
-  void execute(const void* const* parameters, void* const* outputs) override {
+  void run(const void* const* parameters, void* const* outputs) override {
     parameters_ = parameters;
     output_buffers_ = outputs;
     for (const Step& step : steps_) run(step);
@@ -107,8 +108,8 @@ class ElementwiseBackend : public lazylab::plugin::Backend {
                              (is_elementwise(op) && !(op >= LAZYLAB_OP_Eq && op <= LAZYLAB_OP_Ge));
   }
   std::string device_description() const override { return "host CPU, scalar loops (example plugin)"; }
-  std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program) override {
-    return std::make_unique<ElementwiseExecutable>(program);
+  std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program, int32_t) override {
+    return std::make_unique<ElementwiseExecutable>(program, host_memory_);
   }
 };
 

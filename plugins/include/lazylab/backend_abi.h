@@ -4,12 +4,49 @@
  *   const lazylab_backend_api* lazylab_backend_entry(uint32_t host_major,
  *                                                    uint32_t host_minor);
  * The host refuses a plugin whose abi_major differs from its own. Minor
- * versions only append fields; every struct starts with struct_size so either
- * side can tell which fields the other knows (the PJRT convention).
+ * versions only append fields to the end of a struct; every struct starts
+ * with struct_size, so either side can tell which fields the other knows
+ * (the PJRT convention): a reader never touches a field at or past
+ * struct_size.
  *
- * Ownership: views passed to compile() are read-only and valid only during
- * that call. Error strings returned through `char** error` are allocated by
- * the plugin and released with its free_error().
+ * Version 2.0 (this header): data lives in backend-owned buffers, so a
+ * device backend keeps a tensor on its device between steps. Version 1.x
+ * passed host pointers to execute(); such plugins are refused on load.
+ *
+ * Objects. Every object is opaque and owned by the plugin: a backend, an
+ * executable (a compiled Program), a buffer (an array of one dtype and shape
+ * on one device), an event (the completion of one execution).
+ *
+ * Devices are numbered from 0 to device_count() - 1; buffers and executables
+ * belong to one device.
+ *
+ * Ordering. Work on a device runs in the order it was submitted (one stream
+ * per device): buffer_from_host, execute and buffer_destroy may return before
+ * the device has done what they ask, and later calls see their effects.
+ * buffer_to_host, event_wait and synchronize block until the work they name
+ * is complete.
+ *
+ * Ownership.
+ *   - Views passed to compile() (the Program) are read-only and valid only
+ *     during that call.
+ *   - buffer_from_host returns a buffer the host owns; with
+ *     LAZYLAB_HOST_DATA_STAYS the host keeps `data` alive and unchanged until
+ *     it destroys that buffer (a host-memory backend then aliases it: zero
+ *     copy); with LAZYLAB_HOST_DATA_COPY the plugin is done with `data` when
+ *     the call returns.
+ *   - execute() borrows its parameter buffers and gives the host one new
+ *     buffer per output, which the host owns.
+ *   - The host destroys every buffer it owns exactly once, with
+ *     buffer_destroy; it may do so right after the last call that uses it was
+ *     made: the plugin releases the memory once queued work that reads it is
+ *     done.
+ *   - buffer_host_data, for a buffer in host memory, returns its address,
+ *     valid until the buffer is destroyed and readable once the work that
+ *     writes it is complete (the host waits first); NULL for device memory.
+ *   - An event returned through execute's `done` is owned by the host, which
+ *     destroys it with event_destroy.
+ *   - Error strings returned through `char** error` are allocated by the
+ *     plugin and released with its free_error().
  */
 #ifndef LAZYLAB_BACKEND_ABI_H
 #define LAZYLAB_BACKEND_ABI_H
@@ -21,7 +58,7 @@
 extern "C" {
 #endif
 
-#define LAZYLAB_ABI_MAJOR 1u
+#define LAZYLAB_ABI_MAJOR 2u
 #define LAZYLAB_ABI_MINOR 0u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
@@ -44,10 +81,10 @@ typedef struct lazylab_attr {
 } lazylab_attr;
 
 typedef enum lazylab_value_kind {
-  LAZYLAB_VALUE_PARAMETER = 0,    /* bound by the host at execute, by ordinal */
-  LAZYLAB_VALUE_ARENA = 1,        /* lives in the arena at `offset` */
+  LAZYLAB_VALUE_PARAMETER = 0,    /* execute()'s parameters[ordinal] */
+  LAZYLAB_VALUE_ARENA = 1,        /* lives in the executable's arena at `offset` */
   LAZYLAB_VALUE_KERNEL_LOCAL = 2, /* never leaves its kernel; no storage */
-  LAZYLAB_VALUE_OUTPUT = 3        /* written straight into execute()'s outputs[ordinal] */
+  LAZYLAB_VALUE_OUTPUT = 3        /* written straight into output buffer `ordinal` */
 } lazylab_value_kind;
 
 /* A value is the result of one node; value id == node id. */
@@ -109,6 +146,41 @@ typedef struct lazylab_capabilities {
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
 typedef struct lazylab_executable lazylab_executable; /* opaque, plugin-owned */
+typedef struct lazylab_buffer lazylab_buffer;         /* opaque, plugin-owned */
+typedef struct lazylab_event lazylab_event;           /* opaque, plugin-owned */
+
+typedef enum lazylab_host_data {
+  LAZYLAB_HOST_DATA_COPY = 0, /* the plugin copies (or uploads) before returning */
+  LAZYLAB_HOST_DATA_STAYS = 1 /* alive and unchanged until the buffer is destroyed */
+} lazylab_host_data;
+
+typedef struct lazylab_buffer_from_host_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t rank;
+  const int64_t* shape;
+  int32_t device;
+  const void* data;       /* row-major, exactly the bytes of dtype x shape */
+  uint32_t host_data;     /* lazylab_host_data */
+  lazylab_buffer* buffer; /* out */
+} lazylab_buffer_from_host_args;
+
+typedef struct lazylab_compile_args {
+  size_t struct_size;
+  const lazylab_program* program;
+  int32_t device;
+  lazylab_executable* executable; /* out */
+} lazylab_compile_args;
+
+typedef struct lazylab_execute_args {
+  size_t struct_size;
+  lazylab_executable* executable;
+  uint32_t num_parameters;
+  lazylab_buffer* const* parameters; /* by ordinal; on the executable's device */
+  uint32_t num_outputs;
+  lazylab_buffer** outputs; /* out: one new buffer per output, in root order */
+  lazylab_event** done;     /* optional (may be NULL): out, the completion of this execution */
+} lazylab_execute_args;
 
 typedef struct lazylab_backend_api {
   size_t struct_size;
@@ -124,14 +196,27 @@ typedef struct lazylab_backend_api {
   void (*capabilities)(const lazylab_backend* backend, lazylab_capabilities* caps);
   /* A short description of the device and build for reports. */
   const char* (*device_description)(const lazylab_backend* backend);
+  int32_t (*device_count)(const lazylab_backend* backend);
 
-  lazylab_executable* (*compile)(lazylab_backend* backend, const lazylab_program* program, char** error);
+  /* Each returns 0 on success, else nonzero with *error set. */
+  int (*compile)(lazylab_backend* backend, lazylab_compile_args* args, char** error);
   void (*destroy_executable)(lazylab_executable* executable);
-  /* parameters[i] points to parameter ordinal i; outputs[i] receives output i.
-   * Buffers are host memory of exactly the value's bytes. An output whose value
-   * is not LAZYLAB_VALUE_OUTPUT with that ordinal (a parameter, or a value
-   * returned twice) is copied there by the backend. Returns 0 on success. */
-  int (*execute)(lazylab_executable* executable, const void* const* parameters, void* const* outputs, char** error);
+  int (*execute)(lazylab_backend* backend, lazylab_execute_args* args, char** error);
+
+  int (*buffer_from_host)(lazylab_backend* backend, lazylab_buffer_from_host_args* args, char** error);
+  /* Blocks until the buffer's data is in `destination` (its bytes). */
+  int (*buffer_to_host)(lazylab_backend* backend, lazylab_buffer* buffer, void* destination, char** error);
+  const void* (*buffer_host_data)(lazylab_buffer* buffer);
+  void (*buffer_destroy)(lazylab_backend* backend, lazylab_buffer* buffer);
+
+  int (*event_wait)(lazylab_event* event, char** error);
+  /* The execution's time on the device in milliseconds, measured there (CUDA
+   * events, say); host backends give its wall time. Only after event_wait;
+   * negative when the backend cannot tell. */
+  double (*event_elapsed_ms)(lazylab_event* event);
+  void (*event_destroy)(lazylab_event* event);
+  /* Blocks until every call on `device` so far has completed. */
+  int (*synchronize)(lazylab_backend* backend, int32_t device, char** error);
 
   void (*free_error)(char* error);
 } lazylab_backend_api;

@@ -2,15 +2,26 @@
 // then LAZYLAB_DEFINE_BACKEND(MyBackend, "name", "summary") exports the C
 // entry point. Exceptions never cross the C boundary: anything thrown
 // becomes an error string for the host.
+//
+// Host backends (data in host memory) subclass HostExecutable and write
+// run() on plain pointers: the helper gives them zero-copy buffers (host data
+// is aliased, not copied; outputs come from a caching pool) and the rest of
+// the buffer API. Device backends subclass Buffer and override Backend's
+// buffer functions and Executable::execute.
 #ifndef LAZYLAB_BACKEND_PLUGIN_HPP
 #define LAZYLAB_BACKEND_PLUGIN_HPP
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <new>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "lazylab/backend_abi.h"
 
@@ -33,11 +44,183 @@ inline std::map<std::string, std::string> parse_options(const char* text) {
   return options;
 }
 
+inline size_t dtype_bytes(uint32_t dtype) {
+  return dtype == LAZYLAB_F64 || dtype == LAZYLAB_I64 ? 8 : dtype == LAZYLAB_BOOL ? 1 : 4;
+}
+
+inline uint64_t bytes_of(uint32_t dtype, const std::vector<int64_t>& shape) {
+  uint64_t n = dtype_bytes(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// An array of one dtype and shape on one device.
+class Buffer {
+ public:
+  Buffer(uint32_t dtype, std::vector<int64_t> shape, int32_t device)
+      : dtype_(dtype), shape_(std::move(shape)), device_(device), bytes_(bytes_of(dtype_, shape_)) {}
+  virtual ~Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  uint32_t dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int32_t device() const { return device_; }
+  uint64_t bytes() const { return bytes_; }
+  // The data's address if it is in host memory, else nullptr.
+  virtual const void* host_data() const { return nullptr; }
+
+ private:
+  uint32_t dtype_;
+  std::vector<int64_t> shape_;
+  int32_t device_;
+  uint64_t bytes_;
+};
+
+// Host memory, 64-byte aligned, reused by exact size: a training loop frees
+// last step's outputs and asks for the same sizes again, and fresh large
+// allocations cost a page fault per 4 KiB. Thread-safe; memory released
+// while the pool is full (or gone) goes back to the system.
+class HostMemoryPool : public std::enable_shared_from_this<HostMemoryPool> {
+ public:
+  explicit HostMemoryPool(size_t max_cached_bytes = size_t{1} << 30) : max_cached_bytes_(max_cached_bytes) {}
+  ~HostMemoryPool() {
+    for (auto& [bytes, blocks] : free_)
+      for (std::byte* block : blocks) release_to_system(block);
+  }
+
+  // `bytes` of memory, returned here when the last owner lets go.
+  std::shared_ptr<std::byte> acquire(size_t bytes) {
+    std::byte* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        block = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= bytes;
+      }
+    }
+    if (!block) block = static_cast<std::byte*>(::operator new (bytes ? bytes : 1, std::align_val_t{64}));
+    std::weak_ptr<HostMemoryPool> pool = weak_from_this();
+    return std::shared_ptr<std::byte>(block, [pool, bytes](std::byte* memory) {
+      if (auto owner = pool.lock())
+        owner->release(memory, bytes);
+      else
+        release_to_system(memory);
+    });
+  }
+
+ private:
+  static void release_to_system(std::byte* memory) { ::operator delete (memory, std::align_val_t{64}); }
+  void release(std::byte* memory, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_bytes_ + bytes <= max_cached_bytes_) {
+        free_[bytes].push_back(memory);
+        cached_bytes_ += bytes;
+        return;
+      }
+    }
+    release_to_system(memory);
+  }
+
+  std::mutex mutex_;
+  size_t max_cached_bytes_;
+  size_t cached_bytes_ = 0;
+  std::map<size_t, std::vector<std::byte*>> free_;
+};
+
+// A buffer in host memory: its own (from a pool) or the host's, aliased.
+class HostBuffer : public Buffer {
+ public:
+  HostBuffer(uint32_t dtype, std::vector<int64_t> shape, int32_t device, std::shared_ptr<std::byte> storage)
+      : Buffer(dtype, std::move(shape), device), storage_(std::move(storage)), data_(storage_.get()) {}
+  // Aliases memory the host keeps alive and unchanged.
+  HostBuffer(uint32_t dtype, std::vector<int64_t> shape, int32_t device, const void* aliased)
+      : Buffer(dtype, std::move(shape), device), data_(static_cast<std::byte*>(const_cast<void*>(aliased))) {}
+
+  std::byte* data() { return data_; }
+  const void* host_data() const override { return data_; }
+
+ private:
+  std::shared_ptr<std::byte> storage_;
+  std::byte* data_;
+};
+
+// The completion of one execution.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void wait() {}
+  // Device milliseconds the execution took; negative when unknown.
+  virtual double elapsed_ms() const = 0;
+};
+
+// A host backend's execution is complete when execute() returns.
+class CompletedEvent : public Event {
+ public:
+  explicit CompletedEvent(double ms) : ms_(ms) {}
+  double elapsed_ms() const override { return ms_; }
+
+ private:
+  double ms_;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
-  // parameters by ordinal; outputs in root order. Throw to report an error.
-  virtual void execute(const void* const* parameters, void* const* outputs) = 0;
+  // Parameters by ordinal; one new buffer per output, in root order. May
+  // return before the device is done; sets *done, when given, to an event
+  // that completes with this execution. Throw to report an error.
+  virtual std::vector<std::unique_ptr<Buffer>> execute(std::span<Buffer* const> parameters,
+                                                       std::unique_ptr<Event>* done) = 0;
+};
+
+// An executable of a host backend: run() reads parameters and writes outputs
+// through plain host pointers (parameters by ordinal; outputs[i] holds the
+// bytes of root i). An output whose value is not LAZYLAB_VALUE_OUTPUT with
+// that ordinal (a parameter, or a value returned twice) is copied there by
+// run() itself.
+class HostExecutable : public Executable {
+ public:
+  HostExecutable(const lazylab_program& program, std::shared_ptr<HostMemoryPool> pool) : pool_(std::move(pool)) {
+    for (uint32_t i = 0; i < program.num_outputs; ++i) {
+      const lazylab_value& value = program.values[program.outputs[i]];
+      output_types_.push_back({value.dtype, std::vector<int64_t>(value.shape, value.shape + value.rank)});
+    }
+  }
+
+  virtual void run(const void* const* parameters, void* const* outputs) = 0;
+
+  std::vector<std::unique_ptr<Buffer>> execute(std::span<Buffer* const> parameters,
+                                               std::unique_ptr<Event>* done) override {
+    std::vector<const void*> inputs;
+    for (Buffer* parameter : parameters) {
+      const void* data = parameter->host_data();
+      if (!data) throw std::invalid_argument("a parameter buffer is not in host memory");
+      inputs.push_back(data);
+    }
+    std::vector<std::unique_ptr<Buffer>> outputs;
+    std::vector<void*> pointers;
+    for (const auto& [dtype, shape] : output_types_) {
+      auto buffer = std::make_unique<HostBuffer>(dtype, shape, 0, pool_->acquire(bytes_of(dtype, shape)));
+      pointers.push_back(buffer->data());
+      outputs.push_back(std::move(buffer));
+    }
+    auto start = std::chrono::steady_clock::now();
+    run(inputs.data(), pointers.data());
+    if (done)
+      *done = std::make_unique<CompletedEvent>(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    return outputs;
+  }
+
+ protected:
+  std::shared_ptr<HostMemoryPool> pool_;
+
+ private:
+  std::vector<std::pair<uint32_t, std::vector<int64_t>>> output_types_;
 };
 
 class Backend {
@@ -45,8 +228,27 @@ class Backend {
   virtual ~Backend() = default;
   virtual void capabilities(lazylab_capabilities& caps) const = 0;
   virtual std::string device_description() const = 0;
+  virtual int32_t device_count() const { return 1; }
   // Copy what you need: `program` is valid only during this call.
-  virtual std::unique_ptr<Executable> compile(const lazylab_program& program) = 0;
+  virtual std::unique_ptr<Executable> compile(const lazylab_program& program, int32_t device) = 0;
+
+  // Buffers in host memory, unless a device backend overrides these.
+  virtual std::unique_ptr<Buffer> buffer_from_host(uint32_t dtype, std::vector<int64_t> shape, int32_t device,
+                                                   const void* data, bool data_stays) {
+    if (data_stays) return std::make_unique<HostBuffer>(dtype, std::move(shape), device, data);
+    auto buffer = std::make_unique<HostBuffer>(dtype, shape, device, host_memory_->acquire(bytes_of(dtype, shape)));
+    std::memcpy(buffer->data(), data, buffer->bytes());
+    return buffer;
+  }
+  virtual void buffer_to_host(Buffer& buffer, void* destination) {
+    const void* data = buffer.host_data();
+    if (!data) throw std::logic_error("buffer_to_host: a device buffer reached the host-memory implementation");
+    std::memcpy(destination, data, buffer.bytes());
+  }
+  virtual void synchronize(int32_t /*device*/) {}
+
+ protected:
+  std::shared_ptr<HostMemoryPool> host_memory_ = std::make_shared<HostMemoryPool>();
 };
 
 namespace detail {
@@ -59,22 +261,33 @@ inline char* copy_error(const char* message) {
 }
 
 template <class Fn>
-bool guarded(char** error, Fn&& fn) {
+int guarded(char** error, Fn&& fn) {
   try {
     fn();
-    return true;
+    return 0;
+  } catch (const std::bad_alloc&) {
+    if (error) *error = copy_error("out of memory");
   } catch (const std::exception& e) {
     if (error) *error = copy_error(e.what());
   } catch (...) {
     if (error) *error = copy_error("unknown exception in backend plugin");
   }
-  return false;
+  return 1;
 }
 
 struct BackendHandle {
   std::unique_ptr<Backend> backend;
   std::string description;
 };
+
+inline Backend& backend_of(lazylab_backend* handle) { return *reinterpret_cast<BackendHandle*>(handle)->backend; }
+inline Buffer& buffer_of(lazylab_buffer* handle) { return *reinterpret_cast<Buffer*>(handle); }
+
+inline void check_device(Backend& backend, int32_t device) {
+  if (device < 0 || device >= backend.device_count())
+    throw std::out_of_range("device " + std::to_string(device) + " out of range (" +
+                            std::to_string(backend.device_count()) + " devices)");
+}
 
 template <class BackendClass>
 const lazylab_backend_api* make_api(const char* name, const char* summary) {
@@ -104,15 +317,56 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
       [](const lazylab_backend* backend) {
         return reinterpret_cast<const BackendHandle*>(backend)->description.c_str();
       },
-      [](lazylab_backend* backend, const lazylab_program* program, char** error) -> lazylab_executable* {
-        Executable* executable = nullptr;
-        guarded(error,
-                [&] { executable = reinterpret_cast<BackendHandle*>(backend)->backend->compile(*program).release(); });
-        return reinterpret_cast<lazylab_executable*>(executable);
+      [](const lazylab_backend* backend) {
+        return reinterpret_cast<const BackendHandle*>(backend)->backend->device_count();
+      },
+      [](lazylab_backend* backend, lazylab_compile_args* args, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), args->device);
+          args->executable = reinterpret_cast<lazylab_executable*>(
+              backend_of(backend).compile(*args->program, args->device).release());
+        });
       },
       [](lazylab_executable* executable) { delete reinterpret_cast<Executable*>(executable); },
-      [](lazylab_executable* executable, const void* const* parameters, void* const* outputs, char** error) {
-        return guarded(error, [&] { reinterpret_cast<Executable*>(executable)->execute(parameters, outputs); }) ? 0 : 1;
+      [](lazylab_backend*, lazylab_execute_args* args, char** error) {
+        return guarded(error, [&] {
+          std::vector<Buffer*> parameters;
+          for (uint32_t i = 0; i < args->num_parameters; ++i) parameters.push_back(&buffer_of(args->parameters[i]));
+          std::unique_ptr<Event> done;
+          auto outputs =
+              reinterpret_cast<Executable*>(args->executable)->execute(parameters, args->done ? &done : nullptr);
+          if (outputs.size() != args->num_outputs)
+            throw std::logic_error("execute produced " + std::to_string(outputs.size()) +
+                                   " outputs, the host expects " + std::to_string(args->num_outputs));
+          for (uint32_t i = 0; i < args->num_outputs; ++i)
+            args->outputs[i] = reinterpret_cast<lazylab_buffer*>(outputs[i].release());
+          if (args->done) *args->done = reinterpret_cast<lazylab_event*>(done.release());
+        });
+      },
+      [](lazylab_backend* backend, lazylab_buffer_from_host_args* args, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), args->device);
+          auto buffer = backend_of(backend).buffer_from_host(
+              args->dtype, std::vector<int64_t>(args->shape, args->shape + args->rank), args->device, args->data,
+              args->host_data == LAZYLAB_HOST_DATA_STAYS);
+          args->buffer = reinterpret_cast<lazylab_buffer*>(buffer.release());
+        });
+      },
+      [](lazylab_backend* backend, lazylab_buffer* buffer, void* destination, char** error) {
+        return guarded(error, [&] { backend_of(backend).buffer_to_host(buffer_of(buffer), destination); });
+      },
+      [](lazylab_buffer* buffer) { return buffer_of(buffer).host_data(); },
+      [](lazylab_backend*, lazylab_buffer* buffer) { delete reinterpret_cast<Buffer*>(buffer); },
+      [](lazylab_event* event, char** error) {
+        return guarded(error, [&] { reinterpret_cast<Event*>(event)->wait(); });
+      },
+      [](lazylab_event* event) { return reinterpret_cast<Event*>(event)->elapsed_ms(); },
+      [](lazylab_event* event) { delete reinterpret_cast<Event*>(event); },
+      [](lazylab_backend* backend, int32_t device, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), device);
+          backend_of(backend).synchronize(device);
+        });
       },
       [](char* error) { std::free(error); },
   };
@@ -122,11 +376,10 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
 }  // namespace detail
 }  // namespace lazylab::plugin
 
-// Exports the entry point; refuses a host with another ABI major version.
+// Exports the entry point. The host checks the ABI version in the table.
 #define LAZYLAB_DEFINE_BACKEND(BackendClass, name, summary)                                           \
   extern "C" __attribute__((visibility("default"))) const lazylab_backend_api* lazylab_backend_entry( \
-      uint32_t host_major, uint32_t /*host_minor*/) {                                                 \
-    if (host_major != LAZYLAB_ABI_MAJOR) return nullptr;                                              \
+      uint32_t /*host_major*/, uint32_t /*host_minor*/) {                                             \
     return ::lazylab::plugin::detail::make_api<BackendClass>(name, summary);                          \
   }
 
