@@ -13,6 +13,45 @@ std::string value_list(const std::vector<NodeId>& ids) {
   return out;
 }
 
+std::string_view access_name(Access kind) {
+  switch (kind) {
+    case Access::Full: return "full";
+    case Access::PerRow: return "per-row";
+    case Access::Splat: return "splat";
+    case Access::Scalar: return "scalar";
+    case Access::Repeat: return "repeat";
+  }
+  return "?";
+}
+
+// "full", "repeat 8 of %3": how a value's elements are indexed.
+std::string describe_access(const ValueAccess& a) {
+  std::string how = a.kind == Access::Repeat ? fmt::format("repeat {}", a.period) : std::string(access_name(a.kind));
+  return a.source == a.value ? how : fmt::format("{} of %{}", how, a.source);
+}
+
+// How the kernel reads each input, where the description says.
+std::string describe_inputs(const Kernel& kernel) {
+  std::string out;
+  for (NodeId input : kernel.inputs)
+    if (const ValueAccess* a = kernel.description.access_of(input))
+      out += fmt::format("{}%{} {}", out.empty() ? "; reads " : ", ", input, describe_access(*a));
+  return out;
+}
+
+// "row-reduction [4 x 8]": the kind and iteration space.
+std::string describe_space(const KernelDescription& d) {
+  switch (d.kind) {
+    case KernelKind::Elementwise:
+    case KernelKind::RowReduction: return fmt::format("{} [{} x {}]", kind_name(d.kind), d.rows, d.cols);
+    case KernelKind::Contraction:
+      return fmt::format("contraction {} x [{} x {}] x [{} x {}]{}{}", d.contraction.batch, d.contraction.m,
+                         d.contraction.k, d.contraction.k, d.contraction.n,
+                         d.contraction.lhs_transposed ? ", lhs^T" : "", d.contraction.rhs_transposed ? ", rhs^T" : "");
+    default: return std::string(kind_name(d.kind));
+  }
+}
+
 }  // namespace
 
 std::string print_program(const Program& program, const Graph& graph) {
@@ -22,13 +61,17 @@ std::string print_program(const Program& program, const Graph& graph) {
       fmt::format("program {{  // {} kernels, arena {} bytes{}\n", program.kernels.size(), program.arena_bytes, naive);
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     const Kernel& kernel = program.kernels[k];
-    out += fmt::format("  kernel @k{}({}) -> ({}) {{\n", k, value_list(kernel.inputs), value_list(kernel.outputs));
+    out += fmt::format("  kernel @k{}({}) -> ({}) {{  // {}{}\n", k, value_list(kernel.inputs),
+                       value_list(kernel.outputs), describe_space(kernel.description), describe_inputs(kernel));
     for (NodeId id : kernel.ops) {
       const ValueInfo& value = program.values[id];
       std::string placement = value.kind == ValueKind::Arena
                                   ? fmt::format("  // arena[{}, +{}]", value.offset, value.bytes)
                               : value.kind == ValueKind::Output ? fmt::format("  // output {}", value.ordinal)
                                                                 : "";
+      const ValueAccess* view = kernel.description.access_of(id);
+      if (view && view->source != id)
+        placement += fmt::format("{}view: {}", placement.empty() ? "  // " : "; ", describe_access(*view));
       out += fmt::format("    %{} = {}{}\n", id, print_node(graph, id), placement);
     }
     out += "  }\n";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/kernel_description.h"
 
 namespace lazylab {
 
@@ -31,6 +32,7 @@ struct Kernel {
   std::vector<NodeId> ops;      // in graph order
   std::vector<NodeId> inputs;   // values read from outside the kernel
   std::vector<NodeId> outputs;  // values used after the kernel (or roots)
+  KernelDescription description;
 };
 
 struct Program {

@@ -10,6 +10,27 @@ std::vector<uint32_t> to_ids(const Range& range) {
 
 }  // namespace
 
+lazylab_kernel ProgramView::describe(const KernelDescription& description) {
+  lazylab_kernel kernel{};
+  kernel.struct_size = sizeof(lazylab_kernel);
+  kernel.kind = static_cast<uint32_t>(description.kind);
+  kernel.rows = description.rows;
+  kernel.cols = description.cols;
+  auto& accesses = access_arrays_.emplace_back();
+  for (const ValueAccess& a : description.accesses)
+    accesses.push_back(lazylab_access{a.value, static_cast<uint32_t>(a.kind), a.source, a.period, a.splat});
+  kernel.num_accesses = static_cast<uint32_t>(accesses.size());
+  kernel.accesses = accesses.data();
+  const Contraction& c = description.contraction;
+  kernel.contraction =
+      lazylab_contraction{c.matmul, c.lhs, c.rhs, c.lhs_transposed, c.rhs_transposed, c.batch, c.m, c.n, c.k};
+  const StridedLayout& layout = description.layout;
+  auto& shape = int_arrays_.emplace_back(layout.shape);
+  auto& strides = int_arrays_.emplace_back(layout.strides);
+  kernel.layout = lazylab_layout{static_cast<uint32_t>(shape.size()), shape.data(), strides.data(), layout.offset};
+  return kernel;
+}
+
 ProgramView::ProgramView(const Program& program, const Graph& graph) {
   for (NodeId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
@@ -41,9 +62,14 @@ ProgramView::ProgramView(const Program& program, const Graph& graph) {
     }
     auto& inputs = id_arrays_.emplace_back(to_ids(kernel.inputs));
     auto& outputs = id_arrays_.emplace_back(to_ids(kernel.outputs));
-    kernels_.push_back(lazylab_kernel{sizeof(lazylab_kernel), static_cast<uint32_t>(ops.size()), ops.data(),
-                                      static_cast<uint32_t>(inputs.size()), inputs.data(),
-                                      static_cast<uint32_t>(outputs.size()), outputs.data()});
+    kernels_.push_back(describe(kernel.description));
+    lazylab_kernel& view = kernels_.back();
+    view.num_ops = static_cast<uint32_t>(ops.size());
+    view.ops = ops.data();
+    view.num_inputs = static_cast<uint32_t>(inputs.size());
+    view.inputs = inputs.data();
+    view.num_outputs = static_cast<uint32_t>(outputs.size());
+    view.outputs = outputs.data();
   }
   auto& params = id_arrays_.emplace_back(to_ids(program.parameters));
   auto& outputs = id_arrays_.emplace_back(to_ids(program.outputs));

@@ -18,6 +18,7 @@ class ProgramView {
   const lazylab_program& get() const { return view_; }
 
  private:
+  lazylab_kernel describe(const KernelDescription& description);
   std::vector<lazylab_value> values_;
   std::vector<lazylab_kernel> kernels_;
   std::vector<std::vector<lazylab_op>> ops_;
@@ -25,6 +26,7 @@ class ProgramView {
   std::deque<std::vector<int64_t>> int_arrays_;
   std::deque<std::vector<uint32_t>> id_arrays_;
   std::deque<std::vector<lazylab_attr>> attr_arrays_;
+  std::deque<std::vector<lazylab_access>> access_arrays_;
   lazylab_program view_{};
 };
 

@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "core/fusion_strategy.h"
+#include "core/kernel_description.h"
 #include "fusion_decisions.h"
 
 namespace lazylab {
@@ -41,20 +42,9 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
   return shape == rows;
 }
 
-// A broadcast inside a row-space kernel gives each row one value of its
-// operand: every dim of the operand that is not 1 goes to a leading dim of
-// the result, of the same size. A [1, C] or [C] operand also has C elements,
-// which may equal the row count, but it repeats a row instead.
-bool spreads_over_rows(const Node& broadcast, const TensorType& operand) {
-  const Ints& dims = broadcast.attrs[0].ints;
-  const Dims& out = broadcast.type.shape;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (operand.shape[d] != 1 && (dims[d] >= static_cast<int64_t>(out.size()) - 1 || operand.shape[d] != out[dims[d]]))
-      return false;
-  return true;
-}
-
-// The row space of the nodes of two groups, or why they have none.
+// Whether the nodes of both groups would make one row-space kernel: the
+// kernel description's own analysis (core/kernel_description.h), so fusion
+// accepts exactly what lower will describe and the backends will run.
 std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& groups, NodeId a, NodeId b) {
   std::vector<NodeId> members;  // both groups, in program order
   const std::vector<NodeId>& of_a = groups.members_of(a);
@@ -63,24 +53,8 @@ std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& gro
   else
     std::merge(of_a.begin(), of_a.end(), groups.members_of(b).begin(), groups.members_of(b).end(),
                std::back_inserter(members));
-  std::optional<Dims> space;
-  for (NodeId id : members) {
-    const Node& node = graph.node(id);
-    const Dims& candidate =
-        op_info(node.op).category == OpCategory::Reduction ? graph.node(node.operands[0]).type.shape : node.type.shape;
-    if (!space || TensorType{DType::F32, candidate}.num_elements() > TensorType{DType::F32, *space}.num_elements())
-      space = candidate;
-  }
-  for (NodeId id : members) {
-    const Node& node = graph.node(id);
-    bool reduction = op_info(node.op).category == OpCategory::Reduction;
-    if (reduction && graph.node(node.operands[0]).type.shape != *space)
-      return fmt::format("reductions over different row spaces ({} vs {})",
-                         to_string(graph.node(node.operands[0]).type.shape), to_string(*space));
-    if (node.type.shape != *space && !is_row_shape(node.type.shape, *space))
-      return fmt::format("{} is neither the row space {} nor one per row", to_string(node.type.shape),
-                         to_string(*space));
-  }
+  auto description = describe_row_space(graph, members);
+  if (!description) return description.error().message;
   return std::nullopt;
 }
 
@@ -94,8 +68,7 @@ FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId pro
       return FusionDecision::no(op_info(node->op).category == OpCategory::Reduction
                                     ? "reduction over a non-last axis"
                                     : fmt::format("{} is not elementwise, broadcast or reduction", op_name(node->op)));
-  if (c.op == OpId::Broadcast && p.type.shape != c.type.shape &&
-      (!is_row_shape(p.type.shape, c.type.shape) || !spreads_over_rows(c, p.type)))
+  if (c.op == OpId::Broadcast && p.type.shape != c.type.shape && !is_row_shape(p.type.shape, c.type.shape))
     return FusionDecision::no("broadcast from a shape that is not one per row");
   if (auto problem = check_row_space(graph, groups, producer, consumer))
     return FusionDecision::no("different iteration spaces: " + *problem);

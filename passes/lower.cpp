@@ -1,8 +1,7 @@
 // lower: turns the kernel partition into a Program: kernels in a
-// topological order of the kernel graph, the buffer table, and
-// a naive memory plan (every arena value gets its own aligned slot; the
-// plan-memory strategies reuse space). Without a partition it lowers with
-// fusion strategy `none`.
+// topological order of the kernel graph, each with its description
+// (core/kernel_description.h), the buffer table, and a naive memory plan (every arena value gets its own aligned slot;
+// the plan-memory strategies reuse space). Without a partition it lowers with fusion strategy `none`.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -128,6 +127,7 @@ class Lower : public Pass {
     program.outputs = graph.roots();
     assign_values(graph, module.kernel_of, program);
     build_kernels(graph, module.kernel_of, *order, program);
+    for (Kernel& kernel : program.kernels) kernel.description = describe_kernel(graph, kernel.ops);
     plan_naive(program);
     module.program = std::move(program);
     return true;

@@ -6,7 +6,10 @@
 //
 // Options: threads=N (default: all hardware threads; OpenBLAS and TBB both
 // use N, and GEMMs run outside TBB's parallel loops so they never compete),
-// tile=N (elements per segment of a non-reducing kernel, default 4096).
+// tile=N (elements per segment of a non-reducing kernel, default 4096),
+// strict=1 (compile fails when a described kernel of f32 values would run on
+// the reference kernels: tests use it to pin that the fast plans cover what
+// the fusion strategies make).
 #include <tbb/task_arena.h>
 
 #include <cstring>
@@ -59,7 +62,7 @@ uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& 
 class CpuExecutable : public plugin::HostExecutable {
  public:
   CpuExecutable(const lazylab_program& program, std::shared_ptr<plugin::HostMemoryPool> pool,
-                const RowPlanOptions& options, const openblas::Runtime& blas)
+                const RowPlanOptions& options, const openblas::Runtime& blas, bool strict)
       : HostExecutable(program, std::move(pool)),
         values_(copy_values(program)),
         arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
@@ -69,6 +72,9 @@ class CpuExecutable : public plugin::HostExecutable {
       std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
+      if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && all_f32(kernel))
+        throw std::runtime_error("cpu (strict): kernel " + std::to_string(k) + " (" + kind_name(kernel.kind) +
+                                 ") has no fast plan and would run on the reference kernels");
       if (!plan) plan = make_reference_plan(kernel, values_);
       plans_.push_back(std::move(plan));
     }
@@ -85,6 +91,19 @@ class CpuExecutable : public plugin::HostExecutable {
   }
 
  private:
+  bool all_f32(const lazylab_kernel& kernel) const {
+    for (uint32_t i = 0; i < kernel.num_ops; ++i) {
+      if (values_[kernel.ops[i].result].dtype != LAZYLAB_F32) return false;
+      for (uint32_t k = 0; k < kernel.ops[i].num_operands; ++k)
+        if (values_[kernel.ops[i].operands[k]].dtype != LAZYLAB_F32) return false;
+    }
+    return true;
+  }
+  static std::string kind_name(uint32_t kind) {
+    const char* names[] = {"opaque", "elementwise", "row-reduction", "contraction", "layout"};
+    return kind < 5 ? names[kind] : "?";
+  }
+
   std::vector<ValueInfo> values_;
   std::unique_ptr<std::byte, AlignedFree> arena_;
   std::vector<uint32_t> outputs_;
@@ -107,10 +126,11 @@ class CpuBackend : public plugin::Backend {
  public:
   explicit CpuBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
-      if (key != "threads" && key != "tile")
-        throw std::invalid_argument("cpu has no option '" + key + "' (options: threads, tile)");
+      if (key != "threads" && key != "tile" && key != "strict")
+        throw std::invalid_argument("cpu has no option '" + key + "' (options: threads, tile, strict)");
     threads_ = static_cast<int>(parse_positive(options, "threads", std::max(1u, std::thread::hardware_concurrency())));
     row_options_.tile = parse_positive(options, "tile", 4096);
+    strict_ = options.count("strict") && options.at("strict") != "0";
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
     std::string error;
@@ -136,11 +156,12 @@ class CpuBackend : public plugin::Backend {
   }
 
   std::unique_ptr<plugin::Executable> compile(const lazylab_program& program, int32_t) override {
-    return std::make_unique<CpuExecutable>(program, host_memory_, row_options_, *blas_);
+    return std::make_unique<CpuExecutable>(program, host_memory_, row_options_, *blas_, strict_);
   }
 
  private:
   int threads_ = 1;
+  bool strict_ = false;
   std::unique_ptr<tbb::task_arena> arena_;
   RowPlanOptions row_options_;
   const openblas::Runtime* blas_ = nullptr;

@@ -1,5 +1,7 @@
 #include "gemm_plan.h"
 
+#include <algorithm>
+
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -64,54 +66,37 @@ class GemmPlan : public KernelPlan {
   const openblas::Runtime& blas_;
 };
 
-bool swaps_last_two(const lazylab_op& op) {
-  const lazylab_attr& perm = op.attrs[0];
-  uint32_t rank = perm.num_ints;
-  if (rank < 2 || perm.ints[rank - 1] != rank - 2 || perm.ints[rank - 2] != rank - 1) return false;
-  for (uint32_t d = 0; d + 2 < rank; ++d)
-    if (perm.ints[d] != d) return false;
-  return true;
-}
-
 }  // namespace
 
 std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                            const RowPlanOptions& options, const openblas::Runtime& blas) {
-  const lazylab_op* matmul = nullptr;
-  std::vector<const lazylab_op*> transposes;
+  if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_CONTRACTION) return nullptr;
+  const lazylab_contraction& c = kernel.contraction;
+  if (values[c.matmul].dtype != LAZYLAB_F32) return nullptr;
+  if (values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;  // needs memory
+  // The epilogue: every op but the product and the transposes folded into it.
+  std::vector<uint32_t> folded;
+  for (uint32_t i = 0; i < kernel.num_ops; ++i)
+    if (kernel.ops[i].result == c.matmul) {
+      if (c.lhs_transposed) folded.push_back(kernel.ops[i].operands[0]);
+      if (c.rhs_transposed) folded.push_back(kernel.ops[i].operands[1]);
+    }
   std::vector<lazylab_op> epilogue;
   for (uint32_t i = 0; i < kernel.num_ops; ++i) {
-    const lazylab_op& op = kernel.ops[i];
-    if (op.op == LAZYLAB_OP_Matmul) {
-      if (matmul) return nullptr;
-      matmul = &op;
-    } else if (op.op == LAZYLAB_OP_Transpose && swaps_last_two(op) &&
-               values[op.result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) {
-      transposes.push_back(&op);
-    } else {
-      epilogue.push_back(op);
-    }
+    uint32_t result = kernel.ops[i].result;
+    if (result != c.matmul && std::find(folded.begin(), folded.end(), result) == folded.end())
+      epilogue.push_back(kernel.ops[i]);
   }
-  if (!matmul || values[matmul->operands[0]].dtype != LAZYLAB_F32) return nullptr;
-  // A transpose folds into the product only as one of its operands.
-  auto operand = [&](uint32_t value) {
-    for (const lazylab_op* t : transposes)
-      if (t->result == value) return Operand{t->operands[0], true};
-    return Operand{value, false};
-  };
-  Operand a = operand(matmul->operands[0]), b = operand(matmul->operands[1]);
-  if (transposes.size() != static_cast<size_t>(a.transposed + b.transposed)) return nullptr;
-  if (values[matmul->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;  // needs memory
   std::unique_ptr<RowKernelPlan> epilogue_plan;
   if (!epilogue.empty()) {
-    lazylab_kernel part{
-        sizeof(lazylab_kernel), static_cast<uint32_t>(epilogue.size()), epilogue.data(), 0, nullptr, 0, nullptr};
+    lazylab_kernel part = kernel;  // the same description: the product's row space
+    part.num_ops = static_cast<uint32_t>(epilogue.size());
+    part.ops = epilogue.data();
     epilogue_plan = make_row_plan(part, values, options);
     if (!epilogue_plan) return nullptr;
   }
-  int64_t k = values[matmul->operands[0]].shape.back();
-  return std::make_unique<GemmPlan>(a, b, matmul->result, values[matmul->result], k, std::move(epilogue_plan), options,
-                                    blas);
+  return std::make_unique<GemmPlan>(Operand{c.lhs, c.lhs_transposed != 0}, Operand{c.rhs, c.rhs_transposed != 0},
+                                    c.matmul, values[c.matmul], c.k, std::move(epilogue_plan), options, blas);
 }
 
 }  // namespace lazylab::cpu

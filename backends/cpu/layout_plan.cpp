@@ -64,42 +64,19 @@ class StridedCopy : public KernelPlan {
   int64_t inner_ = 1, rows_ = 1;
 };
 
-std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
 }  // namespace
 
 std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                              tbb::task_arena* arena) {
-  if (kernel.num_ops != 1 || kernel.ops[0].num_operands != 1) return nullptr;
+  if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_LAYOUT) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo &in = values[op.operands[0]], &out = values[op.result];
   if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
+  const lazylab_layout& layout = kernel.layout;
   size_t element = in.size() ? in.bytes / in.size() : 1;
-  std::vector<int64_t> in_strides = row_major_strides(in.shape);
-  switch (op.op) {
-    case LAZYLAB_OP_Reshape:
-      return std::make_unique<StridedCopy>(op.operands[0], op.result, std::vector<int64_t>{out.size()},
-                                           std::vector<int64_t>{1}, 0, element, arena);
-    case LAZYLAB_OP_Transpose: {
-      std::vector<int64_t> strides;
-      for (uint32_t d = 0; d < op.attrs[0].num_ints; ++d) strides.push_back(in_strides[op.attrs[0].ints[d]]);
-      return std::make_unique<StridedCopy>(op.operands[0], op.result, out.shape, strides, 0, element, arena);
-    }
-    case LAZYLAB_OP_Slice: {
-      std::vector<int64_t> strides;
-      int64_t offset = 0;
-      for (size_t d = 0; d < in.shape.size(); ++d) {
-        offset += op.attrs[0].ints[d] * in_strides[d];
-        strides.push_back(op.attrs[2].ints[d] * in_strides[d]);
-      }
-      return std::make_unique<StridedCopy>(op.operands[0], op.result, out.shape, strides, offset, element, arena);
-    }
-    default: return nullptr;
-  }
+  return std::make_unique<StridedCopy>(
+      op.operands[0], op.result, std::vector<int64_t>(layout.shape, layout.shape + layout.rank),
+      std::vector<int64_t>(layout.strides, layout.strides + layout.rank), layout.offset, element, arena);
 }
 
 }  // namespace lazylab::cpu

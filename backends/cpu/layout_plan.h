@@ -1,6 +1,7 @@
-// Layout ops (transpose/permute, slice, reshape) of any dtype as strided
-// copies: the innermost output dimension is one run, contiguous in the
-// source when the op keeps the last dimension in place.
+// Layout kernels (a transpose, slice, reshape or broadcast) of any dtype as
+// the strided copies their descriptions give: the innermost output dimension
+// is one run, contiguous in the source when the op keeps the last dimension
+// in place.
 #pragma once
 
 #include <tbb/task_arena.h>
@@ -11,7 +12,7 @@
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one transpose, slice or reshape.
+// nullptr unless the kernel's description is a layout copy.
 std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                              tbb::task_arena* arena);
 

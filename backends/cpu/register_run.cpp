@@ -1,24 +1,21 @@
 #include "register_run.h"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
+#include "float_math.h"
 #include "lazylab/backend_abi.h"
-#include "vector_math.h"  // the intrinsics headers
+#include "lazylab/op_table.hpp"
 
 namespace lazylab::cpu {
 namespace {
 
 #if defined(__AVX512F__)
-constexpr int kLanes = 16, kRegisters = 16;  // 32 zmm: 16 for the strip, the rest for operands
-#elif defined(__AVX2__)
-constexpr int kLanes = 8, kRegisters = 8;  // 16 ymm
+constexpr int kRegisters = 16;  // 32 zmm: 16 for the strip, the rest for operands
 #else
-constexpr int kLanes = 4, kRegisters = 8;
+constexpr int kRegisters = 8;  // 16 ymm
 #endif
-using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
-using Mask = int __attribute__((vector_size(kLanes * sizeof(float))));
 constexpr int64_t kStrip = int64_t{kLanes} * kRegisters;
 
 // Unaligned vector access through a may_alias type: no address of a strip
@@ -49,20 +46,8 @@ T broadcast(float s) {
     return Vec{} + s;
 }
 
-// Unary ops with the reference's semantics, for one float or one vector.
-float abs_of(float x) { return std::fabs(x); }
-Vec abs_of(Vec x) { return std::bit_cast<Vec>(std::bit_cast<Mask>(x) & 0x7fffffff); }
-float sqrt_of(float x) { return std::sqrt(x); }
-Vec sqrt_of(Vec x) {
-#if defined(__AVX512F__)
-  return std::bit_cast<Vec>(_mm512_sqrt_ps(std::bit_cast<__m512>(x)));
-#elif defined(__AVX2__)
-  return std::bit_cast<Vec>(_mm256_sqrt_ps(std::bit_cast<__m256>(x)));
-#else
-  for (int i = 0; i < kLanes; ++i) x[i] = std::sqrt(x[i]);
-  return x;
-#endif
-}
+template <class T>
+using MathOf = std::conditional_t<std::is_same_v<T, float>, FloatMath, VectorMath>;
 
 template <int R, class T, class F>
 [[gnu::always_inline]] inline void unary_step(T (&v)[R], F f) {
@@ -88,26 +73,25 @@ template <int R, class T, class F>
   }
 }
 
-// NaN-propagating max/min, as the reference defines them.
-constexpr auto kMax = [](auto x, auto y) { return (x != x) | (y != y) ? x + y : (x > y ? x : y); };
-constexpr auto kMin = [](auto x, auto y) { return (x != x) | (y != y) ? x + y : (x < y ? x : y); };
-
-// Every op of the row loops (row_plan.cpp) but those run_supports() refuses.
+// One step of a run: the op's formula (op_formulas.hpp) on each register.
 template <int R, class T>
 [[gnu::always_inline]] inline void apply(T (&v)[R], const RunStep& step, const RunOperand& other) {
-  switch (step.op) {
-    case LAZYLAB_OP_Add: return binary_step(v, step, other, [](auto x, auto y) { return x + y; });
-    case LAZYLAB_OP_Sub: return binary_step(v, step, other, [](auto x, auto y) { return x - y; });
-    case LAZYLAB_OP_Mul: return binary_step(v, step, other, [](auto x, auto y) { return x * y; });
-    case LAZYLAB_OP_Div: return binary_step(v, step, other, [](auto x, auto y) { return x / y; });
-    case LAZYLAB_OP_Max: return binary_step(v, step, other, kMax);
-    case LAZYLAB_OP_Min: return binary_step(v, step, other, kMin);
-    case LAZYLAB_OP_Neg: return unary_step(v, [](auto x) { return -x; });
-    case LAZYLAB_OP_Abs: return unary_step(v, [](auto x) { return abs_of(x); });
-    case LAZYLAB_OP_Relu: return unary_step(v, [](auto x) { return x > T{} ? x : T{}; });
-    case LAZYLAB_OP_Sqrt: return unary_step(v, [](auto x) { return sqrt_of(x); });
-    case LAZYLAB_OP_Rsqrt: return unary_step(v, [](auto x) { return broadcast<T>(1.0f) / sqrt_of(x); });
-  }
+  formulas::with_formula_op(step.op, [&](auto op) {
+    MathOf<T> math;
+    if constexpr (formulas::has_formula(op.value) && ops::row(op.value).arity == 1) {
+      unary_step(v, [&](T x) {
+        T out{};
+        formulas::unary(math, op.value, x, out);
+        return out;
+      });
+    } else if constexpr (formulas::has_formula(op.value) && ops::row(op.value).arity == 2) {
+      binary_step(v, step, other, [&](T x, T y) {
+        T out{};
+        formulas::binary(math, op.value, x, y, out);
+        return out;
+      });
+    }
+  });
 }
 
 // Every step over elements [at, at + R * lanes of T).
@@ -128,16 +112,14 @@ inline void run_strip(float* out, const float* in, const std::vector<RunStep>& s
 }  // namespace
 
 bool run_supports(uint32_t op) {
-  // pow and the SLEEF functions are calls, which would push the strip out of
-  // registers.
-  switch (op) {
-    case LAZYLAB_OP_Pow:
-    case LAZYLAB_OP_Exp:
-    case LAZYLAB_OP_Log:
-    case LAZYLAB_OP_Tanh:
-    case LAZYLAB_OP_Sigmoid: return false;
-    default: return true;
-  }
+  // A formula that calls out of line (SLEEF, pow) would push the strip out
+  // of registers; comparisons make bools, which runs do not hold.
+  bool compares = formulas::has_formula(op) && ops::row(op).arity == 2 && [op] {
+    CallProbe probe;
+    int pred = 0;
+    return formulas::compare(probe, op, 0, 0, pred);
+  }();
+  return formulas::has_formula(op) && !formula_calls_out(op) && !compares;
 }
 
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n) {

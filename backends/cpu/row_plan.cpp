@@ -4,13 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 
+#include "float_math.h"
 #include "lazylab/reference_semantics.hpp"
 #include "parallel.h"
 #include "register_run.h"
-#include "vector_math.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -65,60 +66,98 @@ struct Scratch {
   std::vector<RunOperand> run_operands;
 };
 
-template <class F>
-void binary_loop(float* out, View a, View b, int64_t n, F f) {
+// An operand of a loop: the segment's elements, or one value for all.
+template <bool Elements>
+struct Operand {
+  const float* ptr;
+  float scalar;
+  Vec vector(int64_t i) const {
+    if constexpr (Elements) {
+      Vec v;
+      std::memcpy(&v, ptr + i, sizeof v);
+      return v;
+    } else {
+      return VectorMath::constant(scalar);
+    }
+  }
+  float element(int64_t i) const {
+    if constexpr (Elements)
+      return ptr[i];
+    else
+      return scalar;
+  }
+};
+
+inline void store_vector(float* out, Vec v) { std::memcpy(out, &v, sizeof v); }
+
+// out[i] = Op(a[i], b[i]): the op's formula on SIMD vectors, then on floats
+// for the tail.
+template <uint32_t Op, class A, class B>
+void binary_elements(float* out, A a, B b, int64_t n) {
+  VectorMath vector_math;
+  FloatMath float_math;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec result{};
+    formulas::binary(vector_math, Op, a.vector(i), b.vector(i), result);
+    store_vector(out + i, result);
+  }
+  for (; i < n; ++i) formulas::binary(float_math, Op, a.element(i), b.element(i), out[i]);
+}
+
+template <uint32_t Op>
+void binary_loop(float* out, View a, View b, int64_t n) {
   if (a.ptr && b.ptr)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a.ptr[i], b.ptr[i]);
+    binary_elements<Op>(out, Operand<true>{a.ptr, 0}, Operand<true>{b.ptr, 0}, n);
   else if (a.ptr)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a.ptr[i], b.scalar);
+    binary_elements<Op>(out, Operand<true>{a.ptr, 0}, Operand<false>{nullptr, b.scalar}, n);
   else if (b.ptr)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a.scalar, b.ptr[i]);
+    binary_elements<Op>(out, Operand<false>{nullptr, a.scalar}, Operand<true>{b.ptr, 0}, n);
   else
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a.scalar, b.scalar);
+    binary_elements<Op>(out, Operand<false>{nullptr, a.scalar}, Operand<false>{nullptr, b.scalar}, n);
 }
 
-template <class F>
-void unary_loop(float* out, View a, int64_t n, F f) {
-  if (a.ptr)
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a.ptr[i]);
-  else
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a.scalar);
+template <uint32_t Op>
+void unary_loop(float* out, View a, int64_t n) {
+  FloatMath float_math;
+  if (!a.ptr) {
+    float value = 0;
+    formulas::unary(float_math, Op, a.scalar, value);
+    std::fill(out, out + n, value);
+    return;
+  }
+  VectorMath vector_math;
+  Operand<true> x{a.ptr, 0};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec result{};
+    formulas::unary(vector_math, Op, x.vector(i), result);
+    store_vector(out + i, result);
+  }
+  for (; i < n; ++i) formulas::unary(float_math, Op, a.ptr[i], out[i]);
 }
 
-// NaN-propagating max/min, as the reference defines them.
-inline float max_nan(float x, float y) { return (x != x || y != y) ? NAN : (x > y ? x : y); }
-inline float min_nan(float x, float y) { return (x != x || y != y) ? NAN : (x < y ? x : y); }
+// The formula ops with one and two operands; arity from the op table.
+constexpr bool is_unary_formula(uint32_t op) { return formulas::has_formula(op) && ops::row(op).arity == 1; }
+constexpr bool is_binary_formula(uint32_t op) { return formulas::has_formula(op) && ops::row(op).arity == 2; }
 
 void binary(uint32_t op, float* out, View a, View b, int64_t n) {
-  switch (op) {
-    case LAZYLAB_OP_Add: return binary_loop(out, a, b, n, [](float x, float y) { return x + y; });
-    case LAZYLAB_OP_Sub: return binary_loop(out, a, b, n, [](float x, float y) { return x - y; });
-    case LAZYLAB_OP_Mul: return binary_loop(out, a, b, n, [](float x, float y) { return x * y; });
-    case LAZYLAB_OP_Div: return binary_loop(out, a, b, n, [](float x, float y) { return x / y; });
-    case LAZYLAB_OP_Max: return binary_loop(out, a, b, n, max_nan);
-    case LAZYLAB_OP_Min: return binary_loop(out, a, b, n, min_nan);
-    case LAZYLAB_OP_Pow: return binary_loop(out, a, b, n, [](float x, float y) { return std::pow(x, y); });
-  }
-}
-
-void transcendental(VectorFn fn, float* out, View a, int64_t n) {
-  if (a.ptr) return vector_fn(fn, out, a.ptr, n);
-  float value = scalar_fn(fn, a.scalar);
-  std::fill(out, out + n, value);
+  formulas::with_formula_op(op, [&](auto constant) {
+    if constexpr (is_binary_formula(constant.value)) binary_loop<constant.value>(out, a, b, n);
+  });
 }
 
 void unary(uint32_t op, float* out, View a, int64_t n) {
-  switch (op) {
-    case LAZYLAB_OP_Exp: return transcendental(VectorFn::Exp, out, a, n);
-    case LAZYLAB_OP_Log: return transcendental(VectorFn::Log, out, a, n);
-    case LAZYLAB_OP_Tanh: return transcendental(VectorFn::Tanh, out, a, n);
-    case LAZYLAB_OP_Sigmoid: return transcendental(VectorFn::Sigmoid, out, a, n);
-    case LAZYLAB_OP_Neg: return unary_loop(out, a, n, [](float x) { return -x; });
-    case LAZYLAB_OP_Abs: return unary_loop(out, a, n, [](float x) { return std::fabs(x); });
-    case LAZYLAB_OP_Relu: return unary_loop(out, a, n, [](float x) { return x > 0 ? x : 0.0f; });
-    case LAZYLAB_OP_Sqrt: return unary_loop(out, a, n, [](float x) { return std::sqrt(x); });
-    case LAZYLAB_OP_Rsqrt: return unary_loop(out, a, n, [](float x) { return 1.0f / std::sqrt(x); });
-  }
+  formulas::with_formula_op(op, [&](auto constant) {
+    if constexpr (is_unary_formula(constant.value)) unary_loop<constant.value>(out, a, n);
+  });
+}
+
+void copy_loop(float* out, View a, int64_t n) {
+  if (a.ptr)
+    std::copy(a.ptr, a.ptr + n, out);
+  else
+    std::fill(out, out + n, a.scalar);
 }
 
 // Sixteen running partial results so the loop vectorises without -ffast-math.
@@ -162,34 +201,6 @@ float reduce(uint32_t op, const float* x, int64_t n) {
     case LAZYLAB_OP_ReduceMin: return reduce_extreme(x, n, INFINITY, [](float m, float v) { return v < m ? v : m; });
     case LAZYLAB_OP_ReduceSum: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; });
     default: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; }) / static_cast<float>(n);
-  }
-}
-
-bool is_fused_unary(uint32_t op) {
-  switch (op) {
-    case LAZYLAB_OP_Neg:
-    case LAZYLAB_OP_Abs:
-    case LAZYLAB_OP_Relu:
-    case LAZYLAB_OP_Exp:
-    case LAZYLAB_OP_Log:
-    case LAZYLAB_OP_Sqrt:
-    case LAZYLAB_OP_Rsqrt:
-    case LAZYLAB_OP_Tanh:
-    case LAZYLAB_OP_Sigmoid: return true;
-    default: return false;
-  }
-}
-
-bool is_fused_binary(uint32_t op) {
-  switch (op) {
-    case LAZYLAB_OP_Add:
-    case LAZYLAB_OP_Sub:
-    case LAZYLAB_OP_Mul:
-    case LAZYLAB_OP_Div:
-    case LAZYLAB_OP_Max:
-    case LAZYLAB_OP_Min:
-    case LAZYLAB_OP_Pow: return true;
-    default: return false;
   }
 }
 
@@ -324,7 +335,7 @@ class RowPlan : public RowKernelPlan {
       else if (in.kind == InstrKind::Unary)
         unary(in.op, out, a, len);
       else
-        unary_loop(out, a, len, [](float x) { return x; });
+        copy_loop(out, a, len);
     }
   }
 
@@ -423,7 +434,7 @@ class RowCompiler {
   RowCompiler(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values) : kernel_(kernel), values_(values) {}
 
   std::unique_ptr<RowKernelPlan> compile(const RowPlanOptions& options) {
-    if (!find_row_space()) return nullptr;
+    if (!read_description() || !dtypes_supported()) return nullptr;
     compute_last_uses();
     auto plan = std::make_unique<RowPlan>(rows_, cols_, reduces_, options);
     for (uint32_t i = 0; i < kernel_.num_ops; ++i)
@@ -436,27 +447,35 @@ class RowCompiler {
   }
 
  private:
-  bool find_row_space() {
-    int64_t largest = 0;
+  // The iteration space and each value's indexing, as lower described them.
+  bool read_description() {
+    if (!lazylab_kernel_described(&kernel_)) return false;
+    bool row_space = kernel_.kind == LAZYLAB_KERNEL_ELEMENTWISE || kernel_.kind == LAZYLAB_KERNEL_ROW_REDUCTION ||
+                     kernel_.kind == LAZYLAB_KERNEL_CONTRACTION;  // a contraction's epilogue
+    if (!row_space || kernel_.rows * kernel_.cols <= 0) return false;
+    rows_ = kernel_.rows;
+    cols_ = kernel_.cols;
+    reduces_ = kernel_.kind == LAZYLAB_KERNEL_ROW_REDUCTION;
+    for (uint32_t i = 0; i < kernel_.num_accesses; ++i) accesses_[kernel_.accesses[i].value] = &kernel_.accesses[i];
+    return true;
+  }
+
+  // These loops hold f32 values; bools only as a select's predicate or a
+  // broadcast of one.
+  bool dtypes_supported() const {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
       const lazylab_op& op = kernel_.ops[i];
-      for (uint32_t id : {op.result}) {
-        if (values_[id].dtype != LAZYLAB_F32 && !(values_[id].dtype == LAZYLAB_BOOL && op.op == LAZYLAB_OP_Broadcast))
-          return false;
-        if (values_[id].size() > largest) largest = values_[id].size(), space_ = values_[id].shape;
-      }
-      bool reduction = op.op >= LAZYLAB_OP_ReduceSum && op.op <= LAZYLAB_OP_ReduceMean;
-      reduces_ = reduces_ || reduction;
+      if (values_[op.result].dtype != LAZYLAB_F32 &&
+          !(values_[op.result].dtype == LAZYLAB_BOOL && op.op == LAZYLAB_OP_Broadcast))
+        return false;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
-        const ValueInfo& v = values_[op.operands[k]];
         bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
-        if (v.dtype != LAZYLAB_F32 && !(v.dtype == LAZYLAB_BOOL && predicate)) return false;
-        if (reduction && v.size() > largest) largest = v.size(), space_ = v.shape;
+        if (values_[op.operands[k]].dtype != LAZYLAB_F32 &&
+            !(values_[op.operands[k]].dtype == LAZYLAB_BOOL && predicate))
+          return false;
       }
     }
-    cols_ = space_.empty() ? 1 : space_.back();
-    rows_ = cols_ ? largest / cols_ : 0;
-    return largest > 0;
+    return true;
   }
 
   void compute_last_uses() {
@@ -464,22 +483,35 @@ class RowCompiler {
       for (uint32_t k = 0; k < kernel_.ops[i].num_operands; ++k) last_use_[kernel_.ops[i].operands[k]] = i;
   }
 
-  // A value read from memory (a parameter or another kernel's output).
-  std::optional<Slot> memory_slot(uint32_t id) const {
-    int64_t n = values_[id].size();
-    std::optional<Slot> slot;
-    if (n == rows_ * cols_)
-      slot = Slot{Slot::Full, Slot::Memory, id};
-    else if (n == rows_)
-      slot = Slot{Slot::PerRow, Slot::Memory, id};
-    if (slot) slot->byte = values_[id].dtype == LAZYLAB_BOOL;
+  const lazylab_access* access(uint32_t value) const {
+    auto it = accesses_.find(value);
+    return it == accesses_.end() ? nullptr : it->second;
+  }
+
+  // Memory `source` read as the access says.
+  std::optional<Slot> memory_slot(uint32_t source, const lazylab_access& a) const {
+    Slot slot{Slot::Full, Slot::Memory, source};
+    switch (a.kind) {
+      case LAZYLAB_ACCESS_FULL: break;
+      case LAZYLAB_ACCESS_PER_ROW: slot.kind = Slot::PerRow; break;
+      case LAZYLAB_ACCESS_SCALAR: slot.kind = Slot::Scalar; break;
+      case LAZYLAB_ACCESS_REPEAT:
+        if (a.period % cols_ != 0) return std::nullopt;  // a segment must not wrap around
+        slot.kind = Slot::Suffix;
+        slot.period = a.period;
+        break;
+      default: return std::nullopt;
+    }
+    slot.byte = values_[source].dtype == LAZYLAB_BOOL;
     return slot;
   }
 
   std::optional<Slot> read(uint32_t id) const {
     auto it = slots_.find(id);
     if (it != slots_.end()) return it->second;
-    return memory_slot(id);
+    const lazylab_access* a = access(id);
+    if (!a) return std::nullopt;
+    return memory_slot(id, *a);
   }
 
   // Frees local buffers whose last use is op `index`, then places the result.
@@ -507,57 +539,27 @@ class RowCompiler {
   }
 
   std::optional<Slot::Kind> layout_of(uint32_t id) const {
-    int64_t n = values_[id].size();
-    if (n == rows_ * cols_) return Slot::Full;
-    if (n == rows_) return Slot::PerRow;
+    const lazylab_access* a = access(id);
+    if (a && a->kind == LAZYLAB_ACCESS_FULL) return Slot::Full;
+    if (a && a->kind == LAZYLAB_ACCESS_PER_ROW) return Slot::PerRow;
     return std::nullopt;
   }
 
-  // A broadcast is a view: a scalar, one value per row, or a repeating suffix.
+  // A broadcast is a view of its source, indexed as the description says;
+  // the source is a value of this kernel or memory.
   std::optional<Slot> broadcast_view(const lazylab_op& op) const {
-    auto view = broadcast_source_view(op);
-    if (view && view->where == Slot::Memory) view->byte = values_[op.operands[0]].dtype == LAZYLAB_BOOL;
-    return view;
-  }
-
-  // Whether the broadcast puts every dim of its source that is not 1 on a
-  // leading dim of the result, of the same size: then it gives each row one
-  // value. A [1, N] source also has N elements, but its dim is the last one:
-  // it repeats a row.
-  static bool spreads_over_rows(const std::vector<int64_t>& in, const lazylab_attr& dims,
-                                const std::vector<int64_t>& out) {
-    for (uint32_t d = 0; d < dims.num_ints; ++d)
-      if (in[d] != 1 && (dims.ints[d] >= static_cast<int64_t>(out.size()) - 1 || in[d] != out[dims.ints[d]]))
-        return false;
-    return true;
-  }
-
-  std::optional<Slot> broadcast_source_view(const lazylab_op& op) const {
-    uint32_t source = op.operands[0];
-    const ValueInfo& in = values_[source];
-    const std::vector<int64_t>& out = values_[op.result].shape;
-    const lazylab_attr& dims = op.attrs[0];
-    bool stretches = in.size() != values_[op.result].size();
-    if (auto it = slots_.find(source); it != slots_.end()) {
-      if (it->second.kind == Slot::Splat) return it->second;
-      if (it->second.kind == Slot::PerRow && (!stretches || spreads_over_rows(in.shape, dims, out))) return it->second;
+    const lazylab_access* a = access(op.result);
+    if (!a) return std::nullopt;
+    if (a->kind == LAZYLAB_ACCESS_SPLAT) {
+      Slot splat{Slot::Splat};
+      splat.splat = static_cast<float>(a->splat);
+      return splat;
+    }
+    if (auto it = slots_.find(a->source); it != slots_.end()) {
+      if (it->second.kind == Slot::Splat || it->second.kind == Slot::PerRow) return it->second;
       return std::nullopt;
     }
-    if (in.size() == 1) return Slot{Slot::Scalar, Slot::Memory, source};
-    if (values_[op.result].size() == rows_) {  // a per-row result: only from a broadcast that stretches nothing
-      if (stretches) return std::nullopt;
-      return Slot{Slot::PerRow, Slot::Memory, source};
-    }
-    if (values_[op.result].size() != rows_ * cols_ || out.empty() || out.back() != cols_) return std::nullopt;
-    size_t rank = out.size();
-    // A repeating suffix: the source is exactly the result's trailing dims.
-    bool suffix = dims.num_ints == in.shape.size();
-    for (uint32_t d = 0; suffix && d < dims.num_ints; ++d)
-      suffix = dims.ints[d] == static_cast<int64_t>(rank - dims.num_ints + d) && in.shape[d] == out[dims.ints[d]];
-    if (suffix && in.size() % cols_ == 0) return Slot{Slot::Suffix, Slot::Memory, source, -1, 0, in.size()};
-    if (in.size() == rows_ && rows_ > 1 && spreads_over_rows(in.shape, dims, out))
-      return Slot{Slot::PerRow, Slot::Memory, source};
-    return std::nullopt;
+    return memory_slot(a->source, *a);
   }
 
   bool compile_op(const lazylab_op& op, uint32_t index, RowPlan& plan) {
@@ -579,10 +581,11 @@ class RowCompiler {
       return true;
     }
     if (op.op == LAZYLAB_OP_Select) return compile_select(op, index, plan);
-    bool reduction = op.op >= LAZYLAB_OP_ReduceSum && op.op <= LAZYLAB_OP_ReduceMean;
+    bool reduction = ops::is_reduction(op.op);
     if (reduction) return compile_reduce(op, index, plan);
-    bool is_unary = op.num_operands == 1 && is_fused_unary(op.op);
-    bool is_binary = op.num_operands == 2 && is_fused_binary(op.op);
+    bool is_unary = op.num_operands == 1 && is_unary_formula(op.op);
+    // Comparisons make bool values, which these loops do not hold.
+    bool is_binary = op.num_operands == 2 && is_binary_formula(op.op) && values_[op.result].dtype == LAZYLAB_F32;
     if (!is_unary && !is_binary) return false;
     auto a = read(op.operands[0]);
     auto b = is_binary ? read(op.operands[1]) : std::optional<Slot>(Slot{});
@@ -602,11 +605,10 @@ class RowCompiler {
     return true;
   }
 
+  // The description says it reduces the last axis of the row space.
   bool compile_reduce(const lazylab_op& op, uint32_t index, RowPlan& plan) {
-    const ValueInfo& in = values_[op.operands[0]];
-    bool last_axis = op.attrs[0].num_ints == 1 && op.attrs[0].ints[0] == static_cast<int64_t>(in.shape.size()) - 1;
     auto a = read(op.operands[0]);
-    if (!last_axis || in.size() != rows_ * cols_ || !a || a->kind != Slot::Full) return false;
+    if (!a || a->kind != Slot::Full) return false;
     Slot out = place_result(op.result, Slot::PerRow, index);
     plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}, {}});
     return true;
@@ -615,7 +617,12 @@ class RowCompiler {
   // Writes a view (a constant, a broadcast) out in full because it leaves
   // the kernel.
   bool materialize(uint32_t id, Slot source, uint32_t index, RowPlan& plan) {
-    auto kind = layout_of(id);
+    // A constant or a view is described by where its elements come from; as
+    // stored it is a full or a per-row value, row-major like any other.
+    int64_t n = values_[id].size();
+    std::optional<Slot::Kind> kind = n == rows_ * cols_ ? std::optional(Slot::Full)
+                                     : n == rows_       ? std::optional(Slot::PerRow)
+                                                        : std::nullopt;
     if (!kind) return false;
     Slot out = place_result(id, *kind, index);
     plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}, {}});
@@ -624,10 +631,10 @@ class RowCompiler {
 
   const lazylab_kernel& kernel_;
   const std::vector<ValueInfo>& values_;
-  std::vector<int64_t> space_;
   int64_t rows_ = 0, cols_ = 0;
   bool reduces_ = false;
   std::map<uint32_t, Slot> slots_;
+  std::map<uint32_t, const lazylab_access*> accesses_;
   std::map<uint32_t, uint32_t> last_use_;
   std::map<uint32_t, bool> freed_;
   std::vector<int> free_buffers_;

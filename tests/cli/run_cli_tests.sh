@@ -112,7 +112,7 @@ check "bad pass option" 1 "option 'strategy' expects one of \{dominator, gemm-ep
 experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
 check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
-check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 2.0" -- "$lazylab" run "$work/abi.yaml"
+check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 2.1" -- "$lazylab" run "$work/abi.yaml"
 experiment "$work/bad-param.yaml" "name: t" "workloads: [{name: softmax, params: {colums: 3}}]" "pipelines: {p: lower}" "backends: [interp]"
 check "unknown workload parameter" 1 "workload 'softmax' has no parameter 'colums'" -- "$lazylab" run "$work/bad-param.yaml"
 check "missing experiment file" 1 "nowhere.yaml: cannot open experiment file" -- "$lazylab" run "$work/nowhere.yaml"

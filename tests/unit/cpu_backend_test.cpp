@@ -47,7 +47,7 @@ std::vector<std::vector<std::vector<float>>> run(Backend& backend, const Workloa
 }  // namespace
 
 TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
-  auto cpu = load_backend("cpu");
+  auto cpu = load_backend("cpu", "strict=1");
   REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
   auto interp = interp_backend();
   for (const Case& c : kCases) {
@@ -79,7 +79,8 @@ TEST_CASE("cpu options are checked and composites must be decomposed") {
   CHECK(bad.error().message.find("cpu option threads must be a positive integer, got '0'") != std::string::npos);
   auto unknown = load_backend("cpu", "colour=red");
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.error().message.find("cpu has no option 'colour' (options: threads, tile)") != std::string::npos);
+  CHECK(unknown.error().message.find("cpu has no option 'colour' (options: threads, tile, strict)") !=
+        std::string::npos);
   auto cpu = load_backend("cpu", "threads=1,tile=256");
   REQUIRE(cpu.ok());
   Engine engine(pipeline("lower"), **cpu);

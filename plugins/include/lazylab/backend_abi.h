@@ -9,9 +9,13 @@
  * (the PJRT convention): a reader never touches a field at or past
  * struct_size.
  *
- * Version 2.0 (this header): data lives in backend-owned buffers, so a
- * device backend keeps a tensor on its device between steps. Version 1.x
- * passed host pointers to execute(); such plugins are refused on load.
+ * Version 2.0: data lives in backend-owned buffers, so a device backend
+ * keeps a tensor on its device between steps. Version 1.x passed host
+ * pointers to execute(); such plugins are refused on load.
+ * Version 2.1 (this header) appends each kernel's description (what fusion
+ * decided: kind, iteration space, how each value is indexed) to
+ * lazylab_kernel; read it only when kernel.struct_size covers it
+ * (lazylab_kernel_described).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -59,7 +63,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 2u
-#define LAZYLAB_ABI_MINOR 0u
+#define LAZYLAB_ABI_MINOR 1u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -109,6 +113,56 @@ typedef struct lazylab_op {
   const lazylab_attr* attrs;
 } lazylab_op;
 
+/* What a kernel is, as fusion made it (ABI 2.1). */
+typedef enum lazylab_kernel_kind {
+  LAZYLAB_KERNEL_OPAQUE = 0,        /* none of the below: run op by op */
+  LAZYLAB_KERNEL_ELEMENTWISE = 1,   /* elementwise ops, constants and broadcast views over [rows, cols] */
+  LAZYLAB_KERNEL_ROW_REDUCTION = 2, /* the same, with reductions over the last axis (cols) into one value per row */
+  LAZYLAB_KERNEL_CONTRACTION = 3,   /* one matmul, operand transposes folded in, and a row-space epilogue */
+  LAZYLAB_KERNEL_LAYOUT = 4         /* one layout op with one operand: a strided copy */
+} lazylab_kernel_kind;
+
+/* How a value's elements are indexed in the kernel's iteration space
+ * [rows, cols] (point r, c; i = r * cols + c). */
+typedef enum lazylab_access_kind {
+  LAZYLAB_ACCESS_FULL = 0,    /* source element i */
+  LAZYLAB_ACCESS_PER_ROW = 1, /* source element r */
+  LAZYLAB_ACCESS_SPLAT = 2,   /* the constant `splat`, no memory */
+  LAZYLAB_ACCESS_SCALAR = 3,  /* source element 0 */
+  LAZYLAB_ACCESS_REPEAT = 4   /* source element i % period (a broadcast of trailing dims) */
+} lazylab_access_kind;
+
+/* One value of a row-space kernel: each op's result, and each input that an
+ * op other than a broadcast reads. A broadcast's result is a view: its
+ * elements come from `source`, its operand, indexed by `kind`; any other
+ * value is its own source. */
+typedef struct lazylab_access {
+  uint32_t value;
+  uint32_t kind; /* lazylab_access_kind */
+  uint32_t source;
+  int64_t period; /* REPEAT */
+  double splat;   /* SPLAT */
+} lazylab_access;
+
+/* A contraction kernel's product: [batch..., m, k] x [batch..., k, n]. */
+typedef struct lazylab_contraction {
+  uint32_t matmul;        /* the matmul's result value */
+  uint32_t lhs, rhs;      /* values read by the product, before any folded transpose */
+  uint8_t lhs_transposed; /* the product reads lhs^T (its last two dims swapped) */
+  uint8_t rhs_transposed;
+  int64_t batch, m, n, k;
+} lazylab_contraction;
+
+/* A layout kernel copies the elements of `shape` (row-major; its product is
+ * the result's element count): element (i0, ..., i_last) is operand element
+ * offset + sum_d i_d * strides[d]. A reshape is one flat copy. */
+typedef struct lazylab_layout {
+  uint32_t rank;
+  const int64_t* shape;
+  const int64_t* strides;
+  int64_t offset;
+} lazylab_layout;
+
 /* A kernel runs its ops in order; inputs/outputs are the values that cross
  * its boundary. */
 typedef struct lazylab_kernel {
@@ -119,7 +173,17 @@ typedef struct lazylab_kernel {
   const uint32_t* inputs;
   uint32_t num_outputs;
   const uint32_t* outputs;
+  /* ABI 2.1: the description. */
+  uint32_t kind; /* lazylab_kernel_kind */
+  int64_t rows, cols;
+  uint32_t num_accesses;
+  const lazylab_access* accesses; /* ELEMENTWISE, ROW_REDUCTION, CONTRACTION (its epilogue) */
+  lazylab_contraction contraction;
+  lazylab_layout layout;
 } lazylab_kernel;
+
+#define lazylab_kernel_described(kernel) \
+  ((kernel)->struct_size >= offsetof(lazylab_kernel, layout) + sizeof(lazylab_layout))
 
 typedef struct lazylab_program {
   size_t struct_size;

@@ -1,55 +1,59 @@
 // Reference scalar semantics of the elementwise ops of ops.def, in double
-// precision. The interpreter evaluates with them and constant folding folds
-// with them, so the two cannot disagree. Header-only C++ so backends can use
-// it without linking lazylab.
+// precision: the formulas of op_formulas.hpp over doubles. The interpreter
+// evaluates with them and constant folding folds with them, so the two cannot
+// disagree. Header-only C++ so backends can use it without linking lazylab.
 #ifndef LAZYLAB_REFERENCE_SEMANTICS_HPP
 #define LAZYLAB_REFERENCE_SEMANTICS_HPP
 
 #include <cmath>
 
 #include "lazylab/backend_abi.h"
+#include "lazylab/op_formulas.hpp"
 
 namespace lazylab::reference {
 
-inline constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2/pi)
-inline constexpr double kGeluCubic = 0.044715;
+using formulas::kGeluCubic;
+using formulas::kGeluScale;
+
+// The primitives in double precision; max and min propagate NaN, as IEEE
+// maximum does and PyTorch expects.
+struct DoubleMath {
+  using Value = double;
+  using Predicate = bool;
+  static double constant(double v) { return v; }
+  static double neg(double x) { return -x; }
+  static double abs(double x) { return std::fabs(x); }
+  static double exp(double x) { return std::exp(x); }
+  static double log(double x) { return std::log(x); }
+  static double sqrt(double x) { return std::sqrt(x); }
+  static double tanh(double x) { return std::tanh(x); }
+  static double add(double a, double b) { return a + b; }
+  static double sub(double a, double b) { return a - b; }
+  static double mul(double a, double b) { return a * b; }
+  static double div(double a, double b) { return a / b; }
+  static double pow(double a, double b) { return std::pow(a, b); }
+  static double max(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : (a > b ? a : b); }
+  static double min(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : (a < b ? a : b); }
+  static bool eq(double a, double b) { return a == b; }
+  static bool ne(double a, double b) { return a != b; }
+  static bool lt(double a, double b) { return a < b; }
+  static bool le(double a, double b) { return a <= b; }
+  static bool gt(double a, double b) { return a > b; }
+  static bool ge(double a, double b) { return a >= b; }
+  static double select(bool c, double a, double b) { return c ? a : b; }
+  static double from_predicate(bool c) { return c ? 1.0 : 0.0; }
+};
 
 // Returns false if `op` is not a unary elementwise op.
 inline bool apply_unary(uint32_t op, double x, double& out) {
-  switch (op) {
-    case LAZYLAB_OP_Neg: out = -x; return true;
-    case LAZYLAB_OP_Abs: out = std::fabs(x); return true;
-    case LAZYLAB_OP_Exp: out = std::exp(x); return true;
-    case LAZYLAB_OP_Log: out = std::log(x); return true;
-    case LAZYLAB_OP_Sqrt: out = std::sqrt(x); return true;
-    case LAZYLAB_OP_Rsqrt: out = 1.0 / std::sqrt(x); return true;
-    case LAZYLAB_OP_Tanh: out = std::tanh(x); return true;
-    case LAZYLAB_OP_Sigmoid: out = 1.0 / (1.0 + std::exp(-x)); return true;
-    case LAZYLAB_OP_Relu: out = x > 0 ? x : 0.0; return true;
-    case LAZYLAB_OP_Gelu: out = 0.5 * x * (1.0 + std::tanh(kGeluScale * (x + kGeluCubic * x * x * x))); return true;
-    default: return false;
-  }
+  DoubleMath m;
+  return formulas::unary(m, op, x, out);
 }
 
 // Returns false if `op` is not a binary elementwise op. Comparisons give 1/0.
 inline bool apply_binary(uint32_t op, double a, double b, double& out) {
-  switch (op) {
-    case LAZYLAB_OP_Add: out = a + b; return true;
-    case LAZYLAB_OP_Sub: out = a - b; return true;
-    case LAZYLAB_OP_Mul: out = a * b; return true;
-    case LAZYLAB_OP_Div: out = a / b; return true;
-    case LAZYLAB_OP_Pow: out = std::pow(a, b); return true;
-    // max/min propagate NaN, as IEEE maximum does and PyTorch expects.
-    case LAZYLAB_OP_Max: out = (std::isnan(a) || std::isnan(b)) ? NAN : (a > b ? a : b); return true;
-    case LAZYLAB_OP_Min: out = (std::isnan(a) || std::isnan(b)) ? NAN : (a < b ? a : b); return true;
-    case LAZYLAB_OP_Eq: out = a == b; return true;
-    case LAZYLAB_OP_Ne: out = a != b; return true;
-    case LAZYLAB_OP_Lt: out = a < b; return true;
-    case LAZYLAB_OP_Le: out = a <= b; return true;
-    case LAZYLAB_OP_Gt: out = a > b; return true;
-    case LAZYLAB_OP_Ge: out = a >= b; return true;
-    default: return false;
-  }
+  DoubleMath m;
+  return formulas::binary(m, op, a, b, out);
 }
 
 // A double stored into an integer: truncated toward zero; NaN, infinities

@@ -1,0 +1,167 @@
+// The primitives of the op formulas (lazylab/op_formulas.hpp) for the cpu
+// backend's value types: one float, and one SIMD vector of the widest ISA
+// this plugin is built for (GCC vector types; SLEEF's 1.0-ULP exp, log, tanh
+// and pow, scalar libm without AVX2 or AVX-512). The row loops and register
+// runs instantiate every formula from these two.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "lazylab/op_formulas.hpp"
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#include <sleef.h>
+#endif
+
+namespace lazylab::cpu {
+
+#if defined(__AVX512F__)
+inline constexpr int kLanes = 16;
+#elif defined(__AVX2__)
+inline constexpr int kLanes = 8;
+#else
+inline constexpr int kLanes = 4;
+#endif
+using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Mask = int __attribute__((vector_size(kLanes * sizeof(float))));
+
+// max and min propagate NaN, as the reference defines them: x + y is NaN
+// when either is.
+template <class T>
+inline T max_nan(T x, T y) {
+  return (x != x) | (y != y) ? x + y : (x > y ? x : y);
+}
+template <class T>
+inline T min_nan(T x, T y) {
+  return (x != x) | (y != y) ? x + y : (x < y ? x : y);
+}
+
+// The arithmetic both value types write the same way.
+template <class T, class P>
+struct ArithmeticMath {
+  using Value = T;
+  using Predicate = P;
+  static T neg(T x) { return -x; }
+  static T add(T a, T b) { return a + b; }
+  static T sub(T a, T b) { return a - b; }
+  static T mul(T a, T b) { return a * b; }
+  static T div(T a, T b) { return a / b; }
+  static T max(T a, T b) { return max_nan(a, b); }
+  static T min(T a, T b) { return min_nan(a, b); }
+  static P eq(T a, T b) { return a == b; }
+  static P ne(T a, T b) { return a != b; }
+  static P lt(T a, T b) { return a < b; }
+  static P le(T a, T b) { return a <= b; }
+  static P gt(T a, T b) { return a > b; }
+  static P ge(T a, T b) { return a >= b; }
+  static T select(P c, T a, T b) { return c ? a : b; }
+};
+
+struct FloatMath : ArithmeticMath<float, bool> {
+  static float constant(double v) { return static_cast<float>(v); }
+  static float abs(float x) { return std::fabs(x); }
+  static float exp(float x) { return std::exp(x); }
+  static float log(float x) { return std::log(x); }
+  static float sqrt(float x) { return std::sqrt(x); }
+  static float tanh(float x) { return std::tanh(x); }
+  static float pow(float a, float b) { return std::pow(a, b); }
+  static float from_predicate(bool c) { return c ? 1.0f : 0.0f; }
+};
+
+struct VectorMath : ArithmeticMath<Vec, Mask> {
+  static Vec constant(double v) { return Vec{} + static_cast<float>(v); }
+  static Vec abs(Vec x) { return std::bit_cast<Vec>(std::bit_cast<Mask>(x) & 0x7fffffff); }
+  static Vec sqrt(Vec x) {
+#if defined(__AVX512F__)
+    return std::bit_cast<Vec>(_mm512_sqrt_ps(std::bit_cast<__m512>(x)));
+#elif defined(__AVX2__)
+    return std::bit_cast<Vec>(_mm256_sqrt_ps(std::bit_cast<__m256>(x)));
+#else
+    return lanes(x, FloatMath::sqrt);
+#endif
+  }
+#if defined(__AVX512F__)
+  static Vec exp(Vec x) { return call(Sleef_expf16_u10avx512f, x); }
+  static Vec log(Vec x) { return call(Sleef_logf16_u10avx512f, x); }
+  static Vec tanh(Vec x) { return call(Sleef_tanhf16_u10avx512f, x); }
+  static Vec pow(Vec a, Vec b) {
+    return std::bit_cast<Vec>(Sleef_powf16_u10avx512f(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b)));
+  }
+#elif defined(__AVX2__)
+  static Vec exp(Vec x) { return call(Sleef_expf8_u10avx2, x); }
+  static Vec log(Vec x) { return call(Sleef_logf8_u10avx2, x); }
+  static Vec tanh(Vec x) { return call(Sleef_tanhf8_u10avx2, x); }
+  static Vec pow(Vec a, Vec b) {
+    return std::bit_cast<Vec>(Sleef_powf8_u10avx2(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b)));
+  }
+#else
+  static Vec exp(Vec x) { return lanes(x, FloatMath::exp); }
+  static Vec log(Vec x) { return lanes(x, FloatMath::log); }
+  static Vec tanh(Vec x) { return lanes(x, FloatMath::tanh); }
+  static Vec pow(Vec a, Vec b) {
+    for (int i = 0; i < kLanes; ++i) a[i] = std::pow(a[i], b[i]);
+    return a;
+  }
+#endif
+  static Vec from_predicate(Mask c) { return c ? constant(1) : constant(0); }
+
+ private:
+  template <class F>
+  static Vec lanes(Vec x, F f) {
+    for (int i = 0; i < kLanes; ++i) x[i] = f(x[i]);
+    return x;
+  }
+  template <class F>
+  static Vec call(F f, Vec x) {
+#if defined(__AVX512F__)
+    return std::bit_cast<Vec>(f(std::bit_cast<__m512>(x)));
+#elif defined(__AVX2__)
+    return std::bit_cast<Vec>(f(std::bit_cast<__m256>(x)));
+#else
+    return lanes(x, f);
+#endif
+  }
+};
+
+// Which formulas call out of line (SLEEF, libm): a register run keeps its
+// strip in registers only across inline arithmetic. Found by evaluating the
+// formula on this probe, so no list of ops is kept here.
+struct CallProbe {
+  using Value = int;
+  using Predicate = int;
+  bool calls = false;
+  int constant(double) { return 0; }
+  int neg(int) { return 0; }
+  int abs(int) { return 0; }
+  int sqrt(int) { return 0; }
+  int exp(int) { return calls = true, 0; }
+  int log(int) { return calls = true, 0; }
+  int tanh(int) { return calls = true, 0; }
+  int pow(int, int) { return calls = true, 0; }
+  int add(int, int) { return 0; }
+  int sub(int, int) { return 0; }
+  int mul(int, int) { return 0; }
+  int div(int, int) { return 0; }
+  int max(int, int) { return 0; }
+  int min(int, int) { return 0; }
+  int eq(int, int) { return 0; }
+  int ne(int, int) { return 0; }
+  int lt(int, int) { return 0; }
+  int le(int, int) { return 0; }
+  int gt(int, int) { return 0; }
+  int ge(int, int) { return 0; }
+  int select(int, int, int) { return 0; }
+  int from_predicate(int) { return 0; }
+};
+
+inline bool formula_calls_out(uint32_t op) {
+  CallProbe probe;
+  int out = 0;
+  if (!formulas::unary(probe, op, 0, out)) formulas::binary(probe, op, 0, 0, out);
+  return probe.calls;
+}
+
+}  // namespace lazylab::cpu

@@ -1,0 +1,305 @@
+#include "core/kernel_description.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace lazylab {
+namespace {
+
+bool is_row_shape(const Dims& shape, const Dims& space) {
+  if (space.empty()) return false;
+  Dims rows(space.begin(), space.end() - 1);
+  if (shape == rows) return true;
+  rows.push_back(1);
+  return shape == rows;
+}
+
+bool is_last_axis_reduction(const Graph& graph, const Node& node) {
+  return op_info(node.op).category == OpCategory::Reduction && node.attrs[0].ints.size() == 1 &&
+         node.attrs[0].ints[0] == graph.node(node.operands[0]).type.rank() - 1;
+}
+
+// The space a kernel iterates: the largest value its ops make or reduce
+// (the first of equal size).
+Dims row_space_of(const Graph& graph, std::span<const NodeId> ops) {
+  Dims space;
+  int64_t largest = -1;
+  for (NodeId id : ops) {
+    const Node& node = graph.node(id);
+    const TensorType& candidate =
+        op_info(node.op).category == OpCategory::Reduction ? graph.node(node.operands[0]).type : node.type;
+    if (candidate.num_elements() > largest) largest = candidate.num_elements(), space = candidate.shape;
+  }
+  return space;
+}
+
+// Whether a broadcast puts every dim of its operand that is not 1 on a
+// leading dim of the result, of the same size: then it gives each row one
+// value. A [1, C] or [C] operand also has C elements, which may equal the
+// row count, but it repeats a row instead.
+bool spreads_over_rows(const Dims& in, const Ints& dims, const Dims& out) {
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (in[d] != 1 && (dims[d] >= static_cast<int64_t>(out.size()) - 1 || in[d] != out[dims[d]])) return false;
+  return true;
+}
+
+// A broadcast whose operand is exactly the result's trailing dims: element
+// i of the result is operand element i % (operand size).
+bool is_suffix(const Dims& in, const Ints& dims, const Dims& out) {
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] != static_cast<int64_t>(out.size() - dims.size() + d) || in[d] != out[dims[d]]) return false;
+  return true;
+}
+
+class RowSpaceAnalysis {
+ public:
+  RowSpaceAnalysis(const Graph& graph, std::span<const NodeId> ops) : graph_(graph), ops_(ops) {}
+
+  Expected<KernelDescription> run() {
+    space_ = row_space_of(graph_, ops_);
+    TensorType space_type{DType::F32, space_};
+    if (ops_.empty() || space_type.num_elements() == 0) return make_error("no elements");
+    description_.cols = space_.empty() ? 1 : space_.back();
+    description_.rows = space_type.num_elements() / description_.cols;
+    description_.kind = KernelKind::Elementwise;
+    for (NodeId id : ops_) in_kernel_.insert(id);
+    for (NodeId id : ops_) LAZYLAB_TRY(describe(id));
+    return std::move(description_);
+  }
+
+ private:
+  Status describe(NodeId id) {
+    const Node& node = graph_.node(id);
+    OpCategory category = op_info(node.op).category;
+    if (node.op == OpId::Constant) {
+      record({id, Access::Splat, id, 0, node.attrs[0].f});
+      return {};
+    }
+    if (node.op == OpId::Broadcast) return describe_broadcast(id, node);
+    if (category == OpCategory::Reduction) return describe_reduction(id, node);
+    if (category != OpCategory::Elementwise)
+      return make_error(fmt::format("{} is not elementwise, broadcast or reduction", op_name(node.op)));
+    auto layout = layout_of(node.type.shape);
+    if (!layout) return layout.error();
+    for (NodeId operand : node.operands) LAZYLAB_TRY(read_directly(operand));
+    record({id, *layout, id, 0, 0});
+    return {};
+  }
+
+  Status describe_reduction(NodeId id, const Node& node) {
+    if (!is_last_axis_reduction(graph_, node)) return make_error("reduction over a non-last axis");
+    const Node& input = graph_.node(node.operands[0]);
+    if (input.type.shape != space_)
+      return make_error(fmt::format("reductions over different row spaces ({} vs {})", to_string(input.type.shape),
+                                    to_string(space_)));
+    LAZYLAB_TRY(read_directly(node.operands[0]));
+    const ValueAccess* read = find(node.operands[0]);
+    if (read->kind != Access::Full) return make_error("a reduction reads a broadcast view");
+    description_.kind = KernelKind::RowReduction;
+    record({id, Access::PerRow, id, 0, 0});
+    return {};
+  }
+
+  // A value an op reads as it is: from the kernel, or from memory by its shape.
+  Status read_directly(NodeId value) {
+    if (find(value)) return {};
+    if (in_kernel_.count(value)) return make_error("an op reads a value of the kernel made after it");
+    auto layout = layout_of(graph_.node(value).type.shape);
+    if (!layout) return layout.error();
+    record({value, *layout, value, 0, 0});
+    return {};
+  }
+
+  Status describe_broadcast(NodeId id, const Node& node) {
+    auto layout = layout_of(node.type.shape);
+    if (!layout) return layout.error();
+    auto view = broadcast_view(node, *layout);
+    if (!view) return view.error();
+    view->value = id;
+    record(*view);
+    return {};
+  }
+
+  Expected<ValueAccess> broadcast_view(const Node& node, Access result_layout) {
+    NodeId source = node.operands[0];
+    const Dims& in = graph_.node(source).type.shape;
+    const Ints& dims = node.attrs[0].ints;
+    bool stretches = graph_.node(source).type.num_elements() != node.type.num_elements();
+    auto refuse = [&] {
+      return make_error(fmt::format("broadcast from a shape that is not one per row ({} to {})", to_string(in),
+                                    to_string(node.type.shape)));
+    };
+    if (in_kernel_.count(source)) {
+      const ValueAccess* read = find(source);
+      if (read->kind == Access::Splat || read->kind == Access::Scalar || !stretches) return *read;
+      if (read->kind == Access::PerRow && result_layout == Access::Full && spreads_over_rows(in, dims, node.type.shape))
+        return *read;
+      return refuse();
+    }
+    int64_t size = graph_.node(source).type.num_elements();
+    if (size == 1) return ValueAccess{0, Access::Scalar, source, 0, 0};
+    if (result_layout == Access::PerRow) {
+      if (stretches) return refuse();
+      return ValueAccess{0, Access::PerRow, source, 0, 0};
+    }
+    if (is_suffix(in, dims, node.type.shape)) return ValueAccess{0, Access::Repeat, source, size, 0};
+    if (size == description_.rows && spreads_over_rows(in, dims, node.type.shape))
+      return ValueAccess{0, Access::PerRow, source, 0, 0};
+    return refuse();
+  }
+
+  Expected<Access> layout_of(const Dims& shape) const {
+    if (shape == space_) return Access::Full;
+    if (is_row_shape(shape, space_)) return Access::PerRow;
+    return make_error(
+        fmt::format("{} is neither the row space {} nor one per row", to_string(shape), to_string(space_)));
+  }
+
+  void record(const ValueAccess& access) {
+    index_.emplace(access.value, description_.accesses.size());
+    description_.accesses.push_back(access);
+  }
+  const ValueAccess* find(NodeId value) const {
+    auto it = index_.find(value);
+    return it == index_.end() ? nullptr : &description_.accesses[it->second];
+  }
+
+  const Graph& graph_;
+  std::span<const NodeId> ops_;
+  Dims space_;
+  std::set<NodeId> in_kernel_;
+  std::unordered_map<NodeId, size_t> index_;  // value -> its entry in description_.accesses
+  KernelDescription description_;
+};
+
+bool swaps_last_two(const Node& node) {
+  const Ints& perm = node.attrs[0].ints;
+  size_t rank = perm.size();
+  if (rank < 2 || perm[rank - 1] != static_cast<int64_t>(rank) - 2 || perm[rank - 2] != static_cast<int64_t>(rank) - 1)
+    return false;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (perm[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
+// One matmul; transposes of its operands' last two dims used by nothing else
+// in the kernel fold into it; the other ops form a row-space epilogue over
+// the product.
+std::optional<KernelDescription> describe_contraction(const Graph& graph, std::span<const NodeId> ops) {
+  std::vector<NodeId> matmuls;
+  for (NodeId id : ops)
+    if (graph.node(id).op == OpId::Matmul) matmuls.push_back(id);
+  if (matmuls.size() != 1) return std::nullopt;
+  const Node& matmul = graph.node(matmuls[0]);
+  KernelDescription description;
+  description.kind = KernelKind::Contraction;
+  Contraction& c = description.contraction;
+  c.matmul = matmuls[0];
+  std::set<NodeId> folded;
+  auto operand = [&](NodeId value, bool& transposed) {
+    const Node& producer = graph.node(value);
+    bool in_kernel = std::find(ops.begin(), ops.end(), value) != ops.end();
+    transposed = in_kernel && producer.op == OpId::Transpose && swaps_last_two(producer);
+    if (!transposed) return value;
+    folded.insert(value);
+    return producer.operands[0];
+  };
+  c.lhs = operand(matmul.operands[0], c.lhs_transposed);
+  c.rhs = operand(matmul.operands[1], c.rhs_transposed);
+  const Dims& out = matmul.type.shape;
+  c.m = out[out.size() - 2];
+  c.n = out.back();
+  c.k = graph.node(matmul.operands[0]).type.shape.back();
+  c.batch = matmul.type.num_elements() / std::max<int64_t>(c.m * c.n, 1);
+  std::vector<NodeId> epilogue;
+  for (NodeId id : ops) {
+    if (id == c.matmul || folded.count(id)) continue;
+    for (NodeId operand : graph.node(id).operands)
+      if (folded.count(operand)) return std::nullopt;  // a folded transpose read by another op
+    epilogue.push_back(id);
+  }
+  description.rows = c.batch * c.m;
+  description.cols = c.n;
+  if (epilogue.empty()) return description;
+  auto rows = describe_row_space(graph, epilogue);
+  if (!rows || rows->kind != KernelKind::Elementwise || rows->rows != description.rows || rows->cols != c.n)
+    return std::nullopt;
+  description.accesses = std::move(rows->accesses);
+  return description;
+}
+
+std::vector<int64_t> row_major_strides(const Dims& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+std::optional<StridedLayout> strided_layout(const Graph& graph, const Node& node) {
+  const Dims& in = graph.node(node.operands[0]).type.shape;
+  std::vector<int64_t> in_strides = row_major_strides(in);
+  StridedLayout layout;
+  layout.shape.assign(node.type.shape.begin(), node.type.shape.end());
+  switch (node.op) {
+    case OpId::Reshape:  // the same elements in order: one flat copy
+      layout.shape = {node.type.num_elements()};
+      layout.strides = {1};
+      return layout;
+    case OpId::Transpose:
+      for (int64_t axis : node.attrs[0].ints) layout.strides.push_back(in_strides[axis]);
+      return layout;
+    case OpId::Slice:
+      for (size_t d = 0; d < in.size(); ++d) {
+        layout.offset += node.attrs[0].ints[d] * in_strides[d];
+        layout.strides.push_back(node.attrs[2].ints[d] * in_strides[d]);
+      }
+      return layout;
+    case OpId::Broadcast:
+      layout.strides.assign(layout.shape.size(), 0);
+      for (size_t d = 0; d < in.size(); ++d)
+        if (in[d] != 1) layout.strides[node.attrs[0].ints[d]] = in_strides[d];
+      return layout;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+const ValueAccess* KernelDescription::access_of(NodeId value) const {
+  for (const ValueAccess& access : accesses)
+    if (access.value == value) return &access;
+  return nullptr;
+}
+
+Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops) {
+  return RowSpaceAnalysis(graph, ops).run();
+}
+
+KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops) {
+  if (auto contraction = describe_contraction(graph, ops)) return *contraction;
+  if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1)
+    if (auto layout = strided_layout(graph, graph.node(ops[0]))) {
+      KernelDescription description;
+      description.kind = KernelKind::Layout;
+      description.layout = std::move(*layout);
+      return description;
+    }
+  if (auto rows = describe_row_space(graph, ops)) return std::move(*rows);
+  return {};
+}
+
+std::string_view kind_name(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::Opaque: return "opaque";
+    case KernelKind::Elementwise: return "elementwise";
+    case KernelKind::RowReduction: return "row-reduction";
+    case KernelKind::Contraction: return "contraction";
+    case KernelKind::Layout: return "layout";
+  }
+  return "?";
+}
+
+}  // namespace lazylab

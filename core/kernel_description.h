@@ -1,0 +1,67 @@
+// What a kernel is, worked out once from the ops fusion put in it: its kind,
+// its iteration space and how it indexes each value. `lower` attaches it to
+// every kernel of the Program and it crosses the plugin ABI (lazylab_kernel,
+// ABI 2.1), so the backends read it instead of working it out again; fusion
+// strategies ask the same analysis whether a merged group would still be one
+// row-space kernel.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/expected.h"
+#include "core/graph.h"
+
+namespace lazylab {
+
+// The values of lazylab_kernel_kind and lazylab_access_kind.
+enum class KernelKind : uint8_t { Opaque, Elementwise, RowReduction, Contraction, Layout };
+enum class Access : uint8_t { Full, PerRow, Splat, Scalar, Repeat };
+
+// How `value` is indexed in the row space [rows, cols]; a broadcast's result
+// reads `source` (its operand, through any chain of broadcasts), anything
+// else is its own source.
+struct ValueAccess {
+  NodeId value = 0;
+  Access kind = Access::Full;
+  NodeId source = 0;
+  int64_t period = 0;  // Repeat
+  double splat = 0;    // Splat
+};
+
+struct Contraction {
+  NodeId matmul = 0, lhs = 0, rhs = 0;
+  bool lhs_transposed = false, rhs_transposed = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+
+// A strided copy: element (i_0, ..., i_last) of `shape` reads operand element
+// offset + sum_d i_d * strides[d].
+struct StridedLayout {
+  std::vector<int64_t> shape, strides;
+  int64_t offset = 0;
+};
+
+struct KernelDescription {
+  KernelKind kind = KernelKind::Opaque;
+  int64_t rows = 0, cols = 0;
+  std::vector<ValueAccess> accesses;  // row-space kinds and a contraction's epilogue
+  Contraction contraction;
+  StridedLayout layout;
+
+  // The access recorded for `value`, or nullptr.
+  const ValueAccess* access_of(NodeId value) const;
+};
+
+// `ops` (in program order) as one row-space kernel (elementwise, or with
+// last-axis reductions), or an error saying why they are not one.
+Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops);
+
+// The description of a kernel holding `ops`: a contraction, a layout copy or
+// a row-space kernel where the ops form one, else Opaque.
+KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops);
+
+std::string_view kind_name(KernelKind kind);
+
+}  // namespace lazylab

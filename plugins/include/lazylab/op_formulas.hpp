@@ -1,0 +1,146 @@
+// Each elementwise op's formula, written once, generic over the value type
+// (tinygrad's code_for_op, as C++ templates). A "math" type M supplies the
+// primitives for one value type, and every formula is instantiated from it:
+// double for the reference (reference_semantics.hpp), float and SIMD vectors
+// for the cpu loops, CUDA C++ source text for the CUDA code generator.
+// Adding an op touches its ops.def row and its formula here.
+//
+// What M provides:
+//   using Value;      using Predicate;
+//   Value constant(double);
+//   Value neg(Value), abs(Value), exp(Value), log(Value), sqrt(Value), tanh(Value);
+//   Value add(Value, Value), sub, mul, div, pow;
+//   Value max(Value, Value), min;   // NaN if either operand is NaN
+//   Predicate eq(Value, Value), ne, lt, le, gt, ge;
+//   Value select(Predicate, Value if_true, Value if_false);
+//   Value from_predicate(Predicate);  // 1 or 0
+#ifndef LAZYLAB_OP_FORMULAS_HPP
+#define LAZYLAB_OP_FORMULAS_HPP
+
+#include <cstdint>
+#include <type_traits>
+
+#include "lazylab/backend_abi.h"
+#include "lazylab/op_table.hpp"
+
+namespace lazylab::formulas {
+
+inline constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2/pi)
+inline constexpr double kGeluCubic = 0.044715;
+
+// out = op(x) for the unary ops with a formula; false for any other op.
+// Each primitive is its own statement, so a math that emits code or graph
+// nodes emits them in one order on every compiler.
+template <class M>
+constexpr bool unary(M& m, uint32_t op, typename M::Value x, typename M::Value& out) {
+  switch (op) {
+    case LAZYLAB_OP_Neg: out = m.neg(x); return true;
+    case LAZYLAB_OP_Abs: out = m.abs(x); return true;
+    case LAZYLAB_OP_Exp: out = m.exp(x); return true;
+    case LAZYLAB_OP_Log: out = m.log(x); return true;
+    case LAZYLAB_OP_Sqrt: out = m.sqrt(x); return true;
+    case LAZYLAB_OP_Rsqrt: {
+      auto root = m.sqrt(x);
+      out = m.div(m.constant(1), root);
+      return true;
+    }
+    case LAZYLAB_OP_Tanh: out = m.tanh(x); return true;
+    case LAZYLAB_OP_Sigmoid: {
+      auto exp_neg = m.exp(m.neg(x));
+      auto denominator = m.add(m.constant(1), exp_neg);
+      out = m.div(m.constant(1), denominator);
+      return true;
+    }
+    // NaN is not > 0, so relu(NaN) = 0: lazylab's reference semantics, kept
+    // by every backend.
+    case LAZYLAB_OP_Relu: {
+      auto zero = m.constant(0);
+      auto positive = m.gt(x, zero);
+      out = m.select(positive, x, zero);
+      return true;
+    }
+    // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), evaluated left to right.
+    case LAZYLAB_OP_Gelu: {
+      auto cubic = m.mul(m.constant(kGeluCubic), x);
+      cubic = m.mul(cubic, x);
+      cubic = m.mul(cubic, x);
+      auto sum = m.add(x, cubic);
+      auto inner = m.mul(m.constant(kGeluScale), sum);
+      auto tanh = m.tanh(inner);
+      auto one_plus = m.add(m.constant(1), tanh);
+      auto half_x = m.mul(m.constant(0.5), x);
+      out = m.mul(half_x, one_plus);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// pred = a OP b for the comparisons; false for any other op.
+template <class M>
+constexpr bool compare(M& m, uint32_t op, typename M::Value a, typename M::Value b, typename M::Predicate& pred) {
+  switch (op) {
+    case LAZYLAB_OP_Eq: pred = m.eq(a, b); return true;
+    case LAZYLAB_OP_Ne: pred = m.ne(a, b); return true;
+    case LAZYLAB_OP_Lt: pred = m.lt(a, b); return true;
+    case LAZYLAB_OP_Le: pred = m.le(a, b); return true;
+    case LAZYLAB_OP_Gt: pred = m.gt(a, b); return true;
+    case LAZYLAB_OP_Ge: pred = m.ge(a, b); return true;
+    default: return false;
+  }
+}
+
+// out = a OP b for the binary ops with a formula (comparisons give 1 or 0);
+// false for any other op.
+template <class M>
+constexpr bool binary(M& m, uint32_t op, typename M::Value a, typename M::Value b, typename M::Value& out) {
+  switch (op) {
+    case LAZYLAB_OP_Add: out = m.add(a, b); return true;
+    case LAZYLAB_OP_Sub: out = m.sub(a, b); return true;
+    case LAZYLAB_OP_Mul: out = m.mul(a, b); return true;
+    case LAZYLAB_OP_Div: out = m.div(a, b); return true;
+    case LAZYLAB_OP_Pow: out = m.pow(a, b); return true;
+    case LAZYLAB_OP_Max: out = m.max(a, b); return true;
+    case LAZYLAB_OP_Min: out = m.min(a, b); return true;
+    default: {
+      typename M::Predicate pred{};
+      if (!compare(m, op, a, b, pred)) return false;
+      out = m.from_predicate(pred);
+      return true;
+    }
+  }
+}
+
+// Whether the op has a unary or binary formula above.
+constexpr bool has_formula(uint32_t op) {
+  switch (op) {
+    case LAZYLAB_OP_Cast:
+    case LAZYLAB_OP_Select: return false;
+    default:
+      return (ops::is_elementwise(op) || op == LAZYLAB_OP_Gelu) && (ops::row(op).arity == 1 || ops::row(op).arity == 2);
+  }
+}
+
+// Calls f(std::integral_constant<uint32_t, OP>{}) for a runtime `op` that
+// has a formula, so that loops instantiate one body per op with the formula
+// resolved at compile time; false for ops without one.
+template <class F>
+bool with_formula_op(uint32_t op, F&& f) {
+  switch (op) {
+#define LAZYLAB_OP(id, text, category, arity, type_rule, schema) \
+  case LAZYLAB_OP_##id:                                          \
+    if constexpr (has_formula(LAZYLAB_OP_##id)) {                \
+      f(std::integral_constant<uint32_t, LAZYLAB_OP_##id>{});    \
+      return true;                                               \
+    } else {                                                     \
+      return false;                                              \
+    }
+#include "lazylab/ops.def"
+#undef LAZYLAB_OP
+    default: return false;
+  }
+}
+
+}  // namespace lazylab::formulas
+
+#endif
