@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/fusion_strategy.h"
+#include "random_program.h"
 #include "runner/workload.h"
 #include "support.h"
 
@@ -76,35 +77,11 @@ TEST_CASE("random graphs survive every fusion strategy on every backend") {
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
-  uint64_t state = 0;
-  auto next = [&] { return (state = state * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
-  auto program = [&](Context& ctx, uint64_t seed) {
-    state = seed;
-    Tensor a = ctx.from_vector<float>({0.5f, -1.5f, 2.0f, 0.25f, 1.0f, -0.75f}, {2, 3});
-    Tensor b = ctx.from_vector<float>({1.0f, 3.0f, -0.5f, 0.75f, 0.1f, 2.5f}, {2, 3});
-    std::vector<Tensor> pool{a, b};
-    for (int i = 0; i < 14; ++i) {
-      const Tensor& x = pool[next() % pool.size()];
-      const Tensor& y = pool[next() % pool.size()];
-      switch (next() % 9) {
-        case 0: pool.push_back(x + y); break;
-        case 1: pool.push_back(x * y); break;
-        case 2: pool.push_back(x - 0.0); break;
-        case 3: pool.push_back(tanh(x) * 1.0); break;
-        case 4: pool.push_back(neg(neg(x))); break;
-        case 5: pool.push_back(maximum(x, y)); break;
-        case 6: pool.push_back(x - max(x, {1}, true)); break;  // row reduction, broadcast back
-        case 7: pool.push_back(exp(x * 0.5) / sum(exp(x * 0.5), {1}, true)); break;
-        default: pool.push_back(x + ctx.full(2.0, x.type()) * ctx.full(3.0, x.type())); break;
-      }
-    }
-    return std::vector<Tensor>{pool.back(), pool[pool.size() / 2]};
-  };
   for (int trial = 0; trial < 25; ++trial) {
     uint64_t seed = 1000 + trial;
     Engine reference_engine(pipeline("lower"), *interp);
     Context reference(reference_engine);
-    std::vector<Tensor> want = program(reference, seed);
+    std::vector<Tensor> want = random_program(reference, seed);
     for (Backend* backend : {interp.get(), cpu->get()})
       for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
         CAPTURE(trial);
@@ -116,7 +93,7 @@ TEST_CASE("random graphs survive every fusion strategy on every backend") {
         Context ctx(engine);
         for (int step = 0; step < 2; ++step) {
           CAPTURE(step);
-          std::vector<Tensor> got = program(ctx, seed);
+          std::vector<Tensor> got = random_program(ctx, seed);
           for (size_t o = 0; o < got.size(); ++o) {
             auto g = values(got[o]), w = values(want[o]);
             for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-5).scale(1e-6));

@@ -236,6 +236,15 @@ typedef struct lazylab_compile_args {
   lazylab_executable* executable; /* out */
 } lazylab_compile_args;
 
+/* A device's own ceilings, measured by its backend (ABI 2.1); 0 where the
+ * backend did not measure one. `method` says how (plugin-owned, static). */
+typedef struct lazylab_ceilings {
+  size_t struct_size;
+  double copy_gb_s;    /* device memory: bytes read + written per second, in GB */
+  double gemm_gflop_s; /* f32 matrix product, as the backend runs it */
+  const char* method;
+} lazylab_ceilings;
+
 typedef struct lazylab_execute_args {
   size_t struct_size;
   lazylab_executable* executable;
@@ -283,6 +292,9 @@ typedef struct lazylab_backend_api {
   int (*synchronize)(lazylab_backend* backend, int32_t device, char** error);
 
   void (*free_error)(char* error);
+
+  /* ABI 2.1, optional (NULL: none): measures the device's ceilings. */
+  int (*measure_ceilings)(lazylab_backend* backend, int32_t device, lazylab_ceilings* out, char** error);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

@@ -246,6 +246,10 @@ class Backend {
     std::memcpy(destination, data, buffer.bytes());
   }
   virtual void synchronize(int32_t /*device*/) {}
+  // The device's own ceilings; host backends leave them to the host (zeros).
+  virtual lazylab_ceilings measure_ceilings(int32_t /*device*/) {
+    return lazylab_ceilings{sizeof(lazylab_ceilings), 0, 0, ""};
+  }
 
  protected:
   std::shared_ptr<HostMemoryPool> host_memory_ = std::make_shared<HostMemoryPool>();
@@ -369,6 +373,15 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
         });
       },
       [](char* error) { std::free(error); },
+      [](lazylab_backend* backend, int32_t device, lazylab_ceilings* out, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), device);
+          lazylab_ceilings measured = backend_of(backend).measure_ceilings(device);
+          out->copy_gb_s = measured.copy_gb_s;
+          out->gemm_gflop_s = measured.gemm_gflop_s;
+          out->method = measured.method;
+        });
+      },
   };
   return &api;
 }

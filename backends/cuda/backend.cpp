@@ -1,0 +1,496 @@
+// cuda: the GPU backend. Each Program becomes one CUDA C++ translation unit
+// (codegen.h) compiled by NVRTC for the device's own architecture through a
+// disk cache (compiler.h) and loaded through the driver API; f32 products
+// run on cuBLASLt (TF32 off unless asked). Buffers live in device memory from
+// the stream-ordered allocator; each executable has one device arena laid
+// out by the memory plan; work is queued on one stream per device and
+// execute() returns before it is done.
+//
+// Options: tf32=on|off (default off), cache=on|off (the disk cache of
+// compiled kernels, default on), cache-dir=PATH.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "codegen.h"
+#include "compiler.h"
+#include "cuda_api.h"
+#include "lazylab/backend_plugin.hpp"
+#include "lazylab/op_table.hpp"
+
+namespace lazylab::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device
+
+// One GPU: its context, stream, memory pool and cuBLASLt state.
+struct Device {
+  const Driver& driver;
+  const CublasLt& blas;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  int sm_count = 0, major = 0, minor = 0;
+  std::string name;
+  size_t memory = 0;
+  cublasLtHandle_t lt = nullptr;
+  CUdeviceptr workspace = 0;
+
+  Device(const Driver& d, const CublasLt& b, int index) : driver(d), blas(b) {
+    check(d, d.cuDeviceGet(&device, index), "cuDeviceGet");
+    check(d, d.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+    bind();
+    check(d, d.cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device), "attribute");
+    check(d, d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device), "attribute");
+    check(d, d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device), "attribute");
+    char text[256] = {};
+    d.cuDeviceGetName(text, sizeof text, device);
+    name = text;
+    d.cuDeviceTotalMem(&memory, device);
+    check(d, d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    // Freed buffers stay in the pool for the next step instead of going back
+    // to the driver: no allocation from the system per step.
+    CUmemoryPool pool = nullptr;
+    if (d.cuDeviceGetDefaultMemPool(&pool, device) == CUDA_SUCCESS) {
+      uint64_t keep = UINT64_MAX;
+      d.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    }
+    check(b.cublasLtCreate(&lt), "cublasLtCreate");
+    check(d, d.cuMemAlloc(&workspace, kWorkspaceBytes), "cuMemAlloc (cuBLASLt workspace)");
+  }
+  ~Device() {
+    bind();
+    driver.cuStreamSynchronize(stream);
+    driver.cuMemFree(workspace);
+    blas.cublasLtDestroy(lt);
+    driver.cuStreamDestroy(stream);
+    driver.cuDevicePrimaryCtxRelease(device);
+  }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  void bind() const { check(driver, driver.cuCtxSetCurrent(context), "cuCtxSetCurrent"); }
+  std::string arch() const { return fmt::format("sm_{}{}", major, minor); }
+
+  CUdeviceptr allocate(size_t bytes) const {
+    CUdeviceptr pointer = 0;
+    check(driver, driver.cuMemAllocAsync(&pointer, std::max<size_t>(bytes, 256), stream),
+          fmt::format("cuMemAllocAsync ({} bytes)", bytes).c_str());
+    return pointer;
+  }
+};
+
+class DeviceBuffer : public plugin::Buffer {
+ public:
+  DeviceBuffer(Device& device, uint32_t dtype, std::vector<int64_t> shape, int32_t index)
+      : Buffer(dtype, std::move(shape), index), device_(device), pointer_(device.allocate(bytes())) {}
+  ~DeviceBuffer() override {
+    device_.bind();
+    device_.driver.cuMemFreeAsync(pointer_, device_.stream);  // after the queued work that reads it
+  }
+  CUdeviceptr pointer() const { return pointer_; }
+
+ private:
+  Device& device_;
+  CUdeviceptr pointer_;
+};
+
+// The start and end of one execution on the stream.
+class ExecutionEvent : public plugin::Event {
+ public:
+  ExecutionEvent(const Device& device, CUevent start, CUevent stop) : device_(device), start_(start), stop_(stop) {}
+  ~ExecutionEvent() override {
+    device_.driver.cuEventDestroy(start_);
+    device_.driver.cuEventDestroy(stop_);
+  }
+  void wait() override { check(device_.driver, device_.driver.cuEventSynchronize(stop_), "cuEventSynchronize"); }
+  double elapsed_ms() const override {
+    float ms = -1;
+    if (device_.driver.cuEventElapsedTime(&ms, start_, stop_) != CUDA_SUCCESS) return -1;
+    return ms;
+  }
+
+ private:
+  const Device& device_;
+  CUevent start_, stop_;
+};
+
+// A cuBLASLt product D = A B over row-major f32 matrices, batched: computed
+// as the column-major D^T = B^T A^T, so cuBLASLt's first operand is B's
+// memory and its second A's.
+class Product {
+ public:
+  Product(const Device& device, const lazylab_contraction& c, bool tf32) : device_(device), c_(c) {
+    const CublasLt& b = device.blas;
+    cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    check(b.cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    cublasOperation_t first = c.rhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t second = c.lhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first);
+    b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second);
+    // B's memory: [k, n] row-major is column-major n x k (ld n); transposed,
+    // [n, k] row-major is column-major k x n (ld k). Likewise for A.
+    first_ = layout(c.rhs_transposed ? c.k : c.n, c.rhs_transposed ? c.n : c.k, c.k * c.n);
+    second_ = layout(c.lhs_transposed ? c.m : c.k, c.lhs_transposed ? c.k : c.m, c.m * c.k);
+    out_ = layout(c.n, c.m, c.m * c.n);
+    cublasLtMatmulPreference_t preference = nullptr;
+    check(b.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+    size_t workspace = kWorkspaceBytes;
+    b.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                           sizeof workspace);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status =
+        b.cublasLtMatmulAlgoGetHeuristic(device.lt, desc_, first_, second_, out_, out_, preference, 1, &result, &found);
+    b.cublasLtMatmulPreferenceDestroy(preference);
+    check(status, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0)
+      throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for a {} x [{} x {}] x [{} x {}] product",
+                                           c.batch, c.m, c.k, c.k, c.n));
+    algo_ = result.algo;
+  }
+  ~Product() {
+    const CublasLt& b = device_.blas;
+    b.cublasLtMatrixLayoutDestroy(first_);
+    b.cublasLtMatrixLayoutDestroy(second_);
+    b.cublasLtMatrixLayoutDestroy(out_);
+    b.cublasLtMatmulDescDestroy(desc_);
+  }
+  Product(const Product&) = delete;
+  Product& operator=(const Product&) = delete;
+
+  void run(CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out) const {
+    const float one = 1.0f, zero = 0.0f;
+    check(device_.blas.cublasLtMatmul(device_.lt, desc_, &one, reinterpret_cast<const void*>(rhs), first_,
+                                      reinterpret_cast<const void*>(lhs), second_, &zero, reinterpret_cast<void*>(out),
+                                      out_, reinterpret_cast<void*>(out), out_, &algo_,
+                                      reinterpret_cast<void*>(device_.workspace), kWorkspaceBytes, device_.stream),
+          "cublasLtMatmul");
+  }
+  const lazylab_contraction& contraction() const { return c_; }
+
+ private:
+  cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t batch_stride) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check(device_.blas.cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, rows), "cublasLtMatrixLayoutCreate");
+    int32_t batch = static_cast<int32_t>(c_.batch);
+    device_.blas.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+    device_.blas.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+                                                  sizeof batch_stride);
+    return l;
+  }
+
+  const Device& device_;
+  lazylab_contraction c_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+struct Value {
+  uint32_t dtype;
+  std::vector<int64_t> shape;
+  uint32_t kind;
+  int64_t ordinal;
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+struct LoadedLaunch {
+  CUfunction function;
+  Launch launch;
+  uint32_t grid;
+};
+
+struct LoadedKernel {
+  std::unique_ptr<Product> product;
+  std::vector<LoadedLaunch> launches;
+};
+
+class CudaExecutable : public plugin::Executable {
+ public:
+  CudaExecutable(Device& device, int32_t index, const lazylab_program& program, const CompilerOptions& compiler,
+                 bool tf32)
+      : device_(device), index_(index), outputs_(program.outputs, program.outputs + program.num_outputs) {
+    for (uint32_t v = 0; v < program.num_values; ++v) {
+      const lazylab_value& value = program.values[v];
+      values_.push_back({value.dtype, std::vector<int64_t>(value.shape, value.shape + value.rank), value.kind,
+                         value.ordinal, value.offset, value.bytes});
+    }
+    ProgramCode code = generate(program);
+    place_local_values(program.arena_bytes, code.needs_memory);
+    device.bind();
+    if (arena_bytes_) check(device.driver, device.driver.cuMemAlloc(&arena_, arena_bytes_), "cuMemAlloc (arena)");
+    CompiledModule module = compile_cuda(code.source, compiler);
+    check(device.driver, device.driver.cuModuleLoadData(&module_, module.cubin.data()), "cuModuleLoadData");
+    for (uint32_t k = 0; k < program.num_kernels; ++k)
+      kernels_.push_back(load(program.kernels[k], code.kernels[k], tf32));
+  }
+  ~CudaExecutable() override {
+    device_.bind();
+    device_.driver.cuStreamSynchronize(device_.stream);
+    kernels_.clear();
+    if (module_) device_.driver.cuModuleUnload(module_);
+    if (arena_) device_.driver.cuMemFree(arena_);
+  }
+
+  std::vector<std::unique_ptr<plugin::Buffer>> execute(std::span<plugin::Buffer* const> parameters,
+                                                       std::unique_ptr<plugin::Event>* done) override {
+    const Driver& d = device_.driver;
+    device_.bind();
+    std::vector<std::unique_ptr<plugin::Buffer>> outputs;
+    std::vector<CUdeviceptr> output_pointers;
+    for (uint32_t root : outputs_) {
+      auto buffer = std::make_unique<DeviceBuffer>(device_, values_[root].dtype, values_[root].shape, index_);
+      output_pointers.push_back(buffer->pointer());
+      outputs.push_back(std::move(buffer));
+    }
+    auto address = [&](uint32_t v) -> CUdeviceptr {
+      const Value& value = values_[v];
+      switch (value.kind) {
+        case LAZYLAB_VALUE_PARAMETER: return static_cast<DeviceBuffer*>(parameters[value.ordinal])->pointer();
+        case LAZYLAB_VALUE_OUTPUT: return output_pointers[value.ordinal];
+        default: return arena_ + value.offset;
+      }
+    };
+    CUevent start = nullptr, stop = nullptr;
+    if (done) {
+      check(d, d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(d, d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(d, d.cuEventRecord(start, device_.stream), "cuEventRecord");
+    }
+    for (const LoadedKernel& kernel : kernels_) run(kernel, address);
+    for (size_t i = 0; i < outputs_.size(); ++i) {  // roots not written in place
+      const Value& value = values_[outputs_[i]];
+      if (value.kind != LAZYLAB_VALUE_OUTPUT || value.ordinal != static_cast<int64_t>(i))
+        check(d, d.cuMemcpyDtoDAsync(output_pointers[i], address(outputs_[i]), value.bytes, device_.stream),
+              "cuMemcpyDtoDAsync");
+    }
+    if (done) {
+      check(d, d.cuEventRecord(stop, device_.stream), "cuEventRecord");
+      *done = std::make_unique<ExecutionEvent>(device_, start, stop);
+    }
+    return outputs;
+  }
+
+ private:
+  // Kernel-local values the generated code keeps in memory go after the
+  // memory plan's arena.
+  void place_local_values(uint64_t arena_bytes, const std::vector<uint32_t>& locals) {
+    arena_bytes_ = arena_bytes;
+    for (uint32_t v : locals) {
+      arena_bytes_ = (arena_bytes_ + 255) / 256 * 256;
+      values_[v].kind = LAZYLAB_VALUE_ARENA;
+      values_[v].offset = arena_bytes_;
+      arena_bytes_ += values_[v].bytes;
+    }
+  }
+
+  LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, bool tf32) {
+    LoadedKernel loaded;
+    if (code.product) loaded.product = std::make_unique<Product>(device_, kernel.contraction, tf32);
+    for (const Launch& launch : code.launches) {
+      CUfunction function = nullptr;
+      check(device_.driver, device_.driver.cuModuleGetFunction(&function, module_, launch.function.c_str()),
+            "cuModuleGetFunction");
+      // Grid-stride loops: enough blocks to fill the device, no more.
+      uint64_t blocks = launch.block_per_item ? launch.work : (launch.work + launch.block - 1) / launch.block;
+      uint64_t limit = launch.block_per_item ? uint64_t{1} << 30 : static_cast<uint64_t>(device_.sm_count) * 32;
+      loaded.launches.push_back({function, launch, static_cast<uint32_t>(std::min(blocks, limit))});
+    }
+    return loaded;
+  }
+
+  template <class Address>
+  void run(const LoadedKernel& kernel, Address& address) {
+    if (kernel.product) {
+      const lazylab_contraction& c = kernel.product->contraction();
+      kernel.product->run(address(c.lhs), address(c.rhs), address(c.matmul));
+    }
+    for (const LoadedLaunch& l : kernel.launches) {
+      if (l.launch.work == 0) continue;
+      std::vector<CUdeviceptr> pointers;
+      for (uint32_t v : l.launch.values) pointers.push_back(address(v));
+      long long work = l.launch.work;
+      std::vector<void*> args;
+      for (CUdeviceptr& p : pointers) args.push_back(&p);
+      args.push_back(&work);
+      check(device_.driver,
+            device_.driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.launch.block, 1, 1, 0, device_.stream,
+                                          args.data(), nullptr),
+            "cuLaunchKernel");
+    }
+  }
+
+  Device& device_;
+  int32_t index_;
+  std::vector<Value> values_;
+  std::vector<uint32_t> outputs_;
+  uint64_t arena_bytes_ = 0;
+  CUdeviceptr arena_ = 0;
+  CUmodule module_ = nullptr;
+  std::vector<LoadedKernel> kernels_;
+};
+
+bool parse_switch(const std::map<std::string, std::string>& options, const char* key, bool fallback) {
+  auto it = options.find(key);
+  if (it == options.end()) return fallback;
+  if (it->second == "on" || it->second == "1" || it->second == "true") return true;
+  if (it->second == "off" || it->second == "0" || it->second == "false") return false;
+  throw std::invalid_argument(fmt::format("cuda option {} must be on or off, got '{}'", key, it->second));
+}
+
+class CudaBackend : public plugin::Backend {
+ public:
+  explicit CudaBackend(const std::map<std::string, std::string>& options) {
+    for (auto& [key, value] : options)
+      if (key != "tf32" && key != "cache" && key != "cache-dir")
+        throw std::invalid_argument("cuda has no option '" + key + "' (options: tf32, cache, cache-dir)");
+    tf32_ = parse_switch(options, "tf32", false);
+    compiler_.disk_cache = parse_switch(options, "cache", true);
+    if (options.count("cache-dir")) compiler_.cache_dir = options.at("cache-dir");
+    std::string error;
+    driver_ = driver(error);
+    if (!driver_) throw std::runtime_error("cuda: " + error);
+    if (CUresult r = driver_->cuInit(0); r != CUDA_SUCCESS)
+      throw std::runtime_error("cuda: no CUDA device (cuInit: " + driver_error(*driver_, r) + ")");
+    int count = 0;
+    driver_->cuDeviceGetCount(&count);
+    if (count == 0) throw std::runtime_error("cuda: no CUDA device");
+    blas_ = cublaslt(error);
+    if (!blas_) throw std::runtime_error("cuda: " + error);
+    const Nvrtc* compiler = nvrtc(error);
+    if (!compiler) throw std::runtime_error("cuda: " + error);
+    nvrtc_version_ = fmt::format("{}.{}", compiler->major, compiler->minor);
+    devices_.resize(count);
+    compiler_.driver_version = driver_->version;
+    device(0);  // fails here, clearly, if the first device cannot be used
+  }
+
+  void capabilities(lazylab_capabilities& caps) const override {
+    for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op)
+      caps.supports_op[op] = op != LAZYLAB_OP_Parameter && ops::category(op) != ops::Category::Composite;
+    caps.fuses_elementwise = 1;
+    caps.fuses_reduction_prologue = 1;
+    caps.fuses_gemm_epilogue = 1;
+  }
+
+  std::string device_description() const override {
+    const Device& d = *devices_[0];
+    return fmt::format(
+        "{} ({}, {} SMs, {:.0f} GiB), {} device(s), driver {}.{}, NVRTC {}, cuBLASLt {}, TF32 {}, "
+        "kernel cache {}",
+        d.name, d.arch(), d.sm_count, d.memory / double(1 << 30), devices_.size(), driver_->version / 1000,
+        driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
+        compiler_.disk_cache ? cache_directory(compiler_) : "off");
+  }
+
+  int32_t device_count() const override { return static_cast<int32_t>(devices_.size()); }
+
+  std::unique_ptr<plugin::Executable> compile(const lazylab_program& program, int32_t index) override {
+    Device& d = device(index);
+    CompilerOptions options = compiler_;
+    options.arch = d.arch();
+    return std::make_unique<CudaExecutable>(d, index, program, options, tf32_);
+  }
+
+  std::unique_ptr<plugin::Buffer> buffer_from_host(uint32_t dtype, std::vector<int64_t> shape, int32_t index,
+                                                   const void* data, bool) override {
+    Device& d = device(index);
+    d.bind();
+    auto buffer = std::make_unique<DeviceBuffer>(d, dtype, std::move(shape), index);
+    if (buffer->bytes())
+      check(*driver_, driver_->cuMemcpyHtoDAsync(buffer->pointer(), data, buffer->bytes(), d.stream),
+            "cuMemcpyHtoDAsync");
+    return buffer;
+  }
+
+  void buffer_to_host(plugin::Buffer& buffer, void* destination) override {
+    Device& d = device(buffer.device());
+    d.bind();
+    check(*driver_, driver_->cuStreamSynchronize(d.stream), "cuStreamSynchronize");
+    if (buffer.bytes())
+      check(*driver_, driver_->cuMemcpyDtoH(destination, static_cast<DeviceBuffer&>(buffer).pointer(), buffer.bytes()),
+            "cuMemcpyDtoH");
+  }
+
+  void synchronize(int32_t index) override {
+    Device& d = device(index);
+    d.bind();
+    check(*driver_, driver_->cuStreamSynchronize(d.stream), "cuStreamSynchronize");
+  }
+
+  lazylab_ceilings measure_ceilings(int32_t index) override;
+
+ private:
+  Device& device(int32_t index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!devices_[index]) devices_[index] = std::make_unique<Device>(*driver_, *blas_, index);
+    return *devices_[index];
+  }
+
+  const Driver* driver_ = nullptr;
+  const CublasLt* blas_ = nullptr;
+  std::string nvrtc_version_;
+  bool tf32_ = false;
+  CompilerOptions compiler_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// Best of several: a 1 GiB device-to-device copy (bytes read + written) and
+// an 8192^3 f32 product through cuBLASLt as this backend runs it.
+lazylab_ceilings CudaBackend::measure_ceilings(int32_t index) {
+  Device& d = device(index);
+  d.bind();
+  const Driver& driver = *driver_;
+  auto best_ms = [&](int trials, auto&& work) {
+    CUevent start = nullptr, stop = nullptr;
+    check(driver, driver.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(driver, driver.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+    work();  // warm-up
+    float best = 1e30f;
+    for (int t = 0; t < trials; ++t) {
+      driver.cuEventRecord(start, d.stream);
+      work();
+      driver.cuEventRecord(stop, d.stream);
+      driver.cuEventSynchronize(stop);
+      float ms = 0;
+      driver.cuEventElapsedTime(&ms, start, stop);
+      best = std::min(best, ms);
+    }
+    driver.cuEventDestroy(start);
+    driver.cuEventDestroy(stop);
+    return static_cast<double>(best);
+  };
+  const size_t copy_bytes = size_t{1} << 30;
+  CUdeviceptr a = d.allocate(copy_bytes), b = d.allocate(copy_bytes);
+  driver.cuMemsetD8Async(a, 1, copy_bytes, d.stream);
+  double copy_ms = best_ms(5, [&] { driver.cuMemcpyDtoDAsync(b, a, copy_bytes, d.stream); });
+  const int64_t n = 8192;
+  lazylab_contraction c{0, 0, 0, 0, 0, 1, n, n, n};
+  Product product(d, c, tf32_);
+  driver.cuMemsetD8Async(a, 0x3c, n * n * 4, d.stream);  // 0x3c3c3c3c: about 0.0115, not zero
+  double gemm_ms = best_ms(3, [&] { product.run(a, a + n * n * 4, b); });
+  driver.cuMemFreeAsync(a, d.stream);
+  driver.cuMemFreeAsync(b, d.stream);
+  driver.cuStreamSynchronize(d.stream);
+  return lazylab_ceilings{sizeof(lazylab_ceilings), 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9,
+                          2.0 * n * n * n / (gemm_ms * 1e-3) / 1e9,
+                          tf32_ ? "best of 5: 1 GiB device-to-device copy (read + written); best of 3: 8192^3 f32 "
+                                  "cuBLASLt product, TF32 on"
+                                : "best of 5: 1 GiB device-to-device copy (read + written); best of 3: 8192^3 f32 "
+                                  "cuBLASLt product, TF32 off"};
+}
+
+}  // namespace
+}  // namespace lazylab::cuda
+
+LAZYLAB_DEFINE_BACKEND(lazylab::cuda::CudaBackend, "cuda",
+                       "Generated CUDA kernels (NVRTC, disk-cached) and cuBLASLt products on NVIDIA GPUs")

@@ -1,0 +1,46 @@
+// CUDA C++ for a Program, from each kernel's description (ABI 2.1): one
+// translation unit holding a __global__ function per launch. Elementwise
+// kernels are grid-stride loops (four elements a thread, 128-bit loads and
+// stores, where the sizes allow); row reductions run a block per row with
+// their prologue and epilogue in the same function; layout kernels are
+// index-mapped copies; a contraction's product goes to cuBLASLt and its
+// epilogue is an elementwise launch; opaque kernels run op by op. The
+// elementwise math is op_formulas.hpp's, emitted as source text.
+//
+// Needs no GPU: tests generate and compile (NVRTC) every workload's code in
+// CI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lazylab/backend_abi.h"
+
+namespace lazylab::cuda {
+
+// One launch of a generated function. Its arguments: the device address of
+// each value in `values`, then `work` as a long long.
+struct Launch {
+  std::string function;
+  std::vector<uint32_t> values;
+  int64_t work = 0;             // elementwise: elements (or groups of four); row kernels: rows
+  bool block_per_item = false;  // a block per work item (rows) instead of a thread per item
+  uint32_t block = 256;
+};
+
+struct KernelCode {
+  bool product = false;  // a cuBLASLt product (the kernel's contraction) runs before the launches
+  std::vector<Launch> launches;
+};
+
+struct ProgramCode {
+  std::string source;                  // one translation unit for the whole Program
+  std::vector<KernelCode> kernels;     // by kernel index
+  std::vector<uint32_t> needs_memory;  // kernel-local values this code keeps in memory (arena extension)
+};
+
+// Throws std::invalid_argument naming the op it cannot generate.
+ProgramCode generate(const lazylab_program& program);
+
+}  // namespace lazylab::cuda

@@ -1,0 +1,194 @@
+// CUDA code generation and NVRTC compilation, without a GPU: every reference
+// workload under every fusion strategy, every op of the op table, the shape
+// of the generated source, and the disk cache's handling of bad entries.
+#include <filesystem>
+#include <fstream>
+
+#include "codegen.h"
+#include "compiler.h"
+#include "core/fusion_strategy.h"
+#include "core/tensor_ops.h"
+#include "runner/workload.h"
+#include "support.h"
+
+using namespace lazylab;
+using namespace lazylab::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::map<std::string, WorkloadParams> kSmall = {
+    {"chain", {{"n", 4096}, {"iters", 5}}},
+    {"chain-small", {{"n", 1000}, {"iters", 5}}},
+    {"chain-tiny", {{"iters", 5}}},
+    {"softmax", {{"rows", 8}, {"cols", 100}}},
+    {"layernorm", {{"rows", 8}, {"cols", 96}}},
+    {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 32}}},
+    {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 8}, {"head_dim", 4}}},
+    {"gpt2-block", {{"batch", 1}, {"seq", 8}, {"channels", 16}, {"heads", 2}}},
+};
+
+Graph workload_graph(const std::string& name) {
+  auto workload = make_builtin_workload(name, kSmall.at(name));
+  REQUIRE(workload.ok());
+  Context ctx;
+  std::vector<Tensor> inputs = bind_inputs(ctx, (*workload)->make_inputs(1));
+  std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
+  return ctx.capture();
+}
+
+cuda::ProgramCode generated(const Module& module) {
+  ProgramView view(*module.program, module.graph);
+  return cuda::generate(view.get());
+}
+
+cuda::CompilerOptions no_cache() {
+  cuda::CompilerOptions options;
+  options.disk_cache = false;
+  return options;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("every workload under every fusion strategy generates CUDA that NVRTC compiles for sm_90") {
+  for (const WorkloadInfo& info : builtin_workloads()) {
+    Graph graph = workload_graph(info.name);
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+      CAPTURE(info.name);
+      CAPTURE(strategy);
+      Module module =
+          lowered(graph, "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower,plan-memory");
+      cuda::ProgramCode code = generated(module);
+      REQUIRE(code.kernels.size() == module.program->kernels.size());
+      cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+      CHECK(compiled.cubin.size() > 100);
+    }
+  }
+}
+
+TEST_CASE("every op of the op table generates code, opaque kernels op by op") {
+  Context ctx;
+  Tensor x = ctx.from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor i = ctx.from_vector<int32_t>({3, -7, 11, 0, 5, -2}, {2, 3});
+  Tensor l = ctx.from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor d = ctx.from_vector<double>({0.5, 1.5, -2.5, 3, 4, 5}, {2, 3});
+  std::vector<Tensor> roots = {
+      concat({x, exp(x)}, 0),                                         // concat
+      ctx.iota(TensorType{DType::I32, {4, 3}}, 1),                    // iota
+      sum(x, {0}),                                                    // a reduction over a non-last axis
+      max(i, {0, 1}),                                                 // integers, every axis
+      mean(d, {1}),                                                   // f64
+      matmul(i, transpose(i, 0, 1)),                                  // an integer product
+      matmul(d, transpose(d, 0, 1)),                                  // an f64 product
+      div(i, ctx.from_vector<int32_t>({2, 0, -1, 3, 3, 3}, {2, 3})),  // integer division, by zero too
+      where(lt(l, ctx.full(3, l.type())), l * l, neg(l)),             // i64 compare, select, wrapping ops
+      cast(sqrt(abs(x)), DType::I64),                                 // casts
+      cast(gt(d, ctx.full(1.0, d.type())), DType::F32),               // bool
+      slice(pow(x, x), {0, 1}, {2, 3}, {1, 2}),                       // pow, slice
+      reshape(sigmoid(x) - log(x) + rsqrt(x), {3, 2}),                // reshape
+      minimum(maximum(x, ctx.full(2.5, x.type())), tanh(x)),          // max, min
+      broadcast_to(reshape(relu(x - 3.0), {2, 3, 1}), {2, 3, 4}),     // broadcast
+  };
+  for (const char* strategy : {"none", "greedy-elementwise", "dominator"}) {
+    CAPTURE(strategy);
+    Module module = lowered(ctx.capture(), "canonicalize,fuse{strategy=" + std::string(strategy) + "},lower");
+    cuda::ProgramCode code = generated(module);
+    CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+  }
+}
+
+TEST_CASE("the generated source has the shape the kernel descriptions ask for") {
+  SUBCASE("softmax: one function, a block per row, both reductions in it") {
+    Module module = lowered(workload_graph("softmax"), "decompose,fuse{strategy=producer-consumer},lower");
+    cuda::ProgramCode code = generated(module);
+    REQUIRE(code.kernels.size() == 1);
+    CHECK(count(code.source, "__global__") == 1);
+    CHECK(code.kernels[0].launches[0].block_per_item);
+    CHECK(count(code.source, "= lazylab_block_reduce(") == 2);
+    CHECK(count(code.source, "expf(") >= 1);
+  }
+  SUBCASE("chain: one elementwise function, four elements a thread with 128-bit loads and stores") {
+    Module module = lowered(workload_graph("chain"), "canonicalize,fuse{strategy=greedy-elementwise},lower");
+    cuda::ProgramCode code = generated(module);
+    REQUIRE(code.kernels.size() == 1);
+    CHECK(count(code.source, "__global__") == 1);
+    CHECK(count(code.source, "reinterpret_cast<const float4*>") == 1);
+    CHECK(count(code.source, "make_float4") == 1);
+    CHECK(code.kernels[0].launches[0].work == 4096 / 4);
+  }
+  SUBCASE("mlp under gemm-epilogue: products on cuBLASLt, bias and gelu in their epilogues") {
+    Module module = lowered(workload_graph("mlp"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+    cuda::ProgramCode code = generated(module);
+    REQUIRE(code.kernels.size() == 2);
+    for (const cuda::KernelCode& kernel : code.kernels) {
+      CHECK(kernel.product);
+      CHECK(kernel.launches.size() == 1);
+    }
+    CHECK(count(code.source, "tanhf(") >= 1);
+  }
+}
+
+TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trusting it") {
+  fs::path dir = fs::temp_directory_path() / ("lazylab-cache-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  cuda::CompilerOptions options;
+  options.cache_dir = dir.string();
+  const std::string source = "extern \"C\" __global__ void twice(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+  cuda::CompiledModule first = cuda::compile_cuda(source, options);
+  CHECK_FALSE(first.from_cache);
+  CHECK(first.cache_note == "not cached");
+  REQUIRE(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1);
+  fs::path entry = fs::directory_iterator(dir)->path();
+  cuda::CompiledModule second = cuda::compile_cuda(source, options);
+  CHECK(second.from_cache);
+  CHECK(second.cubin == first.cubin);
+  // A flipped byte in the payload: the checksum catches it.
+  {
+    std::fstream file(entry, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(100);
+    char byte = 0;
+    file.read(&byte, 1);
+    file.seekp(100);
+    byte = static_cast<char>(byte ^ 0x5a);
+    file.write(&byte, 1);
+  }
+  cuda::CompiledModule flipped = cuda::compile_cuda(source, options);
+  CHECK_FALSE(flipped.from_cache);
+  CHECK(flipped.cache_note == "corrupt cache entry (checksum), recompiled");
+  CHECK(flipped.cubin == first.cubin);
+  CHECK(cuda::compile_cuda(source, options).from_cache);  // replaced
+  // Truncated: a write that never finished.
+  fs::resize_file(entry, fs::file_size(entry) / 2);
+  cuda::CompiledModule truncated = cuda::compile_cuda(source, options);
+  CHECK_FALSE(truncated.from_cache);
+  CHECK(truncated.cache_note == "corrupt cache entry (wrong length), recompiled");
+  // Not an entry at all.
+  std::ofstream(entry, std::ios::trunc) << "garbage";
+  CHECK(cuda::compile_cuda(source, options).cache_note == "corrupt cache entry (bad header), recompiled");
+  CHECK(cuda::compile_cuda(source, options).from_cache);
+  // Another architecture is another entry, never this one.
+  options.arch = "sm_80";
+  CHECK_FALSE(cuda::compile_cuda(source, options).from_cache);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a kernel that does not compile is an error with NVRTC's log and the saved source") {
+  try {
+    cuda::compile_cuda("extern \"C\" __global__ void broken(float* p) { p[0] = undeclared; }\n", no_cache());
+    FAIL("compiled");
+  } catch (const std::runtime_error& e) {
+    std::string message = e.what();
+    CHECK(message.find("NVRTC could not compile the generated kernels") == 0);
+    CHECK(message.find("undeclared") != std::string::npos);
+    size_t at = message.find("source saved as ") + 16;
+    std::string path = message.substr(at, message.find(':', at) - at);
+    CHECK(fs::exists(path));
+    fs::remove(path);
+  }
+}

@@ -1,0 +1,162 @@
+// The cuda backend on a GPU against the interpreter: every workload under
+// every fusion strategy (every step's outputs), random graphs, every op of
+// the op table, and tensors that stay on the device between steps. Skipped
+// (exit 77, from main.cpp) where there is no CUDA device.
+#include <cmath>
+
+#include "../unit/random_program.h"
+#include "../unit/support.h"
+#include "core/fusion_strategy.h"
+#include "runner/workload.h"
+
+using namespace lazylab;
+using namespace lazylab::testing;
+
+namespace {
+
+const std::map<std::string, WorkloadParams> kCases = {
+    {"chain", {{"n", 100003}, {"iters", 4}}},  // odd: no 4-wide path
+    {"chain-small", {{"n", 4096}, {"iters", 10}}},
+    {"chain-tiny", {{"iters", 20}}},
+    {"softmax", {{"rows", 40}, {"cols", 1000}}},
+    {"layernorm", {{"rows", 50}, {"cols", 96}}},
+    {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 24}}},
+    {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 6}, {"head_dim", 4}}},
+    {"gpt2-block", {{"batch", 1}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
+};
+
+std::unique_ptr<Backend> cuda_backend() {
+  auto backend = load_backend("cuda", "cache=off");
+  REQUIRE_MESSAGE(backend.ok(), (backend.ok() ? "" : backend.error().message));
+  return std::move(*backend);
+}
+
+std::vector<std::vector<std::vector<float>>> run(Backend& backend, const Workload& workload,
+                                                 const std::string& pipeline_text, int steps) {
+  Engine engine(pipeline(pipeline_text), backend);
+  Context ctx(engine);
+  std::vector<Tensor> inputs = bind_inputs(ctx, workload.make_inputs(3));
+  std::vector<std::vector<std::vector<float>>> results;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<float>> result;
+    for (const Tensor& t : workload.step(ctx, inputs)) result.push_back(values(t));
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, every step") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  for (const auto& [name, params] : kCases) {
+    auto workload = make_builtin_workload(name, params);
+    REQUIRE(workload.ok());
+    auto want = run(*interp, **workload, "lower", 1)[0];
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+      CAPTURE(name);
+      CAPTURE(strategy);
+      auto steps = run(*cuda, **workload,
+                       "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
+                           "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}",
+                       3);
+      for (size_t step = 0; step < steps.size(); ++step) {
+        CAPTURE(step);
+        REQUIRE(steps[step].size() == want.size());
+        for (size_t o = 0; o < want.size(); ++o)
+          for (size_t i = 0; i < want[o].size(); ++i)
+            REQUIRE(steps[step][o][i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-2));
+      }
+    }
+  }
+}
+
+TEST_CASE("random graphs survive every fusion strategy on cuda") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  for (int trial = 0; trial < 25; ++trial) {
+    uint64_t seed = 1000 + trial;
+    Engine reference_engine(pipeline("lower"), *interp);
+    Context reference(reference_engine);
+    std::vector<Tensor> want = random_program(reference, seed);
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+      CAPTURE(trial);
+      CAPTURE(strategy);
+      Engine engine(pipeline("canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower,plan-memory"), *cuda);
+      Context ctx(engine);
+      for (int step = 0; step < 2; ++step) {
+        std::vector<Tensor> got = random_program(ctx, seed);
+        for (size_t o = 0; o < got.size(); ++o) {
+          auto g = values(got[o]), w = values(want[o]);
+          for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-5).scale(1e-1));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    Tensor x = ctx.from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+    Tensor i = ctx.from_vector<int32_t>({3, -7, 11, 0, 5, -2}, {2, 3});
+    Tensor l = ctx.from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+    Tensor d = ctx.from_vector<double>({0.5, 1.5, -2.5, 3, 4, 5}, {2, 3});
+    return std::vector<Tensor>{
+        concat({x, exp(x)}, 0),
+        cast(ctx.iota(TensorType{DType::I32, {4, 3}}, 1), DType::F32),
+        sum(x, {0}),
+        cast(max(i, {0, 1}), DType::F32),
+        cast(mean(d, {1}), DType::F32),
+        cast(matmul(i, transpose(i, 0, 1)), DType::F32),
+        cast(matmul(d, transpose(d, 0, 1)), DType::F32),
+        cast(div(i, ctx.from_vector<int32_t>({2, 1, -1, 3, 3, 3}, {2, 3})), DType::F32),
+        cast(where(lt(l, ctx.full(3, l.type())), l * l, neg(l)), DType::F32),
+        cast(cast(sqrt(abs(x)), DType::I64), DType::F32),
+        cast(gt(d, ctx.full(1.0, d.type())), DType::F32),
+        slice(pow(x, x), {0, 1}, {2, 3}, {1, 2}),
+        reshape(sigmoid(x) - log(x) + rsqrt(x), {3, 2}),
+        minimum(maximum(x, ctx.full(2.5, x.type())), tanh(x)),
+        broadcast_to(reshape(relu(x - 3.0), {2, 3, 1}), {2, 3, 4}),
+    };
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  std::vector<Tensor> want = program(reference);
+  for (const char* strategy : {"none", "greedy-elementwise", "dominator"}) {
+    CAPTURE(strategy);
+    Engine engine(pipeline(std::string("canonicalize,fuse{strategy=") + strategy + "},lower"), *cuda);
+    Context ctx(engine);
+    std::vector<Tensor> got = program(ctx);
+    for (size_t o = 0; o < want.size(); ++o) {
+      CAPTURE(o);
+      auto g = values(got[o]), w = values(want[o]);
+      REQUIRE(g.size() == w.size());
+      for (size_t k = 0; k < w.size(); ++k) CHECK(g[k] == doctest::Approx(w[k]).epsilon(1e-5).scale(1e-1));
+    }
+  }
+}
+
+TEST_CASE("on cuda a loop of steps moves no data after the first step, and times itself on the device") {
+  auto cuda = cuda_backend();
+  Engine engine(pipeline("canonicalize,fuse,lower"), *cuda);
+  Context ctx(engine);
+  Tensor x = ctx.from_vector<float>(std::vector<float>(1 << 20, 0.25f), {1 << 20});
+  Tensor w = ctx.from_vector<float>(std::vector<float>(1 << 20, 1.5f), {1 << 20});
+  for (int step = 0; step < 20; ++step) {
+    x = tanh(x * w + 0.5);
+    REQUIRE(ctx.mark_step().ok());
+    REQUIRE(ctx.wait().ok());
+    CHECK(engine.metrics().host_to_device_transfers == 2);
+    CHECK(engine.metrics().device_to_host_transfers == 0);
+    CHECK(engine.metrics().last_device_execute_ms > 0);
+  }
+  std::vector<float> got = values(x);
+  CHECK(engine.metrics().device_to_host_transfers == 1);
+  CHECK(engine.metrics().device_to_host_bytes == (1 << 20) * sizeof(float));
+  float want = 0.25f;
+  for (int step = 0; step < 20; ++step) want = std::tanh(want * 1.5f + 0.5f);
+  CHECK(got[12345] == doctest::Approx(want).epsilon(1e-5));
+}

@@ -1,0 +1,43 @@
+// Programs for the CUDA tests: a workload or graph lowered by a pipeline
+// for the cuda backend's capabilities, without a backend.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/module.h"
+#include "core/pass_manager.h"
+#include "core/pipeline.h"
+#include "core/program_view.h"
+
+namespace lazylab::testing {
+
+// What the cuda backend declares: every op but parameters and composites,
+// every kind of fusion.
+inline const lazylab_capabilities& cuda_capabilities() {
+  static const lazylab_capabilities caps = [] {
+    lazylab_capabilities c{};
+    c.struct_size = sizeof c;
+    for (int op = 0; op < kNumOps; ++op)
+      c.supports_op[op] =
+          op != LAZYLAB_OP_Parameter && op_info(static_cast<OpId>(op)).category != OpCategory::Composite;
+    c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = 1;
+    return c;
+  }();
+  return caps;
+}
+
+inline Module lowered(Graph graph, const std::string& pipeline_text) {
+  Module module;
+  module.graph = std::move(graph);
+  module.capabilities = &cuda_capabilities();
+  auto pipeline = parse_pipeline(pipeline_text);
+  REQUIRE_MESSAGE(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+  auto stats = run_pipeline(*pipeline, module);
+  REQUIRE_MESSAGE(stats.ok(), (stats.ok() ? "" : stats.error().message));
+  REQUIRE(module.program.has_value());
+  return module;
+}
+
+}  // namespace lazylab::testing
