@@ -284,6 +284,19 @@ Expected<BufferPtr> Backend::download(const DeviceBufferPtr& buffer) {
   return copy;
 }
 
+Expected<lazylab_ceilings> Backend::measure_ceilings(int32_t device) {
+  lazylab_ceilings ceilings{sizeof(lazylab_ceilings), 0, 0, ""};
+  const lazylab_backend_api& api = instance_->api();
+  bool has_entry = api.struct_size >= offsetof(lazylab_backend_api, measure_ceilings) + sizeof(void*) &&
+                   api.measure_ceilings != nullptr;
+  if (!has_entry) return ceilings;
+  char* error = nullptr;
+  if (api.measure_ceilings(instance_->handle, device, &ceilings, &error) != 0)
+    return instance_->take_error(error, "measure ceilings");
+  if (!ceilings.method) ceilings.method = "";
+  return ceilings;
+}
+
 Status Backend::synchronize(int32_t device) {
   char* error = nullptr;
   if (instance_->api().synchronize(instance_->handle, device, &error) != 0)

@@ -106,6 +106,9 @@ class Backend {
   // view of it when it is in host memory, else a copy.
   Expected<BufferPtr> download(const DeviceBufferPtr& buffer);
   Status synchronize(int32_t device = 0);
+  // The device's ceilings as the backend measures them (zeros where it
+  // measures none: host backends, plugins older than ABI 2.1).
+  Expected<lazylab_ceilings> measure_ceilings(int32_t device = 0);
 
  private:
   std::shared_ptr<BackendInstance> instance_;

@@ -37,9 +37,11 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
 
 
-def make(name, p, g):
-    u = lambda *shape: torch.rand(*shape, generator=g) * 2 - 1
-    n = lambda *shape, s=1.0: torch.randn(*shape, generator=g) * s
+def make(name, p, g, device="cpu"):
+    """One step of workload `name` with params `p`, inputs drawn from `g` on
+    the host and placed on `device`; and the ops a step records (chain)."""
+    u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device)
+    n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device)
     if name.startswith("chain"):
         x = u(p["n"])
 
@@ -72,7 +74,7 @@ def make(name, p, g):
         ln1w, ln1b, ln2w, ln2b = n(C), n(C), n(C), n(C)
         wqkv, bqkv, wp, bp = n(C, 3 * C, s=0.02), n(3 * C, s=0.02), n(C, C, s=0.02), n(C, s=0.02)
         wf, bf, wo, bo = n(C, 4 * C, s=0.02), n(4 * C, s=0.02), n(4 * C, C, s=0.02), n(C, s=0.02)
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool)).to(device)
         ln = torch.nn.functional.layer_norm
 
         def step():

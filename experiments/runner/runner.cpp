@@ -54,13 +54,20 @@ Expected<Outputs> read_outputs(const std::vector<Tensor>& tensors) {
 }
 
 // numpy.allclose semantics: |a - b| <= atol + rtol * |b|; NaNs must match.
-Correctness compare(const Outputs& got, const Outputs& want, double rtol, double atol) {
+// Reads each output where it is on the host, without copying it (outputs
+// of the large GPU workloads are checked every step).
+Expected<Correctness> compare(const std::vector<Tensor>& got, const Outputs& want, double rtol, double atol) {
   Correctness c;
   c.pass = true;
-  if (got.types != want.types) return {false, 0, 0, "output types differ from the reference"};
-  for (size_t o = 0; o < got.values.size(); ++o)
-    for (size_t i = 0; i < got.values[o].size(); ++i) {
-      double a = got.values[o][i], b = want.values[o][i];
+  std::vector<TensorType> types;
+  for (const Tensor& t : got) types.push_back(t.type());
+  if (types != want.types) return Correctness{false, 0, 0, "output types differ from the reference"};
+  for (size_t o = 0; o < got.size(); ++o) {
+    auto buffer = got[o].data();
+    if (!buffer) return buffer.error();
+    const std::vector<double>& expected = want.values[o];
+    for (size_t i = 0; i < expected.size(); ++i) {
+      double a = element(**buffer, types[o].dtype, static_cast<int64_t>(i)), b = expected[i];
       if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
         bool same = (std::isnan(a) && std::isnan(b)) || a == b;
         if (!same && c.pass)
@@ -76,6 +83,7 @@ Correctness compare(const Outputs& got, const Outputs& want, double rtol, double
         c.problem = fmt::format("output {} element {}: {} vs reference {}", o, i, a, b);
       }
     }
+  }
   return c;
 }
 
@@ -136,6 +144,17 @@ Expected<Outputs> run_reference(const CellSetup& setup) {
   return read_outputs(outputs);
 }
 
+// The compile time of the cell's graph in a fresh engine (0 if it fails: the
+// cell's own steps already reported any error).
+double compile_again(const CellSetup& setup) {
+  Engine engine(setup.pipeline, setup.backend, engine_options(setup.experiment));
+  Context context(engine);
+  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
+  std::vector<Tensor> outputs = setup.workload.step(context, inputs);
+  if (!context.sync() || !context.wait()) return 0;
+  return context.metrics().compile_ms;
+}
+
 Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) {
   const Experiment& e = setup.experiment;
   Engine engine(setup.pipeline, setup.backend, engine_options(e));
@@ -152,6 +171,7 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
     auto t1 = Clock::now();
     LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
     LAZYLAB_TRY(context.sync());
+    auto synced = Clock::now();
     LAZYLAB_TRY(context.wait());  // a device backend's sync may return before the work is done
     auto t2 = Clock::now();
     double execute = context.metrics().execute_ms - execute_before;
@@ -169,16 +189,17 @@ Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) 
     } else if (step > e.warmup) {
       step_ms.push_back(elapsed_ms(t0, t2));
       trace_us.push_back(elapsed_ms(t0, t1) * 1e3);
-      overhead_us.push_back((elapsed_ms(t1, t2) - execute) * 1e3);
+      overhead_us.push_back((elapsed_ms(t1, synced) - execute) * 1e3);
       execute_ms.push_back(execute);
       device_ms.push_back(context.metrics().last_device_execute_ms);
     }
     // Every step is checked, outside the timed region: a race shows in some
     // steps only.
-    auto got = read_outputs(outputs);
-    if (!got) return got.error();
-    absorb(cell.correctness, compare(*got, reference, e.reference.rtol, e.reference.atol), step);
+    auto checked = compare(outputs, reference, e.reference.rtol, e.reference.atol);
+    if (!checked) return checked.error();
+    absorb(cell.correctness, *checked, step);
   }
+  cell.recompile_ms = compile_again(setup);
   cell.step_ms = spread_of(step_ms);
   cell.trace_us = spread_of(trace_us);
   cell.hit_sync_overhead_us = spread_of(overhead_us);
@@ -203,16 +224,23 @@ void compute_rooflines(ExperimentResult& result) {
   }
   auto ms_at = [](double amount, double per_second) { return per_second > 0 ? amount / per_second * 1e3 : 0.0; };
   for (CellResult& cell : result.cells) {
-    double seconds = cell.step_ms.median / 1e3;
+    // A device backend's cells are timed on its device, against its ceilings
+    // (no elementwise rate is measured there: that bound is left out).
+    const DeviceCeilings& device = result.device_ceilings[cell.backend_entry];
+    cell.device_ceilings = device.measured();
+    double copy = cell.device_ceilings ? device.copy_gb_s : ceil.copy_gb_s;
+    double gemm = cell.device_ceilings ? device.gemm_gflop_s : ceil.sgemm_gflop_s;
+    double elementwise = cell.device_ceilings ? 0 : ceil.elementwise_gop_s;
+    double time_ms = cell.time_ms();
+    double seconds = time_ms / 1e3;
     if (seconds <= 0) continue;
     cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
-    cell.copy_bandwidth_fraction = cell.achieved_gb_s / ceil.copy_gb_s;
-    double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), ceil.copy_gb_s * 1e9);
-    double matmul_ms = ms_at(static_cast<double>(cell.cost.flops), ceil.sgemm_gflop_s * 1e9);
-    double elementwise_ms =
-        ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), ceil.elementwise_gop_s * 1e9);
+    cell.copy_bandwidth_fraction = cell.achieved_gb_s / copy;
+    double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), copy * 1e9);
+    double matmul_ms = ms_at(static_cast<double>(cell.cost.flops), gemm * 1e9);
+    double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), elementwise * 1e9);
     cell.floor_ms = std::max({memory_ms, matmul_ms, elementwise_ms});
-    cell.floor_fraction = cell.floor_ms / cell.step_ms.median;
+    cell.floor_fraction = cell.floor_ms / time_ms;
   }
 }
 
@@ -229,6 +257,7 @@ CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, Workloa
   id.backend = backend.name;
   id.backend_options = backend.options;
   id.workload_entry = w;
+  id.backend_entry = b;
   std::vector<std::string> labels;
   for (const std::string* label : {&workload.label, &backend.label})
     if (!label->empty()) labels.push_back(*label);
@@ -255,8 +284,8 @@ void compute_speedups(std::vector<CellResult>& cells, const std::string& baselin
   for (CellResult& cell : cells) {
     cell.speedup_vs_baseline = 0;
     for (const CellResult& base : cells)
-      if (base.pipeline == baseline_pipeline && base.same_except_pipeline(cell) && cell.step_ms.median > 0)
-        cell.speedup_vs_baseline = base.step_ms.median / cell.step_ms.median;
+      if (base.pipeline == baseline_pipeline && base.same_except_pipeline(cell) && cell.time_ms() > 0)
+        cell.speedup_vs_baseline = base.time_ms() / cell.time_ms();
   }
 }
 
@@ -308,11 +337,19 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
     backends.push_back(std::move(*backend));
   }
 
-  ExperimentResult result{e, measure_ceilings(), {}, std::move(devices), {}};
+  ExperimentResult result{e, measure_ceilings(), {}, {}, std::move(devices), {}};
   if (progress)
     *progress << fmt::format("  ceilings: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
                              result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
                              result.ceilings.sgemm_gflop_s);
+  for (size_t b = 0; b < backends.size(); ++b) {
+    auto device = backends[b]->measure_ceilings(0);
+    if (!device) return make_error(fmt::format("backends[{}] ({}): {}", b, e.backends[b].name, device.error().message));
+    result.device_ceilings.push_back({device->copy_gb_s, device->gemm_gflop_s, device->method});
+    if (progress && result.device_ceilings.back().measured())
+      *progress << fmt::format("  {} device ceilings: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s\n", e.backends[b].name,
+                               device->copy_gb_s, device->gemm_gflop_s);
+  }
   for (size_t w = 0; w < workloads.size(); ++w) {
     const Workload& workload = *workloads[w];
     std::vector<HostTensor> inputs = workload.make_inputs(e.seed);
@@ -335,8 +372,8 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* pro
         result.cells.push_back(std::move(*cell));
       }
   }
+  compute_rooflines(result);  // first: it says which cells are timed on a device
   compute_speedups(result.cells, e.baseline);
-  compute_rooflines(result);
   for (const PeerEntry& peer : e.peers) {
     if (progress) *progress << fmt::format("  peer {} ...", peer.name) << std::flush;
     result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));

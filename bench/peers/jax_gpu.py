@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""JAX jit on a GPU on the reference workloads of WORKLOADS.md: a lazylab
+peer (experiments/runner/peers.h has the protocol) for
+experiments/gpu-suite.yaml.
+
+Timed as PEERS.md times JAX: fp32 at 'highest' matmul precision (TF32 off),
+host wall time around a call that blocks until the result is ready (so each
+figure includes JAX's dispatch); the first call (trace and compile) is
+reported apart.
+"""
+import argparse
+import json
+import math
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+DEFAULTS = {
+    "chain": {"n": 67108864, "iters": 100},
+    "chain-tiny": {"n": 64, "iters": 100},
+    "softmax": {"rows": 8192, "cols": 8192},
+    "layernorm": {"rows": 32768, "cols": 1024},
+    "mlp": {"batch": 8192, "d": 1024, "hidden": 4096},
+    "attention": {"batch": 16, "heads": 16, "seq": 1024, "head_dim": 64},
+    "gpt2-block": {"batch": 16, "seq": 1024, "channels": 768, "heads": 12},
+}
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + jnp.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def layer_norm(x, w, b):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * w + b
+
+
+def make(name, p, rng):
+    u = lambda *shape: jnp.asarray(rng.uniform(-1, 1, shape).astype(np.float32))
+    n = lambda *shape, s=1.0: jnp.asarray((rng.standard_normal(shape) * s).astype(np.float32))
+    if name.startswith("chain"):
+        iters = p["iters"]
+
+        def chain(x):
+            for _ in range(iters):
+                x = jax.nn.relu((x + 1) * 0.99)
+            return x
+        return jax.jit(chain), (u(p["n"]),), 3 * iters
+    if name == "softmax":
+        return jax.jit(lambda x: jax.nn.softmax(x, -1)), (u(p["rows"], p["cols"]),), 0
+    if name == "layernorm":
+        return jax.jit(layer_norm), (u(p["rows"], p["cols"]), u(p["cols"]), u(p["cols"])), 0
+    if name == "mlp":
+        d, h = p["d"], p["hidden"]
+        args = (u(p["batch"], d), n(d, h, s=0.02), n(h, s=0.02), n(h, d, s=0.02), n(d, s=0.02))
+        return jax.jit(lambda x, w1, b1, w2, b2: gelu_tanh(x @ w1 + b1) @ w2 + b2), args, 0
+    if name == "attention":
+        shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
+        step = lambda q, k, v: jax.nn.softmax(q @ jnp.swapaxes(k, -1, -2) * 0.125, -1) @ v
+        return jax.jit(step), (u(*shape), u(*shape), u(*shape)), 0
+    if name == "gpt2-block":
+        B, T, C, H = p["batch"], p["seq"], p["channels"], p["heads"]
+        D = C // H
+        mask = jnp.tril(jnp.ones((T, T), dtype=bool))
+
+        def block(x, ln1w, ln1b, wqkv, bqkv, wp, bp, ln2w, ln2b, wf, bf, wo, bo):
+            qkv = layer_norm(x, ln1w, ln1b) @ wqkv + bqkv
+            q, k, v = (t.reshape(B, T, H, D).transpose(0, 2, 1, 3) for t in jnp.split(qkv, 3, -1))
+            s = (q @ jnp.swapaxes(k, -1, -2)) * (1 / math.sqrt(D))
+            s = jnp.where(mask, s, -jnp.inf)
+            y = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+            h = x + (y @ wp + bp)
+            return h + (gelu_tanh(layer_norm(h, ln2w, ln2b) @ wf + bf) @ wo + bo)
+        args = (n(B, T, C), n(C), n(C), n(C, 3 * C, s=0.02), n(3 * C, s=0.02), n(C, C, s=0.02), n(C, s=0.02),
+                n(C), n(C), n(C, 4 * C, s=0.02), n(4 * C, s=0.02), n(4 * C, C, s=0.02), n(C, s=0.02))
+        return jax.jit(block), args, 0
+    return None, None, 0
+
+
+def measure(fn, args, warmup, runs):
+    t0 = time.perf_counter()
+    fn(*args).block_until_ready()
+    first_ms = (time.perf_counter() - t0) * 1e3
+    for _ in range(warmup):
+        fn(*args).block_until_ready()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn(*args).block_until_ready()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}, first_ms
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=",".join(DEFAULTS))
+    ap.add_argument("--param", action="append", default=[])
+    ap.add_argument("--threads", type=int, default=0, help="ignored")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    params = {k: dict(v) for k, v in DEFAULTS.items()}
+    for item in args.param:
+        key, value = item.split("=")
+        workload, name = key.rsplit(".", 1)
+        params.setdefault(workload, {})[name] = int(value)
+    cells = []
+    for i, name in enumerate(n for n in args.workloads.split(",") if n):
+        fn, inputs, ops = make(name, params.get(name, {}), np.random.default_rng(args.seed + i))
+        if fn is None:
+            print(f"{name:12s} not defined for jax: left out")
+            continue
+        step_ms, first_ms = measure(fn, inputs, args.warmup, args.runs)
+        cell = {"workload": name, "pipeline": "jax-jit", "backend": "jax-gpu", "params": params[name],
+                "step_ms": step_ms, "first_call_ms": first_ms}
+        if ops:
+            cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
+        cells.append(cell)
+        print(f"{name:12s} jax jit {step_ms['median']:9.4f} ms host (first call {first_ms:.0f} ms)")
+    report = {"schema_version": 1,
+              "peer": f"jax {jax.__version__} jit on {jax.devices()[0].device_kind}: fp32, matmul precision highest, "
+                      f"host time around a blocking call",
+              "machine": platform.processor() or platform.machine(), "cells": cells}
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
