@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include <boost/container/small_vector.hpp>
@@ -159,7 +160,16 @@ std::vector<std::string> PluginSearch::directories() {
     for (const auto& entry : fs::directory_iterator(build_dir, ec))
       if (entry.is_directory()) dirs.push_back(entry.path().string());
   if (std::string install = LAZYLAB_INSTALL_PLUGIN_DIR; !install.empty()) dirs.push_back(install);
-  return dirs;
+  // A folder named twice (the path set twice, or also the build tree) is
+  // searched once, where it first appears.
+  std::vector<std::string> unique;
+  std::set<std::string> seen;
+  for (const std::string& dir : dirs) {
+    std::error_code canonical_ec;
+    fs::path canonical = fs::weakly_canonical(dir, canonical_ec);
+    if (seen.insert(canonical_ec ? dir : canonical.string()).second) unique.push_back(dir);
+  }
+  return unique;
 }
 
 DeviceBuffer::DeviceBuffer(std::shared_ptr<BackendInstance> backend, lazylab_buffer* handle, TensorType type,
@@ -320,14 +330,17 @@ Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path,
   return std::make_unique<Backend>(std::move(instance), path, options);
 }
 
+// Each name once: the file load_backend(name) would open, the first on the path.
 std::vector<BackendListing> list_backends() {
   std::vector<BackendListing> listings;
+  std::set<std::string> names;
   std::error_code ec;
   for (const std::string& dir : PluginSearch::directories())
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       std::string file = entry.path().filename().string();
       if (!file.starts_with("lazylab-backend-") || !file.ends_with(".so")) continue;
       BackendListing listing{file.substr(16, file.size() - 19), entry.path().string(), {}, {}};
+      if (!names.insert(listing.name).second) continue;
       auto library = open_library(listing.path);
       if (library)
         listing.summary = (*library)->api().summary;

@@ -109,3 +109,15 @@ TEST_CASE("bad backend options, compile failures and execute failures come back 
     CHECK_FALSE(y.ok());
   }
 }
+
+TEST_CASE("a folder on the plugin path twice, or also the build tree, lists each backend once") {
+  std::string twice = kDir + ":" + kDir + "/.:" + kDir;
+  setenv("LAZYLAB_PLUGIN_PATH", twice.c_str(), 1);
+  std::vector<BackendListing> listings = list_backends();
+  unsetenv("LAZYLAB_PLUGIN_PATH");
+  std::map<std::string, int> seen;
+  for (const BackendListing& listing : listings) ++seen[listing.name];
+  for (const auto& [name, count] : seen) CHECK_MESSAGE(count == 1, name);
+  CHECK(seen.count("failing") == 1);
+  CHECK(seen.count("interp") == 1);
+}
