@@ -98,8 +98,6 @@ bool compare_int(uint32_t op, long long a, long long b) {
   }
 }
 
-bool is_comparison(uint32_t op) { return op >= LAZYLAB_OP_Eq && op <= LAZYLAB_OP_Ge; }
-
 void unary(uint32_t op, const Array& x, Array& out) {
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
     if (!is_float(x.dtype) && (op == LAZYLAB_OP_Neg || op == LAZYLAB_OP_Abs || op == LAZYLAB_OP_Relu)) {
@@ -121,7 +119,7 @@ void unary(uint32_t op, const Array& x, Array& out) {
 void binary(uint32_t op, const Array& a, const Array& b, Array& out) {
   bool integer = !is_float(a.dtype) && op != LAZYLAB_OP_Pow;
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
-    if (integer && is_comparison(op)) {
+    if (integer && ops::is_comparison(op)) {
       store_int(out, i, compare_int(op, load_int(a, i), load_int(b, i)));
     } else if (integer) {
       long long result = 0;

@@ -180,6 +180,17 @@ experiment "$work/bad-core.yaml" "name: t" "workloads: [{name: mlp, params: {bat
 check "an unknown openblas-core is reported" 0 "OpenBLAS does not run 'Pentium9' here and chose" -- \
   sh -c "'$lazylab' run '$work/bad-core.yaml' -q && cat '$work/bad-core.json'"
 
+# cuda where there is no GPU: the plugin loads and is listed; creating a
+# backend says what is missing, and nothing is measured or written.
+cuda_plugin="$(dirname "$lazylab")/../backends/cuda/lazylab-backend-cuda.so"
+if [[ -f $cuda_plugin && ! -e /dev/nvidiactl ]]; then
+  check "cuda is listed without a GPU" 0 "cuda +Generated CUDA kernels" -- "$lazylab" backends
+  experiment "$work/nogpu.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [cuda]" \
+    "report: {json: $work/nogpu.json}"
+  check "cuda without a GPU is a clear error" 1 "cuda: no CUDA (driver|device)" -- "$lazylab" run "$work/nogpu.yaml"
+  check "and writes no report" 1 "" -- test -e "$work/nogpu.json"
+fi
+
 # show
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
 check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"

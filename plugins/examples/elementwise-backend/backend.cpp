@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lazylab/backend_plugin.hpp"
+#include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
 
 namespace {
@@ -105,7 +106,7 @@ class ElementwiseBackend : public lazylab::plugin::Backend {
   void capabilities(lazylab_capabilities& caps) const override {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op)
       caps.supports_op[op] = op == LAZYLAB_OP_Constant || op == LAZYLAB_OP_Reshape ||
-                             (is_elementwise(op) && !(op >= LAZYLAB_OP_Eq && op <= LAZYLAB_OP_Ge));
+                             (is_elementwise(op) && !lazylab::ops::is_comparison(op));
   }
   std::string device_description() const override { return "host CPU, scalar loops (example plugin)"; }
   std::unique_ptr<lazylab::plugin::Executable> compile(const lazylab_program& program, int32_t) override {
