@@ -8,8 +8,6 @@
 #include <unordered_map>
 
 namespace lazylab {
-namespace {
-
 bool is_row_shape(const Dims& shape, const Dims& space) {
   if (space.empty()) return false;
   Dims rows(space.begin(), space.end() - 1);
@@ -17,6 +15,8 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
   rows.push_back(1);
   return shape == rows;
 }
+
+namespace {
 
 bool is_last_axis_reduction(const Graph& graph, const Node& node) {
   return op_info(node.op).category == OpCategory::Reduction && node.attrs[0].ints.size() == 1 &&

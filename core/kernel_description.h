@@ -54,6 +54,10 @@ struct KernelDescription {
   const ValueAccess* access_of(NodeId value) const;
 };
 
+// Whether `shape` has one element per row of the row space `space`: its
+// leading dims, with the last dropped or 1.
+bool is_row_shape(const Dims& shape, const Dims& space);
+
 // `ops` (in program order) as one row-space kernel (elementwise, or with
 // last-axis reductions), or an error saying why they are not one.
 Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops);

@@ -34,14 +34,6 @@ bool is_fusible(const Graph& graph, const Node& node) {
   return category == OpCategory::Elementwise || node.op == OpId::Broadcast || node.op == OpId::Constant;
 }
 
-bool is_row_shape(const Dims& shape, const Dims& space) {
-  if (space.empty()) return false;
-  Dims rows(space.begin(), space.end() - 1);
-  if (shape == rows) return true;
-  rows.push_back(1);
-  return shape == rows;
-}
-
 // Whether the nodes of both groups would make one row-space kernel: the
 // kernel description's own analysis (core/kernel_description.h), so fusion
 // accepts exactly what lower will describe and the backends will run.

@@ -32,58 +32,51 @@ struct Loaded {
   bool ok = false;
 };
 
-Loaded<Driver> load_driver() {
-  Loaded<Driver> loaded;
+// Opens the first of `names` that loads and binds every function of Api.
+template <class Api, class BindAll>
+Loaded<Api> load(std::initializer_list<const char*> names, const char* label, BindAll bind_all) {
+  Loaded<Api> loaded;
   std::string why;
-  void* library = open_first({"libcuda.so.1", "libcuda.so"}, why);
+  void* library = open_first(names, why);
   if (!library) {
-    loaded.error = "no CUDA driver (" + why + ")";
+    loaded.error = std::string("no ") + label + " (" + why + ")";
     return loaded;
   }
-  Driver& d = loaded.api;
-#define LAZYLAB_BIND(name) \
-  if (!bind(library, LAZYLAB_CUDA_SYMBOL(name), d.name, "libcuda.so.1", loaded.error)) return loaded;
-  LAZYLAB_DRIVER_FUNCTIONS(LAZYLAB_BIND)
-#undef LAZYLAB_BIND
-  d.cuDriverGetVersion(&d.version);
-  loaded.ok = true;
+  loaded.ok = bind_all(library, loaded.api, loaded.error);
+  return loaded;
+}
+
+#define LAZYLAB_BIND(name) &&bind(library, LAZYLAB_CUDA_SYMBOL(name), api.name, label, error)
+
+Loaded<Driver> load_driver() {
+  auto loaded =
+      load<Driver>({"libcuda.so.1", "libcuda.so"}, "CUDA driver", [](void* library, Driver& api, std::string& error) {
+        const char* label = "libcuda.so.1";
+        return true LAZYLAB_DRIVER_FUNCTIONS(LAZYLAB_BIND);
+      });
+  if (loaded.ok) loaded.api.cuDriverGetVersion(&loaded.api.version);
   return loaded;
 }
 
 Loaded<Nvrtc> load_nvrtc() {
-  Loaded<Nvrtc> loaded;
-  std::string why;
-  void* library = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, why);
-  if (!library) {
-    loaded.error = "no NVRTC (" + why + ")";
-    return loaded;
-  }
-  Nvrtc& n = loaded.api;
-#define LAZYLAB_BIND(name) \
-  if (!bind(library, LAZYLAB_CUDA_SYMBOL(name), n.name, "libnvrtc", loaded.error)) return loaded;
-  LAZYLAB_NVRTC_FUNCTIONS(LAZYLAB_BIND)
-#undef LAZYLAB_BIND
-  n.nvrtcVersion(&n.major, &n.minor);
-  loaded.ok = true;
+  auto loaded = load<Nvrtc>({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, "NVRTC",
+                            [](void* library, Nvrtc& api, std::string& error) {
+                              const char* label = "libnvrtc";
+                              return true LAZYLAB_NVRTC_FUNCTIONS(LAZYLAB_BIND);
+                            });
+  if (loaded.ok) loaded.api.nvrtcVersion(&loaded.api.major, &loaded.api.minor);
   return loaded;
 }
 
 Loaded<CublasLt> load_cublaslt() {
-  Loaded<CublasLt> loaded;
-  std::string why;
-  void* library = open_first({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, why);
-  if (!library) {
-    loaded.error = "no cuBLASLt (" + why + ")";
-    return loaded;
-  }
-  CublasLt& c = loaded.api;
-#define LAZYLAB_BIND(name) \
-  if (!bind(library, LAZYLAB_CUDA_SYMBOL(name), c.name, "libcublasLt", loaded.error)) return loaded;
-  LAZYLAB_CUBLASLT_FUNCTIONS(LAZYLAB_BIND)
-#undef LAZYLAB_BIND
-  loaded.ok = true;
-  return loaded;
+  return load<CublasLt>({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "cuBLASLt",
+                        [](void* library, CublasLt& api, std::string& error) {
+                          const char* label = "libcublasLt";
+                          return true LAZYLAB_CUBLASLT_FUNCTIONS(LAZYLAB_BIND);
+                        });
 }
+
+#undef LAZYLAB_BIND
 
 template <class Api>
 const Api* once(Loaded<Api> (*load)(), std::string& error) {

@@ -8,16 +8,15 @@ host wall time around a call that blocks until the result is ready (so each
 figure includes JAX's dispatch); the first call (trace and compile) is
 reported apart.
 """
-import argparse
-import json
 import math
-import platform
 import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from peer_protocol import parse_args, write_report
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -99,20 +98,7 @@ def measure(fn, args, warmup, runs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default=",".join(DEFAULTS))
-    ap.add_argument("--param", action="append", default=[])
-    ap.add_argument("--threads", type=int, default=0, help="ignored")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    params = {k: dict(v) for k, v in DEFAULTS.items()}
-    for item in args.param:
-        key, value = item.split("=")
-        workload, name = key.rsplit(".", 1)
-        params.setdefault(workload, {})[name] = int(value)
+    args, params = parse_args(__doc__, DEFAULTS)
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
         fn, inputs, ops = make(name, params.get(name, {}), np.random.default_rng(args.seed + i))
@@ -126,12 +112,8 @@ def main():
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
         print(f"{name:12s} jax jit {step_ms['median']:9.4f} ms host (first call {first_ms:.0f} ms)")
-    report = {"schema_version": 1,
-              "peer": f"jax {jax.__version__} jit on {jax.devices()[0].device_kind}: fp32, matmul precision highest, "
-                      f"host time around a blocking call",
-              "machine": platform.processor() or platform.machine(), "cells": cells}
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
+    write_report(args.out, f"jax {jax.__version__} jit on {jax.devices()[0].device_kind}: fp32, matmul precision "
+                           f"highest, host time around a blocking call", cells)
 
 
 if __name__ == "__main__":

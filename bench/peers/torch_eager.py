@@ -11,15 +11,14 @@ Needs Debian's python3-torch (`bash .ci/setup --peers`); run it with
 
   /usr/bin/python3 bench/peers/torch_eager.py --workloads chain-tiny --out reports/torch.json
 """
-import argparse
-import json
 import math
 import os
-import platform
 import statistics
 import time
 
 import torch
+
+from peer_protocol import parse_args, write_report
 
 DEFAULTS = {
     "chain": {"n": 1048576, "iters": 100},
@@ -102,21 +101,8 @@ def measure(step, warmup, runs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default=",".join(DEFAULTS), help="comma-separated names")
-    ap.add_argument("--param", action="append", default=[], help="WORKLOAD.NAME=INT override")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    args, params = parse_args(__doc__, DEFAULTS)
     torch.set_num_threads(args.threads)
-    params = {k: dict(v) for k, v in DEFAULTS.items()}
-    for item in args.param:
-        key, value = item.split("=")
-        workload, name = key.rsplit(".", 1)
-        params.setdefault(workload, {})[name] = int(value)
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
         if name not in DEFAULTS:
@@ -131,11 +117,7 @@ def main():
         cells.append(cell)
         print(f"{name:12s} torch eager {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
-    report = {"schema_version": 1,
-              "peer": f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}",
-              "machine": platform.processor() or platform.machine(), "cells": cells}
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
+    write_report(args.out, f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}", cells)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,12 @@ definitions are torch_eager.py's. By hand, on a GPU machine:
   python3 bench/peers/torch_gpu.py --mode=compile --workloads softmax \\
       --param softmax.rows=8192 --param softmax.cols=8192 --out /tmp/torch.json
 """
-import argparse
-import json
-import platform
 import statistics
 import time
 
 import torch
 
+from peer_protocol import parse_args, write_report
 from torch_eager import DEFAULTS, make
 
 
@@ -44,24 +42,11 @@ def measure(step, warmup, runs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
-    ap.add_argument("--workloads", default=",".join(DEFAULTS), help="comma-separated names")
-    ap.add_argument("--param", action="append", default=[], help="WORKLOAD.NAME=INT override")
-    ap.add_argument("--threads", type=int, default=0, help="ignored: the work runs on the GPU")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    args, params = parse_args(__doc__, DEFAULTS,
+                              lambda ap: ap.add_argument("--mode", choices=["eager", "compile"], default="eager"))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
-    params = {k: dict(v) for k, v in DEFAULTS.items()}
-    for item in args.param:
-        key, value = item.split("=")
-        workload, name = key.rsplit(".", 1)
-        params.setdefault(workload, {})[name] = int(value)
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
         if name not in DEFAULTS:
@@ -79,12 +64,8 @@ def main():
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
         print(f"{name:12s} torch {args.mode} {step_ms['median']:9.4f} ms GPU (first call {first_ms:.0f} ms)")
-    report = {"schema_version": 1,
-              "peer": f"torch {torch.__version__} {args.mode} on {torch.cuda.get_device_name()}: fp32, TF32 off, GPU "
-                      f"time by CUDA events, L2 flushed between steps",
-              "machine": platform.processor() or platform.machine(), "cells": cells}
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=2)
+    write_report(args.out, f"torch {torch.__version__} {args.mode} on {torch.cuda.get_device_name()}: fp32, TF32 off, "
+                           f"GPU time by CUDA events, L2 flushed between steps", cells)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 
 #include "../unit/random_program.h"
 #include "../unit/support.h"
+#include "../unit/workload_steps.h"
 #include "core/fusion_strategy.h"
 #include "runner/workload.h"
 
@@ -31,20 +32,6 @@ std::unique_ptr<Backend> cuda_backend() {
   return std::move(*backend);
 }
 
-std::vector<std::vector<std::vector<float>>> run(Backend& backend, const Workload& workload,
-                                                 const std::string& pipeline_text, int steps) {
-  Engine engine(pipeline(pipeline_text), backend);
-  Context ctx(engine);
-  std::vector<Tensor> inputs = bind_inputs(ctx, workload.make_inputs(3));
-  std::vector<std::vector<std::vector<float>>> results;
-  for (int step = 0; step < steps; ++step) {
-    std::vector<std::vector<float>> result;
-    for (const Tensor& t : workload.step(ctx, inputs)) result.push_back(values(t));
-    results.push_back(std::move(result));
-  }
-  return results;
-}
-
 }  // namespace
 
 TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, every step") {
@@ -53,21 +40,15 @@ TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, e
   for (const auto& [name, params] : kCases) {
     auto workload = make_builtin_workload(name, params);
     REQUIRE(workload.ok());
-    auto want = run(*interp, **workload, "lower", 1)[0];
+    auto want = run_steps(*interp, **workload, "lower", 1)[0];
     for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
       CAPTURE(name);
       CAPTURE(strategy);
-      auto steps = run(*cuda, **workload,
-                       "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
-                           "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}",
-                       3);
-      for (size_t step = 0; step < steps.size(); ++step) {
-        CAPTURE(step);
-        REQUIRE(steps[step].size() == want.size());
-        for (size_t o = 0; o < want.size(); ++o)
-          for (size_t i = 0; i < want[o].size(); ++i)
-            REQUIRE(steps[step][o][i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-2));
-      }
+      auto steps = run_steps(*cuda, **workload,
+                             "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
+                                 "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}",
+                             3);
+      check_steps(steps, want, 1e-4, 1e-2);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "core/fusion_strategy.h"
 #include "runner/workload.h"
 #include "support.h"
+#include "workload_steps.h"
 
 using namespace lazylab;
 using namespace lazylab::testing;
@@ -28,22 +29,6 @@ const Case kCases[] = {
     {"gpt2-block", {{"batch", 1}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
 };
 
-// Each step's outputs, for `steps` steps on one context (the first
-// compiles, the rest hit the cache and rerun the same executable).
-std::vector<std::vector<std::vector<float>>> run(Backend& backend, const Workload& workload,
-                                                 const std::string& pipeline_text, int steps = 1) {
-  Engine engine(pipeline(pipeline_text), backend);
-  Context ctx(engine);
-  std::vector<Tensor> inputs = bind_inputs(ctx, workload.make_inputs(3));
-  std::vector<std::vector<std::vector<float>>> results;
-  for (int step = 0; step < steps; ++step) {
-    std::vector<std::vector<float>> result;
-    for (const Tensor& t : workload.step(ctx, inputs)) result.push_back(values(t));
-    results.push_back(std::move(result));
-  }
-  return results;
-}
-
 }  // namespace
 
 TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
@@ -53,22 +38,15 @@ TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
   for (const Case& c : kCases) {
     auto workload = make_builtin_workload(c.workload, c.params);
     REQUIRE(workload.ok());
-    auto want = run(*interp, **workload, "lower")[0];
+    auto want = run_steps(*interp, **workload, "lower", 1)[0];
     for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
       CAPTURE(c.workload);
       CAPTURE(strategy);
-      auto steps = run(**cpu, **workload,
-                       "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
-                           "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}",
-                       4);
-      for (size_t step = 0; step < steps.size(); ++step) {
-        CAPTURE(step);
-        const auto& got = steps[step];
-        REQUIRE(got.size() == want.size());
-        for (size_t o = 0; o < got.size(); ++o)
-          for (size_t i = 0; i < got[o].size(); ++i)
-            REQUIRE(got[o][i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-5));
-      }
+      auto steps = run_steps(**cpu, **workload,
+                             "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
+                                 "},lower,schedule{order=memory},plan-memory{algo=greedy-by-size}",
+                             4);
+      check_steps(steps, want, 1e-4, 1e-5);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "random_program.h"
 #include "runner/workload.h"
 #include "support.h"
+#include "workload_steps.h"
 
 using namespace lazylab;
 using namespace lazylab::testing;
@@ -23,20 +24,6 @@ const std::map<std::string, WorkloadParams> kSmall = {
     {"gpt2-block", {{"batch", 1}, {"seq", 4}, {"channels", 8}, {"heads", 2}}},
 };
 
-// Each step's outputs, for three steps: the first compiles, the others hit
-// the cache; a fault that shows in some steps only is caught.
-std::vector<std::vector<std::vector<float>>> run(const Workload& workload, const std::string& pipeline_text) {
-  Session s(pipeline_text);
-  std::vector<Tensor> inputs = bind_inputs(s.ctx, workload.make_inputs(7));
-  std::vector<std::vector<std::vector<float>>> steps;
-  for (int step = 0; step < 3; ++step) {
-    std::vector<std::vector<float>> result;
-    for (const Tensor& t : workload.step(s.ctx, inputs)) result.push_back(values(t));
-    steps.push_back(std::move(result));
-  }
-  return steps;
-}
-
 }  // namespace
 
 TEST_CASE("every workload x pass agrees with the reference") {
@@ -50,22 +37,15 @@ TEST_CASE("every workload x pass agrees with the reference") {
                                         "decompose,lower,plan-memory{algo=linear-scan}"};
   for (const std::string& strategy : FusionStrategyRegistry::global().names())
     pipelines.push_back("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower");
+  auto interp = interp_backend();
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));
     REQUIRE(workload.ok());
-    auto reference = run(**workload, "lower")[0];
+    auto reference = run_steps(*interp, **workload, "lower", 1, 7)[0];
     for (const std::string& pipeline_text : pipelines) {
       CAPTURE(info.name);
       CAPTURE(pipeline_text);
-      auto steps = run(**workload, pipeline_text);
-      for (size_t step = 0; step < steps.size(); ++step) {
-        CAPTURE(step);
-        const auto& got = steps[step];
-        REQUIRE(got.size() == reference.size());
-        for (size_t o = 0; o < got.size(); ++o)
-          for (size_t i = 0; i < got[o].size(); ++i)
-            REQUIRE(got[o][i] == doctest::Approx(reference[o][i]).epsilon(1e-4).scale(1e-5));
-      }
+      check_steps(run_steps(*interp, **workload, pipeline_text, 3, 7), reference, 1e-4, 1e-5);
     }
   }
 }

@@ -1,0 +1,42 @@
+// A workload's outputs for several steps on one context: the first step
+// compiles, the others hit the cache and run the same executable again, so
+// a fault that shows in some steps only is caught.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runner/workload.h"
+#include "support.h"
+
+namespace lazylab::testing {
+
+using StepOutputs = std::vector<std::vector<float>>;  // one vector per output
+
+inline std::vector<StepOutputs> run_steps(Backend& backend, const Workload& workload, const std::string& pipeline_text,
+                                          int steps, uint64_t seed = 3) {
+  Engine engine(pipeline(pipeline_text), backend);
+  Context ctx(engine);
+  std::vector<Tensor> inputs = bind_inputs(ctx, workload.make_inputs(seed));
+  std::vector<StepOutputs> results;
+  for (int step = 0; step < steps; ++step) {
+    StepOutputs outputs;
+    for (const Tensor& t : workload.step(ctx, inputs)) outputs.push_back(values(t));
+    results.push_back(std::move(outputs));
+  }
+  return results;
+}
+
+// Every step's every element close to `want` (doctest's Approx: relative
+// `epsilon` of `scale` + the larger magnitude).
+inline void check_steps(const std::vector<StepOutputs>& steps, const StepOutputs& want, double epsilon, double scale) {
+  for (size_t step = 0; step < steps.size(); ++step) {
+    CAPTURE(step);
+    REQUIRE(steps[step].size() == want.size());
+    for (size_t o = 0; o < want.size(); ++o)
+      for (size_t i = 0; i < want[o].size(); ++i)
+        REQUIRE(steps[step][o][i] == doctest::Approx(want[o][i]).epsilon(epsilon).scale(scale));
+  }
+}
+
+}  // namespace lazylab::testing
