@@ -126,10 +126,19 @@ class ExecutionEvent : public plugin::Event {
 // memory and its second A's.
 class Product {
  public:
-  Product(const Device& device, const lazylab_contraction& c, bool tf32) : device_(device), c_(c) {
+  // With `bias`, cuBLASLt adds a vector of n along each row of the product
+  // (its BIAS epilogue: in D^T's column-major terms, one value per row).
+  Product(const Device& device, const lazylab_contraction& c, bool tf32, bool bias)
+      : device_(device), c_(c), bias_(bias) {
     const CublasLt& b = device.blas;
     cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     check(b.cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    if (bias) {
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      cudaDataType_t type = CUDA_R_32F;
+      b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+      b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type);
+    }
     cublasOperation_t first = c.rhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t second = c.lhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first);
@@ -165,8 +174,14 @@ class Product {
   Product(const Product&) = delete;
   Product& operator=(const Product&) = delete;
 
-  void run(CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out) const {
+  void run(CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr bias = 0) const {
     const float one = 1.0f, zero = 0.0f;
+    if (bias_) {
+      const void* pointer = reinterpret_cast<const void*>(bias);
+      check(device_.blas.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+                                                        sizeof pointer),
+            "cublasLtMatmulDescSetAttribute (bias)");
+    }
     check(device_.blas.cublasLtMatmul(device_.lt, desc_, &one, reinterpret_cast<const void*>(rhs), first_,
                                       reinterpret_cast<const void*>(lhs), second_, &zero, reinterpret_cast<void*>(out),
                                       out_, reinterpret_cast<void*>(out), out_, &algo_,
@@ -188,6 +203,7 @@ class Product {
 
   const Device& device_;
   lazylab_contraction c_;
+  bool bias_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
@@ -210,6 +226,7 @@ struct LoadedLaunch {
 
 struct LoadedKernel {
   std::unique_ptr<Product> product;
+  uint32_t product_out = kNoValue, bias = kNoValue;
   std::vector<LoadedLaunch> launches;
 };
 
@@ -294,7 +311,10 @@ class CudaExecutable : public plugin::Executable {
 
   LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, bool tf32) {
     LoadedKernel loaded;
-    if (code.product) loaded.product = std::make_unique<Product>(device_, kernel.contraction, tf32);
+    if (code.product)
+      loaded.product = std::make_unique<Product>(device_, kernel.contraction, tf32, code.bias != kNoValue);
+    loaded.product_out = code.product_out;
+    loaded.bias = code.bias;
     for (const Launch& launch : code.launches) {
       CUfunction function = nullptr;
       check(device_.driver, device_.driver.cuModuleGetFunction(&function, module_, launch.function.c_str()),
@@ -311,7 +331,8 @@ class CudaExecutable : public plugin::Executable {
   void run(const LoadedKernel& kernel, Address& address) {
     if (kernel.product) {
       const lazylab_contraction& c = kernel.product->contraction();
-      kernel.product->run(address(c.lhs), address(c.rhs), address(c.matmul));
+      kernel.product->run(address(c.lhs), address(c.rhs), address(kernel.product_out),
+                          kernel.bias == kNoValue ? 0 : address(kernel.bias));
     }
     for (const LoadedLaunch& l : kernel.launches) {
       if (l.launch.work == 0) continue;
@@ -374,8 +395,7 @@ class CudaBackend : public plugin::Backend {
   }
 
   void capabilities(lazylab_capabilities& caps) const override {
-    for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op)
-      caps.supports_op[op] = op != LAZYLAB_OP_Parameter && ops::category(op) != ops::Category::Composite;
+    for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Parameter;
     caps.fuses_elementwise = 1;
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
@@ -475,7 +495,7 @@ lazylab_ceilings CudaBackend::measure_ceilings(int32_t index) {
   double copy_ms = best_ms(5, [&] { driver.cuMemcpyDtoDAsync(b, a, copy_bytes, d.stream); });
   const int64_t n = 8192;
   lazylab_contraction c{0, 0, 0, 0, 0, 1, n, n, n};
-  Product product(d, c, tf32_);
+  Product product(d, c, tf32_, false);
   driver.cuMemsetD8Async(a, 0x3c, n * n * 4, d.stream);  // 0x3c3c3c3c: about 0.0115, not zero
   double gemm_ms = best_ms(3, [&] { product.run(a, a + n * n * 4, b); });
   driver.cuMemFreeAsync(a, d.stream);

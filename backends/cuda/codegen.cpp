@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -513,7 +514,9 @@ class OpSource {
         if (op.op == LAZYLAB_OP_Iota) return iota(op, name, launch);
         break;
       case ops::Category::Composite:
-        throw std::invalid_argument(fmt::format("cuda runs composite op '{}' only decomposed", ops::name(op.op)));
+        if (op.op == LAZYLAB_OP_Softmax) return softmax(op, name, launch);
+        if (op.op == LAZYLAB_OP_Layernorm) return layernorm(op, name, launch);
+        break;  // gelu: a formula, below
       default: break;
     }
     // Elementwise ops and constants: one element per point, all full.
@@ -580,6 +583,50 @@ class OpSource {
         "       t += (long long)blockDim.x * gridDim.x) {{\n"
         "    const long long in = t % {}LL, a = (t / {}LL) % {}LL, o = t / ({}LL * {}LL);\n{}  }}\n}}\n",
         name, params, storage_type(out.dtype), op.result, inner, inner, along, inner, along, pick);
+  }
+
+  // Composites left whole (the interpreter runs them; `decompose` makes them
+  // fusible): a thread per row, accumulating in double as the reference does.
+  std::string softmax(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& x = program_.values[op.operands[0]];
+    int64_t axis = op.attrs[0].i, inner = 1;
+    for (uint32_t d = axis + 1; d < x.rank; ++d) inner *= x.shape[d];
+    int64_t length = x.shape[axis];
+    launch = Launch{name, {op.operands[0], op.result}, elements_of(x) / std::max<int64_t>(length, 1)};
+    const char* type = storage_type(x.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long base = (t / {2}LL) * {3}LL * {2}LL + t % {2}LL;\n"
+        "    double peak = -__longlong_as_double(0x7ff0000000000000LL), total = 0;\n"
+        "    for (long long j = 0; j < {3}LL; ++j) {{ const double v = x[base + j * {2}LL]; peak = peak < v ? v : "
+        "peak; }}\n"
+        "    for (long long j = 0; j < {3}LL; ++j) total += exp((double)x[base + j * {2}LL] - peak);\n"
+        "    for (long long j = 0; j < {3}LL; ++j)\n"
+        "      y[base + j * {2}LL] = ({1})(exp((double)x[base + j * {2}LL] - peak) / total);\n  }}\n}}\n",
+        name, type, inner, length);
+  }
+
+  std::string layernorm(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& x = program_.values[op.operands[0]];
+    int64_t length = x.rank ? x.shape[x.rank - 1] : 1;
+    launch = Launch{name,
+                    {op.operands[0], op.operands[1], op.operands[2], op.result},
+                    elements_of(x) / std::max<int64_t>(length, 1)};
+    const char* type = storage_type(x.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {1}* __restrict__ w,\n"
+        "    const {1}* __restrict__ b, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const {1}* row = x + t * {2}LL;\n    double mean = 0, var = 0;\n"
+        "    for (long long j = 0; j < {2}LL; ++j) mean += row[j];\n    mean /= {2}.0;\n"
+        "    for (long long j = 0; j < {2}LL; ++j) {{ const double d = row[j] - mean; var += d * d; }}\n"
+        "    const double inv_std = 1.0 / sqrt(var / {2}.0 + {3});\n"
+        "    for (long long j = 0; j < {2}LL; ++j)\n"
+        "      y[t * {2}LL + j] = ({1})((row[j] - mean) * inv_std * w[j] + b[j]);\n  }}\n}}\n",
+        name, type, length, literal(op.attrs[0].f, LAZYLAB_F64));
   }
 
   std::string iota(const lazylab_op& op, const std::string& name, Launch& launch) const {
@@ -746,12 +793,60 @@ class ProgramSource {
       if (!skip.count(kernel.ops[i].result)) epilogue.push_back(&kernel.ops[i]);
     KernelCode result;
     result.product = true;
-    if (program_.values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) needs_memory_.insert(c.matmul);
+    result.product_out = c.matmul;
+    fuse_bias(kernel, epilogue, result);
+    if (result.product_out == c.matmul && program_.values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL)
+      needs_memory_.insert(c.matmul);
     if (epilogue.empty()) return result;
     Launch launch;
     code.source += row_source(kernel, std::move(epilogue)).elementwise(name, launch);
     result.launches.push_back(std::move(launch));
     return result;
+  }
+
+  // The epilogue's first op is the product + a bias vector broadcast over the
+  // rows: cuBLASLt adds it itself (its BIAS epilogue), the add leaves the
+  // generated code and what read the add's result reads the product's memory.
+  void fuse_bias(const lazylab_kernel& kernel, std::vector<const lazylab_op*>& epilogue, KernelCode& result) {
+    const lazylab_contraction& c = kernel.contraction;
+    if (epilogue.size() < 2 || program_.values[c.matmul].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return;
+    const lazylab_op *view = epilogue[0], *add = epilogue[1];
+    auto bias = [&]() -> const lazylab_access* {
+      for (uint32_t i = 0; i < kernel.num_accesses; ++i)
+        if (kernel.accesses[i].value == view->result) return &kernel.accesses[i];
+      return nullptr;
+    }();
+    bool shape = view->op == LAZYLAB_OP_Broadcast && bias && bias->kind == LAZYLAB_ACCESS_REPEAT &&
+                 bias->period == c.n && program_.values[bias->source].dtype == LAZYLAB_F32 &&
+                 elements_of(program_.values[bias->source]) == c.n;
+    bool adds = add->op == LAZYLAB_OP_Add && add->num_operands == 2 &&
+                ((add->operands[0] == c.matmul && add->operands[1] == view->result) ||
+                 (add->operands[1] == c.matmul && add->operands[0] == view->result));
+    if (!shape || !adds) return;
+    auto reads = [&](uint32_t value, size_t from) {
+      for (size_t i = from; i < epilogue.size(); ++i)
+        for (uint32_t k = 0; k < epilogue[i]->num_operands; ++k)
+          if (epilogue[i]->operands[k] == value) return true;
+      return false;
+    };
+    if (reads(c.matmul, 2) || reads(view->result, 2)) return;  // the plain product or the view is needed too
+    bool add_local = program_.values[add->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL;
+    if (!add_local && epilogue.size() > 2) return;  // kept in memory and read on: not worth a copy
+    result.bias = bias->source;
+    result.product_out = add_local ? c.matmul : add->result;
+    uint32_t replaced = add->result;
+    epilogue.erase(epilogue.begin(), epilogue.begin() + 2);
+    for (const lazylab_op*& op : epilogue) op = renamed(*op, replaced, c.matmul);
+  }
+
+  // `op` reading `to` wherever it read `from` (a copy this generator keeps).
+  const lazylab_op* renamed(const lazylab_op& op, uint32_t from, uint32_t to) {
+    std::vector<uint32_t>& operands = renamed_operands_.emplace_back(op.operands, op.operands + op.num_operands);
+    for (uint32_t& operand : operands)
+      if (operand == from) operand = to;
+    lazylab_op& copy = renamed_ops_.emplace_back(op);
+    copy.operands = operands.data();
+    return &copy;
   }
 
   // Op by op, every result in memory.
@@ -770,6 +865,8 @@ class ProgramSource {
 
   const lazylab_program& program_;
   std::set<uint32_t> needs_memory_;
+  std::deque<std::vector<uint32_t>> renamed_operands_;  // deques: what they hold never moves
+  std::deque<lazylab_op> renamed_ops_;
 };
 
 }  // namespace

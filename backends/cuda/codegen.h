@@ -29,8 +29,14 @@ struct Launch {
   uint32_t block = 256;
 };
 
+inline constexpr uint32_t kNoValue = ~uint32_t{0};
+
 struct KernelCode {
   bool product = false;  // a cuBLASLt product (the kernel's contraction) runs before the launches
+  // cuBLASLt's bias epilogue: the product + this [n] vector along each row,
+  // written to `product_out` (the matmul's value, or the add's it replaced).
+  uint32_t bias = kNoValue;
+  uint32_t product_out = kNoValue;
   std::vector<Launch> launches;
 };
 

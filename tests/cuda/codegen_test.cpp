@@ -94,6 +94,9 @@ TEST_CASE("every op of the op table generates code, opaque kernels op by op") {
       reshape(sigmoid(x) - log(x) + rsqrt(x), {3, 2}),                // reshape
       minimum(maximum(x, ctx.full(2.5, x.type())), tanh(x)),          // max, min
       broadcast_to(reshape(relu(x - 3.0), {2, 3, 1}), {2, 3, 4}),     // broadcast
+      softmax(x, 0),                                                  // composites, not decomposed
+      layernorm(d, ctx.full(0.5, TensorType{DType::F64, {3}}), ctx.full(0.25, TensorType{DType::F64, {3}})),
+      gelu(x),
   };
   for (const char* strategy : {"none", "greedy-elementwise", "dominator"}) {
     CAPTURE(strategy);
@@ -122,15 +125,18 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(code.source, "make_float4") == 1);
     CHECK(code.kernels[0].launches[0].work == 4096 / 4);
   }
-  SUBCASE("mlp under gemm-epilogue: products on cuBLASLt, bias and gelu in their epilogues") {
+  SUBCASE("mlp under gemm-epilogue: products on cuBLASLt adding the biases, gelu in a generated epilogue") {
     Module module = lowered(workload_graph("mlp"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
     cuda::ProgramCode code = generated(module);
     REQUIRE(code.kernels.size() == 2);
     for (const cuda::KernelCode& kernel : code.kernels) {
       CHECK(kernel.product);
-      CHECK(kernel.launches.size() == 1);
+      CHECK(kernel.bias != cuda::kNoValue);
     }
+    CHECK(code.kernels[0].launches.size() == 1);  // gelu, reading the product + bias
+    CHECK(code.kernels[1].launches.empty());      // + b2 was all: cuBLASLt writes the output
     CHECK(count(code.source, "tanhf(") >= 1);
+    CHECK(count(code.source, "__global__") == 1);
   }
 }
 

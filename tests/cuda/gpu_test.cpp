@@ -101,6 +101,10 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
         reshape(sigmoid(x) - log(x) + rsqrt(x), {3, 2}),
         minimum(maximum(x, ctx.full(2.5, x.type())), tanh(x)),
         broadcast_to(reshape(relu(x - 3.0), {2, 3, 1}), {2, 3, 4}),
+        softmax(x, 0),
+        cast(layernorm(d, ctx.full(0.5, TensorType{DType::F64, {3}}), ctx.full(0.25, TensorType{DType::F64, {3}})),
+             DType::F32),
+        gelu(x),
     };
   };
   Engine reference_engine(pipeline("lower"), *interp);

@@ -13,15 +13,13 @@
 
 namespace lazylab::testing {
 
-// What the cuda backend declares: every op but parameters and composites,
-// every kind of fusion.
+// What the cuda backend declares: every op but parameters, every kind of
+// fusion.
 inline const lazylab_capabilities& cuda_capabilities() {
   static const lazylab_capabilities caps = [] {
     lazylab_capabilities c{};
     c.struct_size = sizeof c;
-    for (int op = 0; op < kNumOps; ++op)
-      c.supports_op[op] =
-          op != LAZYLAB_OP_Parameter && op_info(static_cast<OpId>(op)).category != OpCategory::Composite;
+    for (int op = 0; op < kNumOps; ++op) c.supports_op[op] = op != LAZYLAB_OP_Parameter;
     c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = 1;
     return c;
   }();
