@@ -190,6 +190,15 @@ if [[ -f $cuda_plugin && ! -e /dev/nvidiactl ]]; then
   check "cuda without a GPU is a clear error" 1 "cuda: no CUDA (driver|device)" -- "$lazylab" run "$work/nogpu.yaml"
   check "and writes no report" 1 "" -- test -e "$work/nogpu.json"
 fi
+if [[ -f $cuda_plugin ]]; then  # options are checked before anything else, GPU or not
+  experiment "$work/cuda-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+    "backends: [{name: cuda, options: tf32=maybe}]"
+  check "a bad cuda option names it" 1 "cuda option tf32 must be on or off, got 'maybe'" -- "$lazylab" run "$work/cuda-option.yaml"
+  experiment "$work/cuda-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+    "backends: [{name: cuda, options: colour=red}]"
+  check "an unknown cuda option names the options" 1 "cuda has no option 'colour' \\(options: tf32, cache, cache-dir\\)" -- \
+    "$lazylab" run "$work/cuda-key.yaml"
+fi
 
 # show
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
