@@ -51,11 +51,16 @@ class Pass {
   virtual Expected<bool> run(Module& module) = 0;
 };
 
+// Which IR a pass works on: the graph, the graph turned into a Program (the
+// lowering), or the Program. A pipeline keeps this order.
+enum class PassStage { Graph, Lowering, Program };
+
 struct PassInfo {
   std::string name;
   std::string summary;
   std::vector<PassOptionSpec> options;
   std::function<std::unique_ptr<Pass>(const PassOptions&)> create;
+  PassStage stage = PassStage::Graph;
 };
 
 class PassRegistry {

@@ -86,6 +86,26 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
   return PassInvocation{info, PassOptions(std::move(*values)), std::move(canonical)};
 }
 
+// The first pass out of stage order, named with the pass that it follows or
+// needs.
+Status check_stage_order(const std::vector<PassInvocation>& passes) {
+  const PassInvocation* lowering = nullptr;
+  for (const PassInvocation& pass : passes) {
+    PassStage stage = pass.info->stage;
+    if (stage == PassStage::Graph && lowering)
+      return make_error(fmt::format("pass '{}' works on the graph, but comes after '{}' turned it into a Program",
+                                    pass.info->name, lowering->info->name));
+    if (stage == PassStage::Lowering && lowering)
+      return make_error(
+          fmt::format("pass '{}' comes after '{}' already lowered the graph", pass.info->name, lowering->info->name));
+    if (stage == PassStage::Program && !lowering)
+      return make_error(
+          fmt::format("pass '{}' works on a Program; put it after a lowering pass such as 'lower'", pass.info->name));
+    if (stage == PassStage::Lowering) lowering = &pass;
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& registry) {
@@ -100,6 +120,10 @@ Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& reg
     canonical.push_back(invocation->canonical);
     pipeline.passes.push_back(std::move(*invocation));
   }
+  if (Status order = check_stage_order(pipeline.passes); !order)
+    return make_error(fmt::format("pipeline '{}': {}", text, order.error().message));
+  pipeline.lowers = std::any_of(pipeline.passes.begin(), pipeline.passes.end(),
+                                [](const PassInvocation& p) { return p.info->stage == PassStage::Lowering; });
   pipeline.canonical = fmt::format("{}", fmt::join(canonical, ","));
   pipeline.fingerprint = hash_bytes(pipeline.canonical.data(), pipeline.canonical.size());
   return pipeline;

@@ -20,8 +20,11 @@ struct Pipeline {
   std::vector<PassInvocation> passes;
   std::string canonical;     // the whole pipeline, canonical
   uint64_t fingerprint = 0;  // hash of `canonical`: part of the cache key
+  bool lowers = false;       // it turns the graph into a Program (an engine needs one)
 };
 
+// Unknown passes and options, and passes out of stage order (a graph pass
+// after the lowering, a Program pass before it), are errors.
 Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& registry = PassRegistry::global());
 
 }  // namespace lazylab

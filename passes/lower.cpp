@@ -137,7 +137,8 @@ class Lower : public Pass {
 LAZYLAB_REGISTER_PASS(PassInfo{"lower",
                                "Lower the kernel partition to a Program: kernel order, buffers, naive memory plan",
                                {},
-                               [](const PassOptions&) { return std::make_unique<Lower>(); }});
+                               [](const PassOptions&) { return std::make_unique<Lower>(); },
+                               PassStage::Lowering});
 
 }  // namespace
 }  // namespace lazylab

@@ -71,7 +71,8 @@ LAZYLAB_REGISTER_PASS(PassInfo{
       "placement algorithm",
       {"naive", "greedy-by-size", "linear-scan"},
       {}}},
-    [](const PassOptions& options) { return std::make_unique<PlanMemory>(options.get("algo")); }});
+    [](const PassOptions& options) { return std::make_unique<PlanMemory>(options.get("algo")); },
+    PassStage::Program});
 
 }  // namespace
 }  // namespace lazylab

@@ -96,7 +96,8 @@ LAZYLAB_REGISTER_PASS(PassInfo{
     "schedule",
     "Order the Program's kernels: program order, or one that lowers peak live memory",
     {{"order", OptionKind::Enum, "program", "kernel order", {"program", "memory"}, {}}},
-    [](const PassOptions& options) { return std::make_unique<Schedule>(options.get("order")); }});
+    [](const PassOptions& options) { return std::make_unique<Schedule>(options.get("order")); },
+    PassStage::Program});
 
 }  // namespace
 }  // namespace lazylab

@@ -7,46 +7,100 @@
 #include "runner/runner.h"
 
 namespace lazylab::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: lazylab run EXPERIMENT.yaml [--output-dir DIR] [--ceilings REPORT.json] [--resume]";
+
+// --resume: the cells in the partial results of an interrupted run of the
+// same experiment file, and its ceilings (so its floors stay comparable).
+Status resume_from(const ReportPaths& paths, const Experiment& experiment, RunOptions& options) {
+  if (paths.partial.empty()) return make_error("--resume needs a JSON report path (report.json) to resume from");
+  auto partial = load_report(paths.partial);
+  if (!partial) return make_error(fmt::format("--resume: {}", partial.error().message));
+  if (partial->experiment_hash != fmt::format("{:016x}", experiment.hash))
+    return make_error(fmt::format("--resume: {} is from a different version of {} (hash {}, now {:016x})",
+                                  paths.partial, experiment.path, partial->experiment_hash, experiment.hash));
+  options.resumed = std::move(partial->cells);
+  if (!options.pinned_ceilings) {
+    options.pinned_ceilings = partial->ceilings;
+    options.pinned_device_ceilings = partial->device_ceilings_for(experiment);
+  }
+  return {};
+}
+
+Status pin_ceilings(const std::string& path, const Experiment& experiment, RunOptions& options) {
+  auto report = load_report(path);
+  if (!report) return make_error(fmt::format("--ceilings: {}", report.error().message));
+  options.pinned_ceilings = report->ceilings;
+  options.pinned_ceilings->method = fmt::format("pinned from {} ({})", path, report->ceilings.method);
+  options.pinned_device_ceilings = report->device_ceilings_for(experiment);
+  for (DeviceCeilings& device : *options.pinned_device_ceilings)
+    if (device.measured()) device.method = fmt::format("pinned from {} ({})", path, device.method);
+  return {};
+}
+
+int exit_code_of(const ExperimentResult& result) {
+  if (result.failed_cells() > 0) return kExitCellsFailed;
+  if (!result.all_correct()) return kExitMismatch;
+  return kExitOk;
+}
+
+}  // namespace
 
 int run_command(const Args& args) {
   po::options_description options("lazylab run options");
-  std::string experiment_path, output_dir;
+  std::string experiment_path, output_dir, ceilings_path;
   options.add_options()("experiment", po::value(&experiment_path)->required(), "experiment YAML file")(
       "output-dir,o", po::value(&output_dir), "write the reports into this folder instead of the paths in the YAML")(
+      "ceilings", po::value(&ceilings_path),
+      "take the machine's ceilings from this earlier report instead of measuring them (floors then compare across "
+      "runs)")("resume", "continue an interrupted run from its partial results (REPORT.json.partial)")(
       "quiet,q", "no per-cell progress");
   po::positional_options_description positional;
   positional.add("experiment", 1);
   po::variables_map vm;
-  if (auto exit = parse_args(args, "usage: lazylab run EXPERIMENT.yaml [--output-dir DIR]", options, positional, vm))
-    return *exit;
+  if (auto exit = parse_args(args, kUsage, options, positional, vm)) return *exit;
 
+  auto fail = [](const std::string& message) {
+    std::cerr << "lazylab: " << message << "\n";
+    return kExitError;
+  };
   auto experiment = load_experiment(experiment_path);
-  if (!experiment) {
-    std::cerr << "lazylab: " << experiment.error().message << "\n";
-    return kExitError;
-  }
-  std::cerr << fmt::format("lazylab: running experiment '{}' ({} workloads x {} pipelines x {} backends)\n",
+  if (!experiment) return fail(experiment.error().message);
+  auto paths = plan_reports(*experiment, output_dir);
+  if (!paths) return fail(paths.error().message);
+  RunOptions run_options;
+  run_options.progress = vm.count("quiet") ? nullptr : &std::cerr;
+  if (!ceilings_path.empty())
+    if (Status pinned = pin_ceilings(ceilings_path, *experiment, run_options); !pinned)
+      return fail(pinned.error().message);
+  if (vm.count("resume"))
+    if (Status resumed = resume_from(*paths, *experiment, run_options); !resumed) return fail(resumed.error().message);
+  std::cerr << fmt::format("lazylab: running experiment '{}' ({} workloads x {} pipelines x {} backends{})\n",
                            experiment->name, experiment->workloads.size(), experiment->pipelines.size(),
-                           experiment->backends.size());
-  auto result = run_experiment(*experiment, vm.count("quiet") ? nullptr : &std::cerr);
-  if (!result) {
-    std::cerr << "lazylab: " << result.error().message << "\nlazylab: no report written\n";
-    return kExitError;
-  }
-  RunInfo info = collect_run_info(result->backend_devices);
+                           experiment->backends.size(),
+                           run_options.resumed.empty()
+                               ? ""
+                               : fmt::format(", {} cells resumed from {}", run_options.resumed.size(), paths->partial));
+  RunInfo info = collect_run_info({});
+  run_options.checkpoint = [&](const ExperimentResult& so_far) {
+    if (Status saved = write_partial(so_far, info, *paths); !saved)
+      std::cerr << "lazylab: partial results not saved: " << saved.error().message << "\n";
+  };
+  auto result = run_experiment(*experiment, run_options);
+  if (!result) return fail(result.error().message + "\nlazylab: no report written");
+  info.backend_devices = result->backend_devices;
   std::cout << report_console(*result);
   std::vector<std::string> written;
-  Status status = write_reports(*result, info, output_dir, written);
-  if (!status) {
-    std::cerr << "lazylab: " << status.error().message << "\n";
-    return kExitError;
-  }
+  if (Status status = write_reports(*result, info, *paths, written); !status) return fail(status.error().message);
   for (const std::string& path : written) std::cout << "wrote " << path << "\n";
-  if (!result->all_correct()) {
-    std::cerr << "lazylab: some results do not match the reference (see the report)\n";
-    return kExitMismatch;
-  }
-  return kExitOk;
+  int exit_code = exit_code_of(*result);
+  if (exit_code == kExitCellsFailed)
+    std::cerr << fmt::format("lazylab: {} of {} cells failed (see the report)\n", result->failed_cells(),
+                             result->cells.size());
+  if (exit_code == kExitMismatch) std::cerr << "lazylab: some results do not match the reference (see the report)\n";
+  return exit_code;
 }
 
 }  // namespace lazylab::cli

@@ -12,6 +12,7 @@ struct Ceilings {
   double sgemm_gflop_s = 0;      // OpenBLAS sgemm at 1024^3; 0 when OpenBLAS cannot be opened
   std::string blas;              // the OpenBLAS build and kernels measured, or why none was
   std::string blas_core;         // OpenBLAS's name for those kernels ("SkylakeX"); empty without OpenBLAS
+  std::string method;            // how they were measured, or where they were pinned from
 };
 
 Ceilings measure_ceilings();

@@ -182,10 +182,16 @@ Status read_optional(const Reader& r, const YAML::Node& map, const std::string& 
 
 Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
   if (YAML::Node repeat = root["repeat"]) {
-    LAZYLAB_TRY(r.expect_keys(repeat, "repeat", {"warmup", "runs"}));
+    LAZYLAB_TRY(r.expect_keys(repeat, "repeat", {"warmup", "runs", "interleave"}));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "warmup", "an integer", e.warmup));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "runs", "an integer", e.runs));
-    if (e.warmup < 0 || e.runs < 1) return r.error(repeat, "repeat", "needs warmup >= 0 and runs >= 1");
+    LAZYLAB_TRY(read_optional(r, repeat, "repeat", "interleave", "true or false", e.interleave));
+    // Samples are kept per step: a count beyond this is a typo, not a plan.
+    constexpr int64_t kMaxSteps = 1'000'000;
+    if (e.warmup < 0 || e.runs < 1 || e.warmup > kMaxSteps || e.runs > kMaxSteps)
+      return r.error(repeat, "repeat",
+                     fmt::format("needs 0 <= warmup <= {0} and 1 <= runs <= {0}, got warmup {1}, runs {2}", kMaxSteps,
+                                 e.warmup, e.runs));
   }
   if (YAML::Node ref = root["reference"]) {
     LAZYLAB_TRY(r.expect_keys(ref, "reference", {"backend", "pipeline", "rtol", "atol"}));

@@ -49,6 +49,8 @@ struct Experiment {
   std::vector<PeerEntry> peers;
   int64_t warmup = 2;
   int64_t runs = 10;
+  // Step the cells of a workload in rounds, shuffled per round (runner.h).
+  bool interleave = true;
   struct {
     std::string backend = "interp";
     std::string pipeline = "lower";

@@ -2,7 +2,9 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "build_info.h"
+#include "results_json.h"
 
 #ifndef LAZYLAB_VERSION
 #define LAZYLAB_VERSION "unknown"
@@ -32,71 +35,6 @@ std::string first_line_with(const char* file, const std::string& prefix) {
       return value.substr(value.find_first_not_of(" \t"));
     }
   return "unknown";
-}
-
-nlohmann::json spread_json(const Spread& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
-
-nlohmann::json cell_json(const CellResult& c) {
-  nlohmann::json passes = nlohmann::json::array();
-  for (const PassStat& p : c.passes)
-    passes.push_back({{"pass", p.pass},
-                      {"ms", p.milliseconds},
-                      {"nodes_before", p.nodes_before},
-                      {"nodes_after", p.nodes_after},
-                      {"kernels_after", p.kernels_after},
-                      {"changed", p.changed}});
-  nlohmann::json cell = {{"workload", c.workload},
-                         {"workload_params", c.workload_params},
-                         {"pipeline", c.pipeline},
-                         {"pipeline_text", c.pipeline_text},
-                         {"backend", c.backend},
-                         {"backend_options", c.backend_options},
-                         {"label", c.label},
-                         {"correctness",
-                          {{"pass", c.correctness.pass},
-                           {"max_abs_error", c.correctness.max_abs_error},
-                           {"max_rel_error", c.correctness.max_rel_error},
-                           {"problem", c.correctness.problem}}},
-                         {"kernels", c.kernels},
-                         {"arena_bytes", c.arena_bytes},
-                         {"naive_arena_bytes", c.naive_arena_bytes},
-                         {"kernel_bytes", c.cost.kernel_bytes},
-                         {"bytes_moved", c.cost.total_bytes},
-                         {"minimum_bytes", c.cost.minimum_bytes},
-                         {"flops", c.cost.flops},
-                         {"elementwise_ops", c.cost.elementwise_ops},
-                         {"achieved_gb_s", c.achieved_gb_s},
-                         {"copy_bandwidth_fraction", c.copy_bandwidth_fraction},
-                         {"floor_ms", c.floor_ms},
-                         {"floor_fraction", c.floor_fraction},
-                         {"device_ceilings", c.device_ceilings},
-                         {"compile_ms", c.compile_ms},
-                         {"recompile_ms", c.recompile_ms},
-                         {"cold_step_ms", c.cold_step_ms},
-                         {"step_ms", spread_json(c.step_ms)},
-                         {"trace_us", spread_json(c.trace_us)},
-                         {"hit_sync_overhead_us", spread_json(c.hit_sync_overhead_us)},
-                         {"execute_ms", spread_json(c.execute_ms)},
-                         {"device_ms", spread_json(c.device_ms)},
-                         {"nodes_per_step", c.nodes_per_step},
-                         {"ops_per_step", c.ops_per_step},
-                         {"speedup_vs_baseline", c.speedup_vs_baseline},
-                         {"passes", passes},
-                         {"metrics",
-                          {{"traces", c.metrics.traces},
-                           {"nodes_traced", c.metrics.nodes_traced},
-                           {"cache_hits", c.metrics.cache_hits},
-                           {"cache_misses", c.metrics.cache_misses},
-                           {"evictions", c.metrics.evictions},
-                           {"compile_ms", c.metrics.compile_ms},
-                           {"execute_ms", c.metrics.execute_ms},
-                           {"device_execute_ms", c.metrics.device_execute_ms},
-                           {"host_to_device_transfers", c.metrics.host_to_device_transfers},
-                           {"host_to_device_bytes", c.metrics.host_to_device_bytes},
-                           {"device_to_host_transfers", c.metrics.device_to_host_transfers},
-                           {"device_to_host_bytes", c.metrics.device_to_host_bytes}}}};
-  if (c.ops_per_step > 0) cell["step_us_per_op"] = c.step_ms.median * 1e3 / static_cast<double>(c.ops_per_step);
-  return cell;
 }
 
 Status write_atomically(const std::filesystem::path& path, const std::string& text) {
@@ -137,7 +75,8 @@ std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
       size_t entry = static_cast<size_t>(first - entries.begin());
       const CellResult* best = nullptr;
       for (const CellResult& c : result.cells)
-        if (c.workload_entry == entry && c.correctness.pass && (!best || c.time_ms() < best->time_ms())) best = &c;
+        if (c.workload_entry == entry && c.status == CellStatus::Ok && (!best || c.time_ms() < best->time_ms()))
+          best = &c;
       rows.push_back({&peer, &pc, best});
     }
   return rows;
@@ -158,7 +97,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
                                 {"backend", row.best->backend},
                                 {"backend_options", row.best->backend_options},
                                 {"step_ms", row.best->time_ms()},
-                                {"timed_on_device", row.best->device_ceilings},
+                                {"timed_on_device", row.best->timed_on_device()},
                                 {"peer_over_lazylab", row.peer_cell->median_ms / row.best->time_ms()}};
       cells.push_back(std::move(cell));
     }
@@ -216,24 +155,10 @@ RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
   return info;
 }
 
-nlohmann::json device_ceilings_json(const ExperimentResult& result) {
-  nlohmann::json list = nlohmann::json::array();
-  for (size_t b = 0; b < result.device_ceilings.size(); ++b) {
-    const DeviceCeilings& d = result.device_ceilings[b];
-    if (d.measured())
-      list.push_back({{"backend", result.experiment.backends[b].name},
-                      {"options", result.experiment.backends[b].options},
-                      {"copy_gb_s", d.copy_gb_s},
-                      {"gemm_gflop_s", d.gemm_gflop_s},
-                      {"method", d.method}});
-  }
-  return list;
-}
-
 nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) {
   const Experiment& e = result.experiment;
   nlohmann::json cells = nlohmann::json::array();
-  for (const CellResult& c : result.cells) cells.push_back(cell_json(c));
+  for (const CellResult& c : result.cells) cells.push_back(cell_to_json(c));
   return {{"schema_version", kReportSchemaVersion},
           {"experiment",
            {{"name", e.name},
@@ -243,25 +168,74 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"baseline", e.baseline},
             {"warmup", e.warmup},
             {"runs", e.runs},
+            {"interleave", e.interleave},
             {"reference",
              {{"backend", e.reference.backend},
               {"pipeline", e.reference.pipeline},
               {"rtol", e.reference.rtol},
               {"atol", e.reference.atol}}}}},
           {"started_at", info.started_at},
-          {"ceilings",
-           {{"copy_gb_s", result.ceilings.copy_gb_s},
-            {"elementwise_gop_s", result.ceilings.elementwise_gop_s},
-            {"sgemm_gflop_s", result.ceilings.sgemm_gflop_s},
-            {"blas", result.ceilings.blas}}},
-          {"device_ceilings", device_ceilings_json(result)},
+          {"ceilings", ceilings_to_json(result.ceilings)},
+          {"device_ceilings", device_ceilings_to_json(result)},
           {"machine", info.machine},
           {"build", info.build},
           {"backend_devices", info.backend_devices},
           {"all_correct", result.all_correct()},
+          {"cell_counts",
+           {{"total", result.cells.size()},
+            {"ok", result.cells_with(CellStatus::Ok)},
+            {"mismatch", result.cells_with(CellStatus::Mismatch)},
+            {"failed", result.cells_with(CellStatus::Failed)},
+            {"crashed", result.cells_with(CellStatus::Crashed)},
+            {"noisy",
+             std::count_if(result.cells.begin(), result.cells.end(), [](const CellResult& c) { return c.noisy; })}}},
           {"cells", cells},
           {"peers", peers_json(result)}};
 }
+
+namespace {
+
+std::string speedup_text(const CellResult& c, bool markdown) {
+  if (c.speedup.value <= 0) return "-";
+  if (c.speedup.low == c.speedup.high) return fmt::format("{:.2f}x", c.speedup.value);
+  std::string verdict = c.speedup_verdict != Verdict::NoSignificantDifference ? ""
+                        : markdown                                            ? " no significant difference"
+                                                                              : " n.s.";
+  return fmt::format("{:.2f}x [{:.2f}, {:.2f}]{}", c.speedup.value, c.speedup.low, c.speedup.high, verdict);
+}
+
+std::string time_text(const CellResult& c) {
+  return fmt::format("{:.4f} [{:.4f}, {:.4f}]{}", c.time.value, c.time.low, c.time.high, c.noisy ? " NOISY" : "");
+}
+
+std::string outcome_text(const CellResult& c) {
+  switch (c.status) {
+    case CellStatus::Ok: return correctness_text(c.correctness);
+    case CellStatus::Mismatch: return correctness_text(c.correctness) + ": " + c.correctness.problem;
+    case CellStatus::Failed: return "FAILED: " + c.error;
+    case CellStatus::Crashed: return "CRASHED: " + c.error;
+  }
+  return "";
+}
+
+// "2 of 12 cells failed, 1 mismatched; 3 too noisy to rank", or "".
+std::string outcome_summary(const ExperimentResult& result) {
+  std::vector<std::string> parts;
+  if (size_t failed = result.failed_cells())
+    parts.push_back(fmt::format("{} of {} cells failed", failed, result.cells.size()));
+  if (size_t mismatched = result.cells_with(CellStatus::Mismatch))
+    parts.push_back(fmt::format("{} of {} cells do not match the reference", mismatched, result.cells.size()));
+  size_t noisy = static_cast<size_t>(
+      std::count_if(result.cells.begin(), result.cells.end(), [](const CellResult& c) { return c.noisy; }));
+  if (noisy)
+    parts.push_back(
+        fmt::format("{} of {} cells too noisy to rank (95% interval of the median wider than {:.0f}% "
+                    "of it): more runs or a quieter machine",
+                    noisy, result.cells.size(), 100 * kNoisyRelativeWidth));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
 
 std::string report_console(const ExperimentResult& result) {
   size_t workload_width = 8, pipeline_width = 8, backend_width = 7;
@@ -274,15 +248,24 @@ std::string report_console(const ExperimentResult& result) {
     return text.size() > workload_width ? "..." + text.substr(text.size() - workload_width + 3) : text;
   };
   std::string out =
-      fmt::format("{:<{}} {:<{}} {:<{}} {:>7} {:>11} {:>11} {:>11} {:>12} {:>8} {:>7}  {}\n", "workload",
-                  workload_width, "pipeline", pipeline_width, "backend", backend_width, "kernels", "compile ms",
-                  "step ms", "min ms", "hit sync us", "speedup", "%floor", "correct (max abs err)");
-  for (const CellResult& c : result.cells)
-    out += fmt::format("{:<{}} {:<{}} {:<{}} {:>7} {:>11.3f} {:>11.4f} {:>11.4f} {:>12.2f} {:>7.2f}x {:>6.1f}%  {}\n",
-                       shorten(c.workload_shown), workload_width, c.pipeline, pipeline_width, c.backend_shown,
-                       backend_width, c.kernels, c.compile_ms, c.step_ms.median, c.step_ms.min,
-                       c.hit_sync_overhead_us.median, c.speedup_vs_baseline, 100 * c.floor_fraction,
-                       correctness_text(c.correctness));
+      fmt::format("{:<{}} {:<{}} {:<{}} {:>7} {:>11} {:>32} {:>12} {:>26} {:>7}  {}\n", "workload", workload_width,
+                  "pipeline", pipeline_width, "backend", backend_width, "kernels", "compile ms", "time ms [95% CI]",
+                  "hit sync us", "speedup [95% CI]", "%floor", "correct (max abs err)");
+  for (const CellResult& c : result.cells) {
+    std::string identity = fmt::format("{:<{}} {:<{}} {:<{}}", shorten(c.workload_shown), workload_width, c.pipeline,
+                                       pipeline_width, c.backend_shown, backend_width);
+    if (!c.ran()) {
+      out += fmt::format("{} {}\n", identity, outcome_text(c));
+      continue;
+    }
+    out += fmt::format("{} {:>7} {:>11.3f} {:>32} {:>12.2f} {:>26} {:>6.1f}%  {}\n", identity, c.kernels, c.compile_ms,
+                       time_text(c), c.hit_sync_overhead_us.median, speedup_text(c, false), 100 * c.floor_fraction,
+                       outcome_text(c));
+  }
+  out +=
+      "time: the device time on a device backend, else the host step; n.s.: no significant difference from the "
+      "baseline (its 95% interval holds 1)\n";
+  if (std::string summary = outcome_summary(result); !summary.empty()) out += "WARNING: " + summary + "\n";
   out += peers_text(result, false);
   return out;
 }
@@ -290,19 +273,24 @@ std::string report_console(const ExperimentResult& result) {
 std::string report_markdown(const ExperimentResult& result, const RunInfo& info) {
   const Experiment& e = result.experiment;
   std::string out = fmt::format("# Experiment `{}`\n\n{}\n\n", e.name, e.description);
+  if (std::string summary = outcome_summary(result); !summary.empty()) out += "**Warning: " + summary + ".**\n\n";
   out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
-  out += fmt::format("- repeats: {} warm-up + {} timed steps after the cold step; baseline pipeline `{}`\n", e.warmup,
-                     e.runs, e.baseline);
   out += fmt::format(
-      "- ceilings measured at the start of this run: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s "
-      "(add, mul, max on data in registers, all threads), sgemm {:.1f} GFLOP/s (1024³, {})\n",
-      result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s,
-      result.ceilings.blas);
+      "- repeats: {} warm-up + {} timed steps after the cold step{}; baseline pipeline `{}`\n- statistics: median "
+      "with its 95% bootstrap interval ({} resamples); a speedup's interval resamples both cells, and where it "
+      "holds 1 the difference is not significant\n",
+      e.warmup, e.runs,
+      e.interleave ? ", the cells of a workload interleaved (round-robin, shuffled each round)" : ", cell after cell",
+      e.baseline, kBootstrapResamples);
+  out += fmt::format(
+      "- ceilings: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({}); {}\n",
+      result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s, result.ceilings.blas,
+      result.ceilings.method);
   for (size_t b = 0; b < result.device_ceilings.size(); ++b)
     if (result.device_ceilings[b].measured())
       out += fmt::format(
-          "- device ceilings of `{}`, measured by the backend: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s ({}); its "
+          "- device ceilings of `{}`: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s ({}); its "
           "cells are timed on the device (CUDA events) and their floors use these\n",
           e.backends[b].name, result.device_ceilings[b].copy_gb_s, result.device_ceilings[b].gemm_gflop_s,
           result.device_ceilings[b].method);
@@ -315,27 +303,37 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
           fmt::format("- backend {}: `{}` with options `{}`\n", b.label.empty() ? b.name : b.label, b.name, b.options);
   out += "\n";
   out +=
-      "| workload | pipeline | backend | kernels | arena KiB (naive) | compile ms (again) | step ms (median) | min | "
-      "max | device ms | hit sync µs | speedup | correct | max abs err | max rel err |\n";
-  out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n";
-  for (const CellResult& c : result.cells)
+      "| workload | pipeline | backend | kernels | arena KiB (naive) | compile ms (again) | time ms [95% CI] | min | "
+      "max | hit sync µs | speedup [95% CI] | correct | max abs err | max rel err |\n";
+  out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n";
+  for (const CellResult& c : result.cells) {
+    if (!c.ran()) {
+      out += fmt::format("| {} | {} | {} | | | | | | | | | **{}** | | |\n", c.workload_shown, c.pipeline,
+                         c.backend_shown, outcome_text(c));
+      continue;
+    }
+    const Spread& spread = c.timed_on_device() ? c.device_ms : c.step_ms;
     out += fmt::format(
-        "| {} | {} | {} | {} | {} ({}) | {:.3f} ({:.3f}) | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.2f} | {:.2f}x | {} | "
-        "{:.2e} | {:.2e} |\n",
+        "| {} | {} | {} | {} | {} ({}) | {:.3f} ({:.3f}) | {} | {:.4f} | {:.4f} | {:.2f} | {} | {} | {:.2e} | "
+        "{:.2e} |\n",
         c.workload_shown, c.pipeline, c.backend_shown, c.kernels, c.arena_bytes / 1024, c.naive_arena_bytes / 1024,
-        c.compile_ms, c.recompile_ms, c.step_ms.median, c.step_ms.min, c.step_ms.max, c.device_ms.median,
-        c.hit_sync_overhead_us.median, c.speedup_vs_baseline, c.correctness.pass ? "yes" : "**no**",
-        c.correctness.max_abs_error, c.correctness.max_rel_error);
+        c.compile_ms, c.recompile_ms, time_text(c), spread.min, spread.max, c.hit_sync_overhead_us.median,
+        speedup_text(c, true), c.status == CellStatus::Ok ? "yes" : "**no**", c.correctness.max_abs_error,
+        c.correctness.max_rel_error);
+  }
   out +=
       "\n## Traffic and floor\n\nBytes moved: what the kernels read and write across their boundaries. Floor: "
       "the largest of the minimum bytes (inputs read once, outputs written once) at copy bandwidth, the matmul FLOPs "
-      "at the sgemm rate, and the elementwise ops (the fewest any pipeline here needed) at the elementwise rate."
+      "at the sgemm rate, and the elementwise ops (the fewest any pipeline here needed) at the elementwise rate. "
+      "A share of copy bandwidth above 100% means the step moved less through memory than its kernels' boundary "
+      "traffic: data stayed resident in cache between kernels (or steps), which the floor does not assume."
       "\n\n| workload | pipeline | backend | MB moved | GB/s | % copy bandwidth | floor ms | % of "
       "floor |\n|---|---|---|---:|---:|---:|---:|---:|\n";
   for (const CellResult& c : result.cells)
-    out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload_shown,
-                       c.pipeline, c.backend_shown, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
-                       100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
+    if (c.ran())
+      out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload_shown,
+                         c.pipeline, c.backend_shown, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
+                         100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
   out += peers_text(result, true);
   out +=
       "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
@@ -347,23 +345,89 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   return out;
 }
 
-Status write_reports(const ExperimentResult& result, const RunInfo& info, const std::string& output_dir,
-                     std::vector<std::string>& written) {
+Expected<ReportPaths> plan_reports(const Experiment& e, const std::string& output_dir) {
+  namespace fs = std::filesystem;
   auto place = [&](const std::string& path) {
-    return output_dir.empty() ? std::filesystem::path(path)
-                              : std::filesystem::path(output_dir) / std::filesystem::path(path).filename();
+    if (path.empty()) return std::string();
+    return (output_dir.empty() ? fs::path(path) : fs::path(output_dir) / fs::path(path).filename())
+        .lexically_normal()
+        .string();
   };
-  if (!result.experiment.report.json.empty()) {
-    auto path = place(result.experiment.report.json);
-    LAZYLAB_TRY(write_atomically(path, report_json(result, info).dump(2) + "\n"));
-    written.push_back(path.string());
+  ReportPaths paths{place(e.report.json), place(e.report.markdown), ""};
+  if (!paths.json.empty()) paths.partial = paths.json + ".partial";
+  if (!paths.json.empty() && paths.json == paths.markdown)
+    return make_error(fmt::format("{}: report.json and report.markdown are the same file '{}'", e.path, paths.json));
+  for (const std::string& path : {paths.json, paths.markdown}) {
+    if (path.empty()) continue;
+    fs::path folder = fs::path(path).parent_path();
+    if (folder.empty()) folder = ".";
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (fs::is_directory(path, ec)) return make_error(fmt::format("report path '{}' is a folder", path));
+    // A probe file proves the folder takes new files before hours of cells.
+    fs::path probe = folder / fmt::format(".lazylab-probe-{}", ::getpid());
+    if (!std::ofstream(probe)) return make_error(fmt::format("cannot write reports into '{}'", folder.string()));
+    fs::remove(probe, ec);
   }
-  if (!result.experiment.report.markdown.empty()) {
-    auto path = place(result.experiment.report.markdown);
-    LAZYLAB_TRY(write_atomically(path, report_markdown(result, info)));
-    written.push_back(path.string());
+  return paths;
+}
+
+Status write_reports(const ExperimentResult& result, const RunInfo& info, const ReportPaths& paths,
+                     std::vector<std::string>& written) {
+  if (!paths.json.empty()) {
+    LAZYLAB_TRY(write_atomically(paths.json, report_json(result, info).dump(2) + "\n"));
+    written.push_back(paths.json);
   }
+  if (!paths.markdown.empty()) {
+    LAZYLAB_TRY(write_atomically(paths.markdown, report_markdown(result, info)));
+    written.push_back(paths.markdown);
+  }
+  std::error_code ec;
+  if (!paths.partial.empty()) std::filesystem::remove(paths.partial, ec);
   return {};
+}
+
+Status write_partial(const ExperimentResult& result, const RunInfo& info, const ReportPaths& paths) {
+  if (paths.partial.empty()) return {};
+  return write_atomically(paths.partial, report_json(result, info).dump(1) + "\n");
+}
+
+std::vector<DeviceCeilings> LoadedReport::device_ceilings_for(const Experiment& experiment) const {
+  std::vector<DeviceCeilings> pinned(experiment.backends.size());
+  for (size_t b = 0; b < pinned.size(); ++b)
+    for (const BackendCeilings& d : device_ceilings)
+      if (d.backend == experiment.backends[b].name && d.options == experiment.backends[b].options)
+        pinned[b] = d.ceilings;
+  return pinned;
+}
+
+Expected<LoadedReport> load_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(fmt::format("{}: cannot open report", path));
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) return make_error(fmt::format("{}: not a JSON report", path));
+  if (json.value("schema_version", 0) != kReportSchemaVersion)
+    return make_error(fmt::format("{}: report schema version {}, this lazylab reads version {}", path,
+                                  json.value("schema_version", 0), kReportSchemaVersion));
+  LoadedReport report;
+  report.path = path;
+  try {
+    report.experiment_hash = json.at("experiment").at("hash").get<std::string>();
+    report.ceilings = ceilings_from_json(json.at("ceilings"));
+    for (const nlohmann::json& d : json.value("device_ceilings", nlohmann::json::array()))
+      report.device_ceilings.push_back(
+          {d.value("backend", ""),
+           d.value("options", ""),
+           {d.value("copy_gb_s", 0.0), d.value("gemm_gflop_s", 0.0), d.value("method", "")}});
+    for (const nlohmann::json& cell : json.at("cells")) {
+      auto parsed = cell_from_json(cell);
+      if (!parsed) return make_error(fmt::format("{}: {}", path, parsed.error().message));
+      report.cells.push_back(std::move(*parsed));
+    }
+  } catch (const nlohmann::json::exception& ex) {
+    return make_error(fmt::format("{}: malformed report: {}", path, ex.what()));
+  }
+  return report;
 }
 
 }  // namespace lazylab

@@ -4,111 +4,15 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <map>
 #include <ostream>
+#include <random>
 
-#include "core/backend.h"
-#include "core/engine.h"
-#include "core/pipeline.h"
+#include "cell_run.h"
 #include "openblas_runtime.h"
-#include "workload.h"
 
 namespace lazylab {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double elapsed_ms(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-struct Outputs {
-  std::vector<TensorType> types;
-  std::vector<std::vector<double>> values;
-};
-
-double element(const Buffer& buffer, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::F32: return reinterpret_cast<const float*>(buffer.data())[i];
-    case DType::F64: return reinterpret_cast<const double*>(buffer.data())[i];
-    case DType::I32: return reinterpret_cast<const int32_t*>(buffer.data())[i];
-    case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(buffer.data())[i]);
-    case DType::Bool: return reinterpret_cast<const uint8_t*>(buffer.data())[i];
-  }
-  return 0;
-}
-
-Expected<Outputs> read_outputs(const std::vector<Tensor>& tensors) {
-  Outputs outputs;
-  for (const Tensor& tensor : tensors) {
-    auto buffer = tensor.data();
-    if (!buffer) return buffer.error();
-    std::vector<double> values(tensor.type().num_elements());
-    for (size_t i = 0; i < values.size(); ++i) values[i] = element(**buffer, tensor.dtype(), static_cast<int64_t>(i));
-    outputs.types.push_back(tensor.type());
-    outputs.values.push_back(std::move(values));
-  }
-  return outputs;
-}
-
-// numpy.allclose semantics: |a - b| <= atol + rtol * |b|; NaNs must match.
-// Reads each output where it is on the host, without copying it (outputs
-// of the large GPU workloads are checked every step).
-Expected<Correctness> compare(const std::vector<Tensor>& got, const Outputs& want, double rtol, double atol) {
-  Correctness c;
-  c.pass = true;
-  std::vector<TensorType> types;
-  for (const Tensor& t : got) types.push_back(t.type());
-  if (types != want.types) return Correctness{false, 0, 0, "output types differ from the reference"};
-  for (size_t o = 0; o < got.size(); ++o) {
-    auto buffer = got[o].data();
-    if (!buffer) return buffer.error();
-    const std::vector<double>& expected = want.values[o];
-    for (size_t i = 0; i < expected.size(); ++i) {
-      double a = element(**buffer, types[o].dtype, static_cast<int64_t>(i)), b = expected[i];
-      if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
-        bool same = (std::isnan(a) && std::isnan(b)) || a == b;
-        if (!same && c.pass)
-          c = {false, c.max_abs_error, c.max_rel_error,
-               fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
-        continue;
-      }
-      double abs_error = std::fabs(a - b);
-      c.max_abs_error = std::max(c.max_abs_error, abs_error);
-      c.max_rel_error = std::max(c.max_rel_error, abs_error / std::max(std::fabs(b), 1e-30));
-      if (abs_error > atol + rtol * std::fabs(b) && c.pass) {
-        c.pass = false;
-        c.problem = fmt::format("output {} element {}: {} vs reference {}", o, i, a, b);
-      }
-    }
-  }
-  return c;
-}
-
-Status outputs_ok(const std::vector<Tensor>& outputs, const std::string& workload) {
-  for (const Tensor& t : outputs)
-    if (!t.ok()) return make_error(fmt::format("workload {}: {}", workload, t.error()->message));
-  return {};
-}
-
-struct CellSetup {
-  const Experiment& experiment;
-  const Workload& workload;
-  const std::vector<HostTensor>& inputs;
-  Backend& backend;
-  const Pipeline& pipeline;
-};
-
-EngineOptions engine_options(const Experiment& e) {
-  EngineOptions options;
-  options.cache_capacity = e.cache_capacity;
-  options.verify_cache_hits = e.verify_cache_hits;
-  if (e.limits.buffer_bytes) options.max_buffer_bytes = e.limits.buffer_bytes;
-  if (e.limits.arena_bytes) options.max_arena_bytes = e.limits.arena_bytes;
-  return options;
-}
 
 // Inputs are allocated on the host, so they are checked before they are.
 Status check_inputs(const Workload& workload, const WorkloadEntry& entry, const EngineOptions& options) {
@@ -123,93 +27,6 @@ Status check_inputs(const Workload& workload, const WorkloadEntry& entry, const 
   return {};
 }
 
-// Folds one step's comparison into the cell's: the first failing step's
-// problem, the largest errors of any step.
-void absorb(Correctness& total, const Correctness& step, int64_t index) {
-  total.max_abs_error = std::max(total.max_abs_error, step.max_abs_error);
-  total.max_rel_error = std::max(total.max_rel_error, step.max_rel_error);
-  if (!step.pass && total.pass) {
-    total.pass = false;
-    total.problem = fmt::format("step {}: {}", index, step.problem);
-  }
-}
-
-Expected<Outputs> run_reference(const CellSetup& setup) {
-  Engine engine(setup.pipeline, setup.backend, engine_options(setup.experiment));
-  Context context(engine);
-  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
-  std::vector<Tensor> outputs = setup.workload.step(context, inputs);
-  LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
-  LAZYLAB_TRY(context.sync());
-  return read_outputs(outputs);
-}
-
-// The compile time of the cell's graph in a fresh engine (0 if it fails: the
-// cell's own steps already reported any error).
-double compile_again(const CellSetup& setup) {
-  Engine engine(setup.pipeline, setup.backend, engine_options(setup.experiment));
-  Context context(engine);
-  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
-  std::vector<Tensor> outputs = setup.workload.step(context, inputs);
-  if (!context.sync() || !context.wait()) return 0;
-  return context.metrics().compile_ms;
-}
-
-Expected<CellResult> run_cell(const CellSetup& setup, const Outputs& reference) {
-  const Experiment& e = setup.experiment;
-  Engine engine(setup.pipeline, setup.backend, engine_options(e));
-  Context context(engine);
-  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
-  CellResult cell;
-  cell.correctness.pass = true;
-  std::vector<double> step_ms, trace_us, overhead_us, execute_ms, device_ms;
-  for (int64_t step = 0; step < 1 + e.warmup + e.runs; ++step) {
-    uint64_t nodes_before = context.metrics().nodes_traced;
-    double execute_before = context.metrics().execute_ms;
-    auto t0 = Clock::now();
-    std::vector<Tensor> outputs = setup.workload.step(context, inputs);
-    auto t1 = Clock::now();
-    LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
-    LAZYLAB_TRY(context.sync());
-    auto synced = Clock::now();
-    LAZYLAB_TRY(context.wait());  // a device backend's sync may return before the work is done
-    auto t2 = Clock::now();
-    double execute = context.metrics().execute_ms - execute_before;
-    cell.nodes_per_step = static_cast<int64_t>(context.metrics().nodes_traced - nodes_before);
-    if (step == 0) {
-      cell.cold_step_ms = elapsed_ms(t0, t2);
-      cell.compile_ms = context.metrics().compile_ms;
-      if (auto compiled = engine.last_compiled()) {
-        cell.passes = compiled->pass_stats;
-        cell.kernels = compiled->num_kernels;
-        cell.arena_bytes = compiled->arena_bytes;
-        cell.naive_arena_bytes = compiled->naive_arena_bytes;
-        cell.cost = compiled->cost;
-      }
-    } else if (step > e.warmup) {
-      step_ms.push_back(elapsed_ms(t0, t2));
-      trace_us.push_back(elapsed_ms(t0, t1) * 1e3);
-      overhead_us.push_back((elapsed_ms(t1, synced) - execute) * 1e3);
-      execute_ms.push_back(execute);
-      device_ms.push_back(context.metrics().last_device_execute_ms);
-    }
-    // Every step is checked, outside the timed region: a race shows in some
-    // steps only.
-    auto checked = compare(outputs, reference, e.reference.rtol, e.reference.atol);
-    if (!checked) return checked.error();
-    absorb(cell.correctness, *checked, step);
-  }
-  cell.recompile_ms = compile_again(setup);
-  cell.step_ms = spread_of(step_ms);
-  cell.trace_us = spread_of(trace_us);
-  cell.hit_sync_overhead_us = spread_of(overhead_us);
-  cell.execute_ms = spread_of(execute_ms);
-  cell.device_ms = spread_of(device_ms);
-  cell.ops_per_step = setup.workload.ops_per_step();
-  cell.metrics = context.metrics();
-  return cell;
-}
-
 // The floor is the slowest of three bounds: the minimum bytes at copy
 // bandwidth, the matmul FLOPs at the sgemm rate, and the elementwise work at
 // the elementwise rate. Elementwise work is the least any pipeline of the
@@ -219,11 +36,13 @@ void compute_rooflines(ExperimentResult& result) {
   const Ceilings& ceil = result.ceilings;
   std::map<size_t, uint64_t> least_elementwise;  // by workload entry
   for (const CellResult& cell : result.cells) {
+    if (!cell.ran()) continue;
     auto [it, inserted] = least_elementwise.emplace(cell.workload_entry, cell.cost.elementwise_ops);
     it->second = std::min(it->second, cell.cost.elementwise_ops);
   }
   auto ms_at = [](double amount, double per_second) { return per_second > 0 ? amount / per_second * 1e3 : 0.0; };
   for (CellResult& cell : result.cells) {
+    if (!cell.ran()) continue;
     // A device backend's cells are timed on its device, against its ceilings
     // (no elementwise rate is measured there: that bound is left out).
     const DeviceCeilings& device = result.device_ceilings[cell.backend_entry];
@@ -280,106 +99,238 @@ bool CellIdentity::same_except_pipeline(const CellIdentity& other) const {
          backend_options == other.backend_options && label == other.label;
 }
 
-void compute_speedups(std::vector<CellResult>& cells, const std::string& baseline_pipeline) {
+void compute_speedups(std::vector<CellResult>& cells, const std::string& baseline_pipeline, uint64_t seed) {
   for (CellResult& cell : cells) {
-    cell.speedup_vs_baseline = 0;
-    for (const CellResult& base : cells)
-      if (base.pipeline == baseline_pipeline && base.same_except_pipeline(cell) && cell.time_ms() > 0)
-        cell.speedup_vs_baseline = base.time_ms() / cell.time_ms();
+    cell.speedup = {};
+    cell.speedup_verdict = Verdict::NoSignificantDifference;
+    if (!cell.ran() || cell.time_ms() <= 0) continue;
+    for (const CellResult& base : cells) {
+      if (base.pipeline != baseline_pipeline || !base.same_except_pipeline(cell) || !base.ran()) continue;
+      if (&base == &cell) {
+        cell.speedup = {1, 1, 1};
+      } else if (!base.time_samples().empty() && !cell.time_samples().empty()) {
+        cell.speedup = bootstrap_ratio(base.time_samples(), cell.time_samples(), seed);
+        cell.speedup_verdict = verdict_of(cell.speedup);
+      } else {  // summaries without samples (older reports)
+        double ratio = base.time_ms() / cell.time_ms();
+        cell.speedup = {ratio, ratio, ratio};
+      }
+    }
   }
 }
 
-Spread spread_of(std::vector<double> samples) {
-  if (samples.empty()) return {};
-  std::sort(samples.begin(), samples.end());
-  size_t n = samples.size();
-  double median = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-  return {median, samples.front(), samples.back()};
+void summarize_samples(CellResult& cell, uint64_t seed) {
+  cell.time = bootstrap_median(cell.time_samples(), seed);
+  cell.noisy = cell.time.relative_width() > kNoisyRelativeWidth;
+}
+
+const char* status_name(CellStatus status) {
+  switch (status) {
+    case CellStatus::Ok: return "ok";
+    case CellStatus::Mismatch: return "mismatch";
+    case CellStatus::Failed: return "failed";
+    case CellStatus::Crashed: return "crashed";
+  }
+  return "";
 }
 
 bool ExperimentResult::all_correct() const {
-  return std::all_of(cells.begin(), cells.end(), [](const CellResult& c) { return c.correctness.pass; });
+  return std::all_of(cells.begin(), cells.end(), [](const CellResult& c) { return c.status == CellStatus::Ok; });
 }
 
-Expected<ExperimentResult> run_experiment(const Experiment& e, std::ostream* progress) {
-  // OpenBLAS's kernels are chosen, and the library loaded with them, before
-  // a backend plugin loads it (it then finds it loaded; openblas_runtime.h).
-  std::string not_chosen;
-  if (!e.openblas_core.empty() && !openblas::choose_core(e.openblas_core, not_chosen) && progress)
-    *progress << "  openblas-core " << e.openblas_core << " not applied: " << not_chosen << "\n";
-  std::string no_openblas;  // the ceilings report it
-  openblas::runtime(no_openblas);
-  // Everything named is resolved before anything is measured, so a typo
-  // costs no ceiling measurement.
-  auto reference_backend = load_backend(e.reference.backend);
-  if (!reference_backend) return reference_backend.error();
-  auto reference_pipeline = parse_pipeline(e.reference.pipeline);
-  if (!reference_pipeline) return make_error("reference: " + reference_pipeline.error().message);
+size_t ExperimentResult::cells_with(CellStatus status) const {
+  return static_cast<size_t>(
+      std::count_if(cells.begin(), cells.end(), [&](const CellResult& c) { return c.status == status; }));
+}
+
+namespace {
+
+// What the experiment names, resolved and loaded.
+struct Resolved {
+  std::unique_ptr<Backend> reference_backend;
+  Pipeline reference_pipeline;
   std::vector<Pipeline> pipelines;
+  std::vector<std::unique_ptr<Workload>> workloads;
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::string> devices;
+};
+
+Expected<Resolved> resolve(const Experiment& e) {
+  Resolved r;
+  auto reference_backend = load_backend(e.reference.backend);
+  if (!reference_backend) return make_error("reference.backend: " + reference_backend.error().message);
+  r.reference_backend = std::move(*reference_backend);
+  auto reference_pipeline = parse_pipeline(e.reference.pipeline);
+  if (!reference_pipeline) return make_error("reference.pipeline: " + reference_pipeline.error().message);
+  if (!reference_pipeline->lowers)
+    return make_error(fmt::format("reference.pipeline: '{}' does not lower the graph to a Program; end it with 'lower'",
+                                  e.reference.pipeline));
+  r.reference_pipeline = std::move(*reference_pipeline);
   for (const PipelineEntry& entry : e.pipelines) {
     auto pipeline = parse_pipeline(entry.text);
     if (!pipeline) return make_error(fmt::format("pipelines.{}: {}", entry.name, pipeline.error().message));
-    pipelines.push_back(std::move(*pipeline));
+    if (!pipeline->lowers)
+      return make_error(fmt::format("pipelines.{}: '{}' does not lower the graph to a Program; end it with 'lower'",
+                                    entry.name, entry.text));
+    r.pipelines.push_back(std::move(*pipeline));
   }
-  std::vector<std::unique_ptr<Workload>> workloads;
   for (const WorkloadEntry& entry : e.workloads) {
     auto workload = make_workload(entry.name, entry.params);
     if (!workload) return workload.error();
     LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
-    workloads.push_back(std::move(*workload));
+    r.workloads.push_back(std::move(*workload));
   }
-  std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<std::string> devices;
   for (const BackendEntry& entry : e.backends) {
     auto backend = load_backend(entry.name, entry.options);
     if (!backend) return backend.error();
-    devices.push_back(entry.name + ": " + (*backend)->device_description());
-    backends.push_back(std::move(*backend));
+    r.devices.push_back(entry.name + ": " + (*backend)->device_description());
+    r.backends.push_back(std::move(*backend));
   }
+  return r;
+}
 
-  ExperimentResult result{e, measure_ceilings(), {}, {}, std::move(devices), {}};
+Status measure_all_ceilings(const Experiment& e, const Resolved& r, const RunOptions& options,
+                            ExperimentResult& result) {
+  std::ostream* progress = options.progress;
+  result.ceilings = options.pinned_ceilings ? *options.pinned_ceilings : measure_ceilings();
   if (progress)
-    *progress << fmt::format("  ceilings: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
-                             result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
-                             result.ceilings.sgemm_gflop_s);
-  for (size_t b = 0; b < backends.size(); ++b) {
-    auto device = backends[b]->measure_ceilings(0);
+    *progress << fmt::format("  ceilings{}: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
+                             options.pinned_ceilings ? " (pinned)" : "", result.ceilings.copy_gb_s,
+                             result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s);
+  for (size_t b = 0; b < r.backends.size(); ++b) {
+    if (options.pinned_device_ceilings && b < options.pinned_device_ceilings->size() &&
+        (*options.pinned_device_ceilings)[b].measured()) {
+      result.device_ceilings.push_back((*options.pinned_device_ceilings)[b]);
+      continue;
+    }
+    auto device = r.backends[b]->measure_ceilings(0);
     if (!device) return make_error(fmt::format("backends[{}] ({}): {}", b, e.backends[b].name, device.error().message));
     result.device_ceilings.push_back({device->copy_gb_s, device->gemm_gflop_s, device->method});
     if (progress && result.device_ceilings.back().measured())
       *progress << fmt::format("  {} device ceilings: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s\n", e.backends[b].name,
                                device->copy_gb_s, device->gemm_gflop_s);
   }
-  for (size_t w = 0; w < workloads.size(); ++w) {
-    const Workload& workload = *workloads[w];
-    std::vector<HostTensor> inputs = workload.make_inputs(e.seed);
-    auto reference = run_reference({e, workload, inputs, **reference_backend, *reference_pipeline});
-    if (!reference)
-      return make_error(fmt::format("{} on the reference: {}", e.workloads[w].name, reference.error().message));
-    for (size_t b = 0; b < backends.size(); ++b)
-      for (size_t p = 0; p < pipelines.size(); ++p) {
-        CellIdentity id = identify(e, w, p, b, workload.params());
-        if (progress)
-          *progress << fmt::format("  {} / {} / {} ...", id.workload_shown, id.pipeline, id.backend_shown)
-                    << std::flush;
-        auto cell = run_cell({e, workload, inputs, *backends[b], pipelines[p]}, *reference);
-        if (!cell)
-          return make_error(
-              fmt::format("{} / {} / {}: {}", id.workload_shown, id.pipeline, id.backend_shown, cell.error().message));
-        static_cast<CellIdentity&>(*cell) = std::move(id);
-        if (progress)
-          *progress << fmt::format(" {:.3f} ms {}\n", cell->step_ms.median, cell->correctness.pass ? "ok" : "MISMATCH");
-        result.cells.push_back(std::move(*cell));
+  return {};
+}
+
+const CellResult* find_resumed(const RunOptions& options, const CellIdentity& id) {
+  for (const CellResult& cell : options.resumed)
+    if (cell.pipeline == id.pipeline && cell.pipeline_text == id.pipeline_text && cell.same_except_pipeline(id))
+      return &cell;
+  return nullptr;
+}
+
+// A workload's cells are stepped in rounds: every cell once per round, in
+// an order shuffled per round (seeded), so drift of a shared machine falls
+// on them alike instead of on whichever cell ran last.
+void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs) {
+  for (auto& run : runs) run->step(0);
+  std::vector<CellRun*> order;
+  for (auto& run : runs) order.push_back(run.get());
+  std::mt19937_64 rng(e.seed * 1000003 + workload_index);
+  for (int64_t step = 1; step <= e.warmup + e.runs; ++step) {
+    if (e.interleave) std::shuffle(order.begin(), order.end(), rng);
+    for (CellRun* run : order) run->step(step);
+  }
+}
+
+// Runs one cell after another, all steps each (repeat.interleave: false).
+void run_in_sequence(const Experiment& e, std::vector<std::unique_ptr<CellRun>>& runs) {
+  for (auto& run : runs)
+    for (int64_t step = 0; step <= e.warmup + e.runs; ++step) run->step(step);
+}
+
+CellResult failed_cell(CellIdentity id, std::string error) {
+  CellResult cell;
+  static_cast<CellIdentity&>(cell) = std::move(id);
+  cell.status = CellStatus::Failed;
+  cell.error = std::move(error);
+  return cell;
+}
+
+void report_cell(std::ostream* progress, const CellResult& c) {
+  if (!progress) return;
+  std::string outcome = c.ran()
+                            ? fmt::format("{:.4f} ms{} {}", c.time_ms(), c.noisy ? " (noisy)" : "",
+                                          c.status == CellStatus::Ok ? "ok" : "MISMATCH")
+                            : fmt::format("{}: {}", c.status == CellStatus::Crashed ? "CRASHED" : "FAILED", c.error);
+  *progress << fmt::format("  {} / {} / {}: {}\n", c.workload_shown, c.pipeline, c.backend_shown, outcome);
+}
+
+// Every cell of workload `w`: taken from the resumed ones where present,
+// else run (a reference that fails fails the workload's cells).
+void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options,
+                  std::vector<CellResult>& cells) {
+  const Workload& workload = *r.workloads[w];
+  std::vector<CellIdentity> pending;
+  std::vector<std::pair<size_t, size_t>> pending_at;  // (backend, pipeline)
+  std::map<std::pair<size_t, size_t>, CellResult> done;
+  for (size_t b = 0; b < r.backends.size(); ++b)
+    for (size_t p = 0; p < r.pipelines.size(); ++p) {
+      CellIdentity id = identify(e, w, p, b, workload.params());
+      if (const CellResult* earlier = find_resumed(options, id)) {
+        CellResult cell = *earlier;
+        static_cast<CellIdentity&>(cell) = std::move(id);
+        done.emplace(std::pair{b, p}, std::move(cell));
+      } else {
+        pending.push_back(std::move(id));
+        pending_at.push_back({b, p});
       }
+    }
+  if (!pending.empty()) {
+    if (options.progress)
+      *options.progress << fmt::format("  {}: {} cells, {} rounds{}\n", e.workloads[w].name, pending.size(),
+                                       1 + e.warmup + e.runs, e.interleave ? ", interleaved" : "");
+    std::vector<HostTensor> inputs = workload.make_inputs(e.seed);
+    auto reference = run_reference({e, workload, inputs, *r.reference_backend, r.reference_pipeline});
+    std::vector<std::unique_ptr<CellRun>> runs;
+    for (size_t i = 0; i < pending.size() && reference; ++i) {
+      auto [b, p] = pending_at[i];
+      runs.push_back(std::make_unique<CellRun>(CellSetup{e, workload, inputs, *r.backends[b], r.pipelines[p]},
+                                               *reference, pending[i]));
+    }
+    if (e.interleave)
+      run_rounds(e, w, runs);
+    else
+      run_in_sequence(e, runs);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      CellResult cell =
+          reference ? runs[i]->finish() : failed_cell(pending[i], "the reference failed: " + reference.error().message);
+      report_cell(options.progress, cell);
+      done.emplace(pending_at[i], std::move(cell));
+    }
+  }
+  for (auto& [at, cell] : done) cells.push_back(std::move(cell));
+}
+
+}  // namespace
+
+Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions& options) {
+  // OpenBLAS's kernels are chosen, and the library loaded with them, before
+  // a backend plugin loads it (it then finds it loaded; openblas_runtime.h).
+  std::string not_chosen;
+  if (!e.openblas_core.empty() && !openblas::choose_core(e.openblas_core, not_chosen) && options.progress)
+    *options.progress << "  openblas-core " << e.openblas_core << " not applied: " << not_chosen << "\n";
+  std::string no_openblas;  // the ceilings report it
+  openblas::runtime(no_openblas);
+  auto resolved = resolve(e);
+  if (!resolved) return resolved.error();
+  ExperimentResult result{e, {}, {}, {}, resolved->devices, {}};
+  LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
+  for (size_t w = 0; w < resolved->workloads.size(); ++w) {
+    run_workload(e, *resolved, w, options, result.cells);
+    if (options.checkpoint) options.checkpoint(result);
   }
   compute_rooflines(result);  // first: it says which cells are timed on a device
-  compute_speedups(result.cells, e.baseline);
+  for (CellResult& cell : result.cells) summarize_samples(cell, e.seed);
+  compute_speedups(result.cells, e.baseline, e.seed);
   for (const PeerEntry& peer : e.peers) {
-    if (progress) *progress << fmt::format("  peer {} ...", peer.name) << std::flush;
+    if (options.progress) *options.progress << fmt::format("  peer {} ...", peer.name) << std::flush;
     result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));
-    if (progress)
-      *progress << (result.peers.back().error.empty() ? fmt::format(" {} workloads\n", result.peers.back().cells.size())
-                                                      : " failed: " + result.peers.back().error + "\n");
+    if (options.progress)
+      *options.progress << (result.peers.back().error.empty()
+                                ? fmt::format(" {} workloads\n", result.peers.back().cells.size())
+                                : " failed: " + result.peers.back().error + "\n");
   }
   return result;
 }

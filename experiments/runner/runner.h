@@ -1,8 +1,12 @@
 // Runs an experiment: every workload x pipeline x backend cell, each checked
-// against the reference backend, timed over repeats.
+// against the reference backend at every step, timed over repeats that are
+// interleaved across the cells of a workload. A cell that fails is recorded
+// with its reason and the run goes on.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,21 +15,11 @@
 #include "core/pass_manager.h"
 #include "core/program_cost.h"
 #include "experiment.h"
+#include "output_check.h"
 #include "peers.h"
+#include "statistics.h"
 
 namespace lazylab {
-
-struct Spread {
-  double median = 0, min = 0, max = 0;
-};
-Spread spread_of(std::vector<double> samples);
-
-struct Correctness {
-  bool pass = false;
-  double max_abs_error = 0;
-  double max_rel_error = 0;
-  std::string problem;  // first mismatch, shape or dtype difference
-};
 
 // What tells one cell from another: the workload with its parameters, the
 // pipeline, and the backend with its options. Speedups compare cells that
@@ -48,7 +42,19 @@ struct CellIdentity {
   bool same_except_pipeline(const CellIdentity& other) const;
 };
 
+// ok: ran and matched the reference at every step; mismatch: ran, some
+// step's outputs differ; failed: an error stopped it (compile, execute, the
+// reference); crashed: its child process died (isolated runs).
+enum class CellStatus { Ok, Mismatch, Failed, Crashed };
+const char* status_name(CellStatus status);
+
+// A cell whose median's 95% interval is wider than this share of the median
+// is too noisy to rank against its neighbours; reports say so.
+inline constexpr double kNoisyRelativeWidth = 0.10;
+
 struct CellResult : CellIdentity {
+  CellStatus status = CellStatus::Ok;
+  std::string error;  // why a failed or crashed cell stopped, with the step
   Correctness correctness;
   size_t kernels = 0;
   uint64_t arena_bytes = 0;        // peak arena bytes of the memory plan
@@ -63,6 +69,10 @@ struct CellResult : CellIdentity {
   Spread hit_sync_overhead_us;  // sync on a hit minus the backend's execute call (not its device time)
   Spread execute_ms;            // the backend's execute call, on the host
   Spread device_ms;             // the execution on the backend's device, timed there (CUDA events)
+  // Raw per-step samples of the timed steps, in the order they ran.
+  std::vector<double> step_samples_ms, device_samples_ms;
+  Estimate time;       // median of time_samples() with its 95% bootstrap interval
+  bool noisy = false;  // time.relative_width() > kNoisyRelativeWidth
   int64_t nodes_per_step = 0;
   int64_t ops_per_step = 0;  // workload-defined (chain: 3 * iters)
   std::vector<PassStat> passes;
@@ -75,16 +85,26 @@ struct CellResult : CellIdentity {
   double floor_fraction = 0;
   bool device_ceilings = false;  // the floor is from the backend's device ceilings, not the host's
   Metrics metrics;
-  double speedup_vs_baseline = 0;  // baseline median step / this median step
+  // Baseline median / this median, with its interval (value 0: no baseline
+  // cell, or either failed); the verdict reads the interval.
+  Estimate speedup;
+  Verdict speedup_verdict = Verdict::NoSignificantDifference;
 
+  bool ran() const { return status == CellStatus::Ok || status == CellStatus::Mismatch; }
   // What comparisons use: the device time on a device backend (measured
   // there, as GPU peers are timed), else the whole step on the host.
-  double time_ms() const { return device_ceilings && device_ms.median > 0 ? device_ms.median : step_ms.median; }
+  bool timed_on_device() const { return device_ceilings && !device_samples_ms.empty() && device_ms.median > 0; }
+  const std::vector<double>& time_samples() const { return timed_on_device() ? device_samples_ms : step_samples_ms; }
+  double time_ms() const { return timed_on_device() ? device_ms.median : step_ms.median; }
 };
 
-// Sets each cell's speedup_vs_baseline against the cell that differs from it
-// only in having the baseline pipeline (0 where there is none).
-void compute_speedups(std::vector<CellResult>& cells, const std::string& baseline_pipeline);
+// Sets each cell's speedup against the cell that differs from it only in
+// having the baseline pipeline (value 0 where there is none or either
+// failed), with a bootstrap interval over both cells' samples.
+void compute_speedups(std::vector<CellResult>& cells, const std::string& baseline_pipeline, uint64_t seed = 0);
+
+// The median with its interval and the noise flag, from the raw samples.
+void summarize_samples(CellResult& cell, uint64_t seed);
 
 // A backend's own device ceilings (a GPU's), measured by the backend.
 struct DeviceCeilings {
@@ -101,10 +121,27 @@ struct ExperimentResult {
   std::vector<std::string> backend_devices;  // "name: description", one per backend
   std::vector<PeerResult> peers;
   bool all_correct() const;
+  size_t cells_with(CellStatus status) const;
+  size_t failed_cells() const { return cells_with(CellStatus::Failed) + cells_with(CellStatus::Crashed); }
 };
 
-// Errors (a workload that fails to build, a pipeline that does not parse, a
-// backend that cannot load or run) end the run: no partial result.
-Expected<ExperimentResult> run_experiment(const Experiment& experiment, std::ostream* progress);
+struct RunOptions {
+  std::ostream* progress = nullptr;
+  // Ceilings to use instead of measuring them (--ceilings, or a resumed run's);
+  // a backend without pinned device ceilings has its own measured.
+  std::optional<Ceilings> pinned_ceilings;
+  std::optional<std::vector<DeviceCeilings>> pinned_device_ceilings;  // by backend entry
+  // Cells already measured (--resume): a cell with the same identity is
+  // taken from here instead of run again.
+  std::vector<CellResult> resumed;
+  // Called after each workload's cells are done, with the cells so far.
+  std::function<void(const ExperimentResult&)> checkpoint;
+};
+
+// Everything named (workloads, pipelines, passes and their options, backends
+// and their options, the reference) is resolved before anything is
+// measured; an error there ends the run before it starts. After that, a
+// cell that fails is recorded and the run goes on.
+Expected<ExperimentResult> run_experiment(const Experiment& experiment, const RunOptions& options);
 
 }  // namespace lazylab

@@ -44,7 +44,7 @@ check "quickstart runs" 0 "wrote .*quickstart.json" -- "$lazylab" run experiment
 check "quickstart JSON is complete" 0 "ok" -- python3 -c "
 import json, sys
 r = json.load(open('$work/qs/quickstart.json'))
-assert r['schema_version'] == 1, r['schema_version']
+assert r['schema_version'] == 2, r['schema_version']
 assert r['all_correct'] is True
 assert len(r['cells']) == 32, len(r['cells'])
 assert len(r['experiment']['hash']) == 16
@@ -64,7 +64,7 @@ for c in r['cells']:
 tiny = [c for c in r['cells'] if c['workload'] == 'chain-tiny']
 assert all('step_us_per_op' in c for c in tiny)
 base = [c for c in r['cells'] if c['pipeline'] == 'eager']
-assert all(c['speedup_vs_baseline'] == 1.0 for c in base)
+assert all(c['speedup_vs_baseline']['value'] == 1.0 for c in base)
 print('ok')"
 check "quickstart Markdown" 0 "\| chain-tiny \| eager \| interp \|" -- cat "$work/qs/quickstart.md"
 
@@ -83,7 +83,7 @@ import json
 r = json.load(open('$work/sweep.json'))
 cells = r['cells']
 assert len(cells) == 4, len(cells)
-assert all(c['speedup_vs_baseline'] == 1.0 for c in cells), [c['speedup_vs_baseline'] for c in cells]
+assert all(c['speedup_vs_baseline']['value'] == 1.0 for c in cells), [c['speedup_vs_baseline'] for c in cells]
 ids = {(c['workload_params']['rows'], c['backend_options']) for c in cells}
 assert ids == {(8, 'threads=1'), (8, 'threads=2'), (512, 'threads=1'), (512, 'threads=2')}, ids
 assert {c['label'] for c in cells} == {'', 'tall', 'cpu-2', 'tall / cpu-2'}, [c['label'] for c in cells]
@@ -117,13 +117,107 @@ experiment "$work/bad-param.yaml" "name: t" "workloads: [{name: softmax, params:
 check "unknown workload parameter" 1 "workload 'softmax' has no parameter 'colums'" -- "$lazylab" run "$work/bad-param.yaml"
 check "missing experiment file" 1 "nowhere.yaml: cannot open experiment file" -- "$lazylab" run "$work/nowhere.yaml"
 experiment "$work/nolower.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: cse}" "backends: [interp]"
-check "pipeline without lower" 1 "end it with 'lower'" -- "$lazylab" run "$work/nolower.yaml"
+check "pipeline without lower" 1 "pipelines.p: 'cse' does not lower the graph to a Program; end it with 'lower'" -- \
+  "$lazylab" run "$work/nolower.yaml"
+experiment "$work/order.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'lower,cse'}" "backends: [interp]"
+check "a graph pass after lower" 1 "pass 'cse' works on the graph, but comes after 'lower'" -- "$lazylab" run "$work/order.yaml"
 
 # A result outside tolerance: the report is still complete, marked, exit 3.
 experiment "$work/strict.yaml" "name: t" "workloads: [{name: softmax, params: {rows: 4, cols: 64}}]" \
   "pipelines: {p: 'decompose,lower'}" "backends: [interp]" "reference: {rtol: 0, atol: 0}" "report: {json: strict.json}"
 check "mismatch exits 3" 3 "MISMATCH|do not match the reference" -- "$lazylab" run "$work/strict.yaml" -o "$work/out3"
 check "mismatch report is written and marked" 0 "all_correct\": false" -- cat "$work/out3/strict.json"
+
+# A cell that fails is recorded with its reason and the run goes on: the
+# other cells are measured, the report says how many failed, exit 4.
+experiment "$work/failing.yaml" "name: t" "workloads: [{name: chain-tiny, params: {n: 64}}, {file: axpy.lzir}]" \
+  "pipelines: {eager: lower, fused: 'fuse{strategy=greedy-elementwise},lower'}" \
+  "backends: [interp, $test_build/lazylab-backend-failing.so]" "repeat: {warmup: 1, runs: 3}" \
+  "report: {json: $work/failing.json, markdown: $work/failing.md}"
+cp experiments/workloads/axpy.lzir "$work/axpy.lzir"
+check "failed cells do not stop the run" 4 "4 of 8 cells failed" -- "$lazylab" run "$work/failing.yaml"
+check "failed cells are in the report with their reason" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/failing.json'))
+assert r['cell_counts'] == {'total': 8, 'ok': 4, 'mismatch': 0, 'failed': 4, 'crashed': 0, 'noisy': r['cell_counts']['noisy']}, r['cell_counts']
+for c in r['cells']:
+    if c['backend'] == 'interp':
+        assert c['status'] == 'ok' and len(c['samples']['step_ms']) == 3, c
+    else:
+        assert c['status'] == 'failed' and c['error'], c
+        assert c['speedup_vs_baseline']['value'] == 0, c
+assert not any(c['backend'] == 'interp' and c['error'] for c in r['cells'])
+print('ok')"
+check "the markdown report warns about failed cells" 0 "Warning: 4 of 8 cells failed" -- cat "$work/failing.md"
+check "no partial results are left behind" 1 "" -- test -e "$work/failing.json.partial"
+
+# Statistics: raw samples, medians and speedups with their intervals,
+# interleaved rounds.
+check "samples, intervals and verdicts" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/failing.json'))
+assert r['experiment']['interleave'] is True
+for c in r['cells']:
+    if c['status'] != 'ok': continue
+    t = c['time_ms']
+    assert t['low'] <= t['value'] <= t['high'] and t['value'] > 0, t
+    s = c['speedup_vs_baseline']
+    assert s['low'] <= s['value'] <= s['high'], s
+    assert s['verdict'] in ('lower', 'higher', 'no significant difference'), s
+assert 'memcpy' in r['ceilings']['method'], r['ceilings']
+print('ok')"
+
+# Reports: their paths are checked before anything runs; a failed run
+# leaves an earlier report as it was.
+experiment "$work/samepath.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "report: {json: $work/same.txt, markdown: $work/same.txt}"
+check "one path for two reports is refused" 1 "report.json and report.markdown are the same file" -- \
+  "$lazylab" run "$work/samepath.yaml"
+check "an unwritable report folder is refused first" 1 "cannot write reports into '/proc/lazylab'" -- \
+  "$lazylab" run "$work/failing.yaml" -o /proc/lazylab
+experiment "$work/huge-runs.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "repeat: {runs: 4294967297}"
+check "absurd repeat counts are refused" 1 "repeat: needs 0 <= warmup <= 1000000 and 1 <= runs <= 1000000" -- \
+  "$lazylab" run "$work/huge-runs.yaml"
+cp "$work/failing.json" "$work/failing.before"
+experiment "$work/failing-later.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'cse,bogus,lower'}" \
+  "backends: [interp]" "report: {json: $work/failing.json}"
+check "a run that fails keeps the earlier report" 0 "" -- \
+  sh -c "! '$lazylab' run '$work/failing-later.yaml' -q && cmp '$work/failing.json' '$work/failing.before'"
+
+# --ceilings pins the machine's ceilings from an earlier report.
+check "pinned ceilings" 0 "pinned from .*failing.before" -- \
+  sh -c "'$lazylab' run '$work/failing.yaml' -q --ceilings '$work/failing.before' -o '$work/pinned'; cat '$work/pinned/failing.json'"
+check "pinned ceilings are the earlier run's" 0 "ok" -- python3 -c "
+import json
+a = json.load(open('$work/failing.before'))['ceilings']; b = json.load(open('$work/pinned/failing.json'))['ceilings']
+assert a['copy_gb_s'] == b['copy_gb_s'] and a['sgemm_gflop_s'] == b['sgemm_gflop_s'], (a, b)
+print('ok')"
+check "--ceilings with a missing file" 1 "--ceilings: .*nothing.json: cannot open report" -- \
+  "$lazylab" run "$work/failing.yaml" --ceilings "$work/nothing.json"
+
+# --resume continues from the partial results of an interrupted run: the
+# cells there are kept, the others run.
+mkdir -p "$work/resumed" && python3 -c "
+import json
+r = json.load(open('$work/failing.before'))
+r['cells'] = [c for c in r['cells'] if c['workload'] == 'chain-tiny']
+for c in r['cells']: c['compile_ms'] = 12345.5
+json.dump(r, open('$work/resumed/failing.json.partial', 'w'))"
+check "resume takes the finished cells" 4 "4 cells resumed from" -- "$lazylab" run "$work/failing.yaml" -o "$work/resumed" --resume
+check "resumed and new cells are in one report" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/resumed/failing.json'))
+assert len(r['cells']) == 8, len(r['cells'])
+kept = [c for c in r['cells'] if c['compile_ms'] == 12345.5]
+assert len(kept) == 4 and all(c['workload'] == 'chain-tiny' for c in kept), kept
+print('ok')"
+mkdir -p "$work/stale" && cp "$work/failing.before" "$work/stale/failing.json.partial"
+sed 's/runs: 3/runs: 4/' "$work/failing.yaml" > "$work/stale/failing.yaml"
+check "resume refuses results of another experiment version" 1 "is from a different version of" -- \
+  "$lazylab" run "$work/stale/failing.yaml" -o "$work/stale" --resume
+check "resume without partial results" 1 "--resume: .*cannot open report" -- \
+  "$lazylab" run "$work/failing.yaml" -o "$work/fresh" --resume
 
 # Every step is checked, not only the last: a backend wrong on its third
 # step (of six) is caught and the step named.

@@ -1,0 +1,132 @@
+#include "cell_run.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace lazylab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The compile time of the cell's graph in a fresh engine (0 if it fails: the
+// cell's own steps already reported any error).
+double compile_again(const CellSetup& setup) {
+  Engine engine(setup.pipeline, setup.backend, engine_options(setup.experiment));
+  Context context(engine);
+  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
+  std::vector<Tensor> outputs = setup.workload.step(context, inputs);
+  if (!context.sync() || !context.wait()) return 0;
+  return context.metrics().compile_ms;
+}
+
+}  // namespace
+
+EngineOptions engine_options(const Experiment& e) {
+  EngineOptions options;
+  options.cache_capacity = e.cache_capacity;
+  options.verify_cache_hits = e.verify_cache_hits;
+  if (e.limits.buffer_bytes) options.max_buffer_bytes = e.limits.buffer_bytes;
+  if (e.limits.arena_bytes) options.max_arena_bytes = e.limits.arena_bytes;
+  return options;
+}
+
+Expected<ReferenceOutputs> run_reference(const CellSetup& setup) {
+  Engine engine(setup.pipeline, setup.backend, engine_options(setup.experiment));
+  Context context(engine);
+  std::vector<Tensor> inputs = bind_inputs(context, setup.inputs);
+  std::vector<Tensor> outputs = setup.workload.step(context, inputs);
+  LAZYLAB_TRY(outputs_ok(outputs, setup.workload.name()));
+  LAZYLAB_TRY(context.sync());
+  return read_outputs(outputs);
+}
+
+CellRun::CellRun(const CellSetup& setup, const ReferenceOutputs& reference, CellIdentity identity)
+    : setup_(setup),
+      reference_(reference),
+      engine_(std::make_unique<Engine>(setup.pipeline, setup.backend, engine_options(setup.experiment))),
+      context_(std::make_unique<Context>(*engine_)),
+      inputs_(bind_inputs(*context_, setup.inputs)) {
+  static_cast<CellIdentity&>(result_) = std::move(identity);
+  result_.correctness.pass = true;
+}
+
+CellRun::~CellRun() = default;
+
+void CellRun::step(int64_t index) {
+  if (failed()) return;
+  Status status = run_step(index);
+  if (status) return;
+  result_.status = CellStatus::Failed;
+  result_.error = index == 0 ? status.error().message : fmt::format("step {}: {}", index, status.error().message);
+  // The engine's buffers go now: a failed cell holds no memory while the
+  // others go on.
+  inputs_.clear();
+  context_.reset();
+  engine_.reset();
+}
+
+Status CellRun::run_step(int64_t index) {
+  const Experiment& e = setup_.experiment;
+  Metrics& metrics = context_->metrics();
+  uint64_t nodes_before = metrics.nodes_traced;
+  double execute_before = metrics.execute_ms;
+  auto t0 = Clock::now();
+  std::vector<Tensor> outputs = setup_.workload.step(*context_, inputs_);
+  auto t1 = Clock::now();
+  LAZYLAB_TRY(outputs_ok(outputs, setup_.workload.name()));
+  LAZYLAB_TRY(context_->sync());
+  auto synced = Clock::now();
+  LAZYLAB_TRY(context_->wait());  // a device backend's sync may return before the work is done
+  auto t2 = Clock::now();
+  double execute = metrics.execute_ms - execute_before;
+  result_.nodes_per_step = static_cast<int64_t>(metrics.nodes_traced - nodes_before);
+  if (index == 0) {
+    result_.cold_step_ms = elapsed_ms(t0, t2);
+    record_compilation();
+  } else if (index > e.warmup) {
+    result_.step_samples_ms.push_back(elapsed_ms(t0, t2));
+    result_.device_samples_ms.push_back(metrics.last_device_execute_ms);
+    trace_us_.push_back(elapsed_ms(t0, t1) * 1e3);
+    overhead_us_.push_back((elapsed_ms(t1, synced) - execute) * 1e3);
+    execute_ms_.push_back(execute);
+  }
+  // Every step is checked, outside the timed region: a race shows in some
+  // steps only.
+  auto checked = compare_outputs(outputs, reference_, e.reference.rtol, e.reference.atol);
+  if (!checked) return checked.error();
+  absorb(result_.correctness, *checked, index);
+  return {};
+}
+
+void CellRun::record_compilation() {
+  result_.compile_ms = context_->metrics().compile_ms;
+  if (auto compiled = engine_->last_compiled()) {
+    result_.passes = compiled->pass_stats;
+    result_.kernels = compiled->num_kernels;
+    result_.arena_bytes = compiled->arena_bytes;
+    result_.naive_arena_bytes = compiled->naive_arena_bytes;
+    result_.cost = compiled->cost;
+  }
+}
+
+CellResult CellRun::finish() {
+  if (!failed()) {
+    result_.recompile_ms = compile_again(setup_);
+    result_.metrics = context_->metrics();
+    if (!result_.correctness.pass) result_.status = CellStatus::Mismatch;
+  }
+  result_.step_ms = spread_of(result_.step_samples_ms);
+  result_.device_ms = spread_of(result_.device_samples_ms);
+  result_.trace_us = spread_of(trace_us_);
+  result_.hit_sync_overhead_us = spread_of(overhead_us_);
+  result_.execute_ms = spread_of(execute_ms_);
+  result_.ops_per_step = setup_.workload.ops_per_step();
+  return std::move(result_);
+}
+
+}  // namespace lazylab

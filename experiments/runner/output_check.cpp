@@ -1,0 +1,86 @@
+#include "output_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace lazylab {
+namespace {
+
+double element(const Buffer& buffer, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::F32: return reinterpret_cast<const float*>(buffer.data())[i];
+    case DType::F64: return reinterpret_cast<const double*>(buffer.data())[i];
+    case DType::I32: return reinterpret_cast<const int32_t*>(buffer.data())[i];
+    case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(buffer.data())[i]);
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(buffer.data())[i];
+  }
+  return 0;
+}
+
+}  // namespace
+
+Expected<ReferenceOutputs> read_outputs(const std::vector<Tensor>& tensors) {
+  ReferenceOutputs outputs;
+  for (const Tensor& tensor : tensors) {
+    auto buffer = tensor.data();
+    if (!buffer) return buffer.error();
+    std::vector<double> values(tensor.type().num_elements());
+    for (size_t i = 0; i < values.size(); ++i) values[i] = element(**buffer, tensor.dtype(), static_cast<int64_t>(i));
+    outputs.types.push_back(tensor.type());
+    outputs.values.push_back(std::move(values));
+  }
+  return outputs;
+}
+
+// Reads each output where it is on the host, without copying it (outputs of
+// the large GPU workloads are checked every step).
+Expected<Correctness> compare_outputs(const std::vector<Tensor>& got, const ReferenceOutputs& want, double rtol,
+                                      double atol) {
+  Correctness c;
+  c.pass = true;
+  std::vector<TensorType> types;
+  for (const Tensor& t : got) types.push_back(t.type());
+  if (types != want.types) return Correctness{false, 0, 0, "output types differ from the reference"};
+  for (size_t o = 0; o < got.size(); ++o) {
+    auto buffer = got[o].data();
+    if (!buffer) return buffer.error();
+    const std::vector<double>& expected = want.values[o];
+    for (size_t i = 0; i < expected.size(); ++i) {
+      double a = element(**buffer, types[o].dtype, static_cast<int64_t>(i)), b = expected[i];
+      if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
+        bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+        if (!same && c.pass)
+          c = {false, c.max_abs_error, c.max_rel_error,
+               fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
+        continue;
+      }
+      double abs_error = std::fabs(a - b);
+      c.max_abs_error = std::max(c.max_abs_error, abs_error);
+      c.max_rel_error = std::max(c.max_rel_error, abs_error / std::max(std::fabs(b), 1e-30));
+      if (abs_error > atol + rtol * std::fabs(b) && c.pass) {
+        c.pass = false;
+        c.problem = fmt::format("output {} element {}: {} vs reference {}", o, i, a, b);
+      }
+    }
+  }
+  return c;
+}
+
+void absorb(Correctness& total, const Correctness& step, int64_t index) {
+  total.max_abs_error = std::max(total.max_abs_error, step.max_abs_error);
+  total.max_rel_error = std::max(total.max_rel_error, step.max_rel_error);
+  if (!step.pass && total.pass) {
+    total.pass = false;
+    total.problem = fmt::format("step {}: {}", index, step.problem);
+  }
+}
+
+Status outputs_ok(const std::vector<Tensor>& outputs, const std::string& workload) {
+  for (const Tensor& t : outputs)
+    if (!t.ok()) return make_error(fmt::format("workload {}: {}", workload, t.error()->message));
+  return {};
+}
+
+}  // namespace lazylab

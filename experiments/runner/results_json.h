@@ -1,0 +1,21 @@
+// Measured results to and from JSON: the one description of a cell's,
+// and the ceilings', fields in reports. Reports, resumed runs, shards being
+// merged and child processes all read cells back through it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "runner.h"
+
+namespace lazylab {
+
+nlohmann::json cell_to_json(const CellResult& cell);
+Expected<CellResult> cell_from_json(const nlohmann::json& json);
+
+nlohmann::json ceilings_to_json(const Ceilings& ceilings);
+Ceilings ceilings_from_json(const nlohmann::json& json);
+
+// Named by backend entry (unmeasured entries are left out).
+nlohmann::json device_ceilings_to_json(const ExperimentResult& result);
+
+}  // namespace lazylab
