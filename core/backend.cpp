@@ -13,6 +13,7 @@
 
 #include "core/hash.h"
 #include "core/program_view.h"
+#include "core/suggest.h"
 #include "core/text_format.h"
 
 #ifndef LAZYLAB_BUILD_BACKENDS_DIR
@@ -71,8 +72,17 @@ Expected<std::string> find_plugin(const std::string& name) {
     fs::path candidate = fs::path(dir) / plugin_file_name(name);
     if (fs::exists(candidate)) return candidate.string();
   }
-  return make_error(
-      fmt::format("backend '{}': no {} in the plugin path [{}]", name, plugin_file_name(name), fmt::join(dirs, ", ")));
+  std::vector<std::string> found;
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+      std::string file = entry.path().filename().string();
+      if (file.starts_with("lazylab-backend-") && file.ends_with(".so"))
+        found.push_back(file.substr(16, file.size() - 19));
+    }
+  }
+  return make_error(fmt::format("backend '{}': no {} in the plugin path [{}]{}", name, plugin_file_name(name),
+                                fmt::join(dirs, ", "), did_you_mean(name, found)));
 }
 
 // Plugins of an older major version return no table to this host; asking

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "core/pass.h"
+#include "core/suggest.h"
 
 namespace lazylab {
 
@@ -45,8 +46,8 @@ Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::
       std::vector<std::string> allowed = spec.allowed();
       for (const std::string& choice : allowed)
         if (choice == text) return text;
-      return make_error(
-          fmt::format("option '{}' expects one of {{{}}}, got '{}'", spec.name, fmt::join(allowed, ", "), text));
+      return make_error(fmt::format("option '{}' expects one of {{{}}}, got '{}'{}", spec.name,
+                                    fmt::join(allowed, ", "), text, did_you_mean(text, allowed)));
     }
     case OptionKind::String: return text;
   }

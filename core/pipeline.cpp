@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/hash.h"
+#include "core/suggest.h"
 
 namespace lazylab {
 namespace {
@@ -36,10 +37,10 @@ Expected<std::vector<std::string_view>> split_top_level(std::string_view text, c
   return parts;
 }
 
-std::string known_names(const PassRegistry& registry) {
+std::vector<std::string> known_names(const PassRegistry& registry) {
   std::vector<std::string> names;
   for (const PassInfo* info : registry.list()) names.push_back(info->name);
-  return fmt::format("{}", fmt::join(names, ", "));
+  return names;
 }
 
 Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& info, std::string_view body) {
@@ -58,7 +59,8 @@ Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& i
     if (spec == info.options.end()) {
       std::vector<std::string> known;
       for (const PassOptionSpec& s : info.options) known.push_back(s.name);
-      return make_error(fmt::format("pass '{}' has no option '{}' (options: {})", info.name, name,
+      return make_error(fmt::format("pass '{}' has no option '{}'{} (options: {})", info.name, name,
+                                    did_you_mean(name, known),
                                     known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
     }
     auto value = check_option_value(*spec, std::string(trim(item.substr(eq + 1))));
@@ -72,7 +74,9 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
   size_t brace = item.find('{');
   std::string name(trim(item.substr(0, brace)));
   const PassInfo* info = registry.find(name);
-  if (!info) return make_error(fmt::format("unknown pass '{}' (known: {})", name, known_names(registry)));
+  if (!info)
+    return make_error(fmt::format("unknown pass '{}'{} (known: {})", name, did_you_mean(name, known_names(registry)),
+                                  fmt::join(known_names(registry), ", ")));
   std::string_view body;
   if (brace != std::string_view::npos) {
     if (item.back() != '}') return make_error(fmt::format("pass '{}': text after its options", name));

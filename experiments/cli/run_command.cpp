@@ -1,8 +1,10 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 
 #include "options.h"
+#include "runner/cell_filter.h"
 #include "runner/report.h"
 #include "runner/runner.h"
 
@@ -10,7 +12,8 @@ namespace lazylab::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: lazylab run EXPERIMENT.yaml [--output-dir DIR] [--ceilings REPORT.json] [--resume]";
+    "usage: lazylab run EXPERIMENT.yaml [--output-dir DIR] [--set KEY=VALUE]... [--filter KEY=GLOB,...]...\n"
+    "                   [--ceilings REPORT.json] [--resume]";
 
 // --resume: the cells in the partial results of an interrupted run of the
 // same experiment file, and its ceilings (so its floors stay comparable).
@@ -51,12 +54,19 @@ int exit_code_of(const ExperimentResult& result) {
 int run_command(const Args& args) {
   po::options_description options("lazylab run options");
   std::string experiment_path, output_dir, ceilings_path;
+  std::vector<std::string> sets, filters;
   options.add_options()("experiment", po::value(&experiment_path)->required(), "experiment YAML file")(
       "output-dir,o", po::value(&output_dir), "write the reports into this folder instead of the paths in the YAML")(
       "ceilings", po::value(&ceilings_path),
       "take the machine's ceilings from this earlier report instead of measuring them (floors then compare across "
       "runs)")("resume", "continue an interrupted run from its partial results (REPORT.json.partial)")(
-      "quiet,q", "no per-cell progress");
+      "set", po::value(&sets)->composing(),
+      "override an experiment key: KEY is a dotted path with [i] for list items, VALUE is YAML (repeat.runs=3, "
+      "workloads[0].params.rows=[64,128], backends=[cpu])")(
+      "filter", po::value(&filters)->composing(),
+      "run only the cells matching KEY=GLOB[,KEY=GLOB...] (keys: workload, pipeline, backend, label); several "
+      "--filter run the cells any of them matches; the baselines of chosen cells run too")("quiet,q",
+                                                                                           "no per-cell progress");
   po::positional_options_description positional;
   positional.add("experiment", 1);
   po::variables_map vm;
@@ -66,12 +76,21 @@ int run_command(const Args& args) {
     std::cerr << "lazylab: " << message << "\n";
     return kExitError;
   };
-  auto experiment = load_experiment(experiment_path);
+  std::vector<KeyOverride> overrides;
+  for (const std::string& text : sets) {
+    auto parsed = parse_key_override(text);
+    if (!parsed) return fail(parsed.error().message);
+    overrides.push_back(*parsed);
+  }
+  auto filter = CellFilter::parse(filters);
+  if (!filter) return fail(filter.error().message);
+  auto experiment = load_experiment(experiment_path, overrides);
   if (!experiment) return fail(experiment.error().message);
   auto paths = plan_reports(*experiment, output_dir);
   if (!paths) return fail(paths.error().message);
   RunOptions run_options;
   run_options.progress = vm.count("quiet") ? nullptr : &std::cerr;
+  if (!filter->empty()) run_options.select = [&](const CellIdentity& cell) { return filter->selects(cell); };
   if (!ceilings_path.empty())
     if (Status pinned = pin_ceilings(ceilings_path, *experiment, run_options); !pinned)
       return fail(pinned.error().message);
@@ -90,6 +109,9 @@ int run_command(const Args& args) {
   };
   auto result = run_experiment(*experiment, run_options);
   if (!result) return fail(result.error().message + "\nlazylab: no report written");
+  if (result->cells.empty())
+    return fail(
+        fmt::format("no cell matches --filter {}\nlazylab: no report written", fmt::join(filters, " --filter ")));
   info.backend_devices = result->backend_devices;
   std::cout << report_console(*result);
   std::vector<std::string> written;

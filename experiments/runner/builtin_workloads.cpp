@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 
+#include "core/suggest.h"
 #include "core/tensor_ops.h"
 #include "workload_inputs.h"
 
@@ -226,8 +227,8 @@ Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& nam
       if (!params.count(key)) {
         std::vector<std::string> known;
         for (auto& [k, v] : params) known.push_back(k);
-        return make_error(
-            fmt::format("workload '{}' has no parameter '{}' (parameters: {})", name, key, fmt::join(known, ", ")));
+        return make_error(fmt::format("workload '{}' has no parameter '{}'{} (parameters: {})", name, key,
+                                      did_you_mean(key, known), fmt::join(known, ", ")));
       }
       params[key] = value;
     }
@@ -236,8 +237,8 @@ Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& nam
   }
   std::vector<std::string> known;
   for (const Definition& definition : definitions()) known.push_back(definition.info.name);
-  return make_error(
-      fmt::format("unknown workload '{}' (built-in: {}; or give a .lzir file)", name, fmt::join(known, ", ")));
+  return make_error(fmt::format("unknown workload '{}'{} (built-in: {}; or give a .lzir file)", name,
+                                did_you_mean(name, known), fmt::join(known, ", ")));
 }
 
 std::vector<Tensor> bind_inputs(Context& context, const std::vector<HostTensor>& inputs) {

@@ -7,10 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
 #include "core/hash.h"
+#include "core/suggest.h"
 
 namespace lazylab {
 namespace {
@@ -32,7 +35,9 @@ class Reader {
       auto key = item.first.as<std::string>();
       if (!allowed.count(key))
         return error(item.first, join(key_path, key),
-                     fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
+                     fmt::format("unknown key{} (allowed: {})",
+                                 did_you_mean(key, std::vector<std::string>(allowed.begin(), allowed.end())),
+                                 fmt::join(allowed, ", ")));
     }
     return {};
   }
@@ -63,6 +68,39 @@ Status read_label(const Reader& r, const YAML::Node& item, const std::string& at
   return {};
 }
 
+// `{rows: [8, 64], cols: 32}`: every combination of the listed values, in
+// the order the keys are written (the last key varies fastest).
+Expected<std::vector<WorkloadParams>> read_param_grid(const Reader& r, const YAML::Node& params,
+                                                      const std::string& at) {
+  if (!params.IsMap())
+    return r.error(params, at, "expected a mapping of parameter: integer (or a list of integers, for a sweep)");
+  std::vector<WorkloadParams> grid = {{}};
+  for (auto param : params) {
+    auto key = param.first.as<std::string>();
+    std::vector<int64_t> values;
+    if (param.second.IsSequence()) {
+      if (param.second.size() == 0) return r.error(param.second, at + "." + key, "an empty list sweeps nothing");
+      for (size_t i = 0; i < param.second.size(); ++i) {
+        auto value = r.scalar<int64_t>(param.second[i], fmt::format("{}.{}[{}]", at, key, i), "an integer");
+        if (!value) return value.error();
+        values.push_back(*value);
+      }
+    } else {
+      auto value = r.scalar<int64_t>(param.second, at + "." + key, "an integer or a list of integers");
+      if (!value) return value.error();
+      values.push_back(*value);
+    }
+    std::vector<WorkloadParams> next;
+    for (const WorkloadParams& partial : grid)
+      for (int64_t value : values) {
+        next.push_back(partial);
+        next.back()[key] = value;
+      }
+    grid = std::move(next);
+  }
+  return grid;
+}
+
 Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
   if (!list.IsSequence() || list.size() == 0) return r.error(list, "workloads", "expected a non-empty list");
   std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
@@ -86,26 +124,49 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
         if (!name) return name.error();
         entry.name = *name;
       }
-      if (YAML::Node params = item["params"]) {
-        if (!params.IsMap()) return r.error(params, at + ".params", "expected a mapping of parameter: integer");
-        for (auto param : params) {
-          auto key = param.first.as<std::string>();
-          auto value = r.scalar<int64_t>(param.second, at + ".params." + key, "an integer");
-          if (!value) return value.error();
-          entry.params[key] = *value;
-        }
-      }
     }
     entry.line = line_of(item);
-    for (const WorkloadEntry& earlier : e.workloads)
-      if (earlier.name == entry.name && earlier.params == entry.params && earlier.label == entry.label)
-        return r.error(item, at,
-                       fmt::format("the same workload and parameters as the entry on line {}; give one a different "
-                                   "'label' or different 'params'",
-                                   earlier.line));
-    e.workloads.push_back(std::move(entry));
+    std::vector<WorkloadParams> grid = {{}};
+    if (item.IsMap() && item["params"]) {
+      auto expanded = read_param_grid(r, item["params"], at + ".params");
+      if (!expanded) return expanded.error();
+      grid = std::move(*expanded);
+    }
+    for (WorkloadParams& params : grid) {
+      entry.params = std::move(params);
+      for (const WorkloadEntry& earlier : e.workloads)
+        if (earlier.name == entry.name && earlier.params == entry.params && earlier.label == entry.label)
+          return r.error(item, at,
+                         fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "
+                                     "different 'label' or different 'params'",
+                                     describe_params(entry.params), earlier.line));
+      e.workloads.push_back(entry);
+    }
   }
   return {};
+}
+
+// "fuse{strategy={a,b}}" is one pipeline per listed value, named
+// "NAME[strategy=a]"; several lists give every combination.
+std::vector<PipelineEntry> expand_pipeline_template(const std::string& name, const std::string& text) {
+  static const std::regex kList(R"(([A-Za-z0-9_.-]+)=\{([^{}=]*)\})");
+  std::smatch match;
+  if (!std::regex_search(text, match, kList)) return {{name, text}};
+  std::string option = match[1].str(), before = match.prefix().str(), after = match.suffix().str();
+  std::vector<PipelineEntry> expanded;
+  std::stringstream values(match[2].str());
+  for (std::string value; std::getline(values, value, ',');) {
+    value.erase(0, value.find_first_not_of(" \t"));
+    value.erase(value.find_last_not_of(" \t") + 1);
+    std::string chosen = option + "=" + value;
+    // The rest of the text may hold further lists: expand them under this
+    // choice, naming every choice in order.
+    for (PipelineEntry& rest : expand_pipeline_template("", before + chosen + after)) {
+      std::string names = rest.name.empty() ? chosen : chosen + "," + rest.name.substr(1, rest.name.size() - 2);
+      expanded.push_back({fmt::format("{}[{}]", name, names), rest.text});
+    }
+  }
+  return expanded;
 }
 
 Status read_pipelines(const Reader& r, const YAML::Node& map, Experiment& e) {
@@ -115,7 +176,14 @@ Status read_pipelines(const Reader& r, const YAML::Node& map, Experiment& e) {
     auto name = item.first.as<std::string>();
     auto text = r.scalar<std::string>(item.second, "pipelines." + name, "pipeline text");
     if (!text) return text.error();
-    e.pipelines.push_back({name, *text});
+    for (PipelineEntry& entry : expand_pipeline_template(name, *text)) {
+      entry.line = line_of(item.second);
+      for (const PipelineEntry& earlier : e.pipelines)
+        if (earlier.name == entry.name)
+          return r.error(item.first, "pipelines." + name,
+                         fmt::format("pipeline '{}' is already defined on line {}", entry.name, earlier.line));
+      e.pipelines.push_back(std::move(entry));
+    }
   }
   return {};
 }
@@ -195,6 +263,7 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
   }
   if (YAML::Node ref = root["reference"]) {
     LAZYLAB_TRY(r.expect_keys(ref, "reference", {"backend", "pipeline", "rtol", "atol"}));
+    e.reference.line = line_of(ref);
     LAZYLAB_TRY(read_optional(r, ref, "reference", "backend", "a backend name", e.reference.backend));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "pipeline", "pipeline text", e.reference.pipeline));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "rtol", "a number", e.reference.rtol));
@@ -239,35 +308,117 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_optional(r, root, "", "openblas-core", "'auto' or an OpenBLAS core name", e.openblas_core));
   e.baseline = e.pipelines.front().name;
   LAZYLAB_TRY(read_optional(r, root, "", "baseline", "a pipeline name", e.baseline));
-  bool known =
-      std::any_of(e.pipelines.begin(), e.pipelines.end(), [&](const PipelineEntry& p) { return p.name == e.baseline; });
-  if (!known) return r.error(root["baseline"], "baseline", fmt::format("'{}' is not one of the pipelines", e.baseline));
+  std::vector<std::string> names;
+  for (const PipelineEntry& p : e.pipelines) names.push_back(p.name);
+  if (std::find(names.begin(), names.end(), e.baseline) == names.end())
+    return r.error(root["baseline"], "baseline",
+                   fmt::format("'{}' is not one of the pipelines{} (pipelines: {})", e.baseline,
+                               did_you_mean(e.baseline, names), fmt::join(names, ", ")));
   return read_sections(r, root, e);
+}
+
+// yaml-cpp keeps one of two equal keys silently; a user meant one of them.
+Status reject_duplicate_keys(const Reader& r, const YAML::Node& node, const std::string& at) {
+  if (node.IsSequence())
+    for (size_t i = 0; i < node.size(); ++i)
+      LAZYLAB_TRY(reject_duplicate_keys(r, node[i], fmt::format("{}[{}]", at, i)));
+  if (!node.IsMap()) return {};
+  std::map<std::string, int> seen;
+  for (auto item : node) {
+    std::string key = item.first.Scalar();
+    auto [it, inserted] = seen.emplace(key, line_of(item.first));
+    if (!inserted)
+      return r.error(item.first, Reader::join(at, key), fmt::format("duplicate key (first on line {})", it->second));
+    LAZYLAB_TRY(reject_duplicate_keys(r, item.second, Reader::join(at, key)));
+  }
+  return {};
+}
+
+// Sets `o.key` in the tree, creating maps on the way; list items must exist.
+Status apply_override(YAML::Node& root, const KeyOverride& o) {
+  static const std::regex kPart(R"(([^.\[\]]+)|\[(\d+)\])");
+  YAML::Node value;
+  try {
+    value = YAML::Load(o.value);
+  } catch (const YAML::ParserException& ex) {
+    return make_error(fmt::format("--set {}: malformed YAML value '{}': {}", o.key, o.value, ex.msg));
+  }
+  std::vector<std::string> parts;
+  std::vector<bool> is_index;
+  for (auto it = std::sregex_iterator(o.key.begin(), o.key.end(), kPart); it != std::sregex_iterator(); ++it) {
+    is_index.push_back((*it)[2].matched);
+    parts.push_back(is_index.back() ? (*it)[2].str() : (*it)[1].str());
+  }
+  if (parts.empty()) return make_error(fmt::format("--set '{}': empty key", o.key));
+  YAML::Node node = root;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    bool last = i + 1 == parts.size();
+    if (is_index[i]) {
+      size_t index = std::stoul(parts[i]);
+      if (!node.IsSequence() || index >= node.size())
+        return make_error(fmt::format("--set {}: no list item [{}] there", o.key, index));
+      if (last)
+        node[index] = value;
+      else
+        node.reset(node[index]);
+    } else {
+      if (!node.IsMap() && !node.IsNull())
+        return make_error(fmt::format("--set {}: '{}' is not in a mapping", o.key, parts[i]));
+      if (last) {
+        node[parts[i]] = value;
+      } else {
+        if (!node[parts[i]]) node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+        node.reset(node[parts[i]]);
+      }
+    }
+  }
+  return {};
 }
 
 }  // namespace
 
-Expected<Experiment> parse_experiment(const std::string& text, const std::string& path) {
+Expected<KeyOverride> parse_key_override(const std::string& text) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return make_error(fmt::format("--set '{}': expected KEY=VALUE (e.g. repeat.runs=3)", text));
+  return KeyOverride{text.substr(0, eq), text.substr(eq + 1)};
+}
+
+Expected<Experiment> parse_experiment(const std::string& text, const std::string& path,
+                                      const std::vector<KeyOverride>& overrides) {
   Experiment e;
   e.path = path;
-  e.hash = hash_bytes(text.data(), text.size());
+  std::string hashed = text;
+  for (const KeyOverride& o : overrides) hashed += fmt::format("\n# --set {}={}", o.key, o.value);
+  e.hash = hash_bytes(hashed.data(), hashed.size());
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& ex) {
     return make_error(fmt::format("{}:{}:{}: malformed YAML: {}", path, ex.mark.line + 1, ex.mark.column + 1, ex.msg));
   }
-  Status status = read_experiment(Reader(path), root, e);
+  Reader reader(path);
+  LAZYLAB_TRY(reject_duplicate_keys(reader, root, ""));
+  for (const KeyOverride& o : overrides) LAZYLAB_TRY(apply_override(root, o));
+  Status status = read_experiment(reader, root, e);
   if (!status) return status.error();
+  e.overrides = overrides;
   return e;
 }
 
-Expected<Experiment> load_experiment(const std::string& path) {
+Expected<Experiment> load_experiment(const std::string& path, const std::vector<KeyOverride>& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error(fmt::format("{}: is a folder, not an experiment file", path));
   std::ifstream in(path);
   if (!in) return make_error(fmt::format("{}: cannot open experiment file", path));
   std::stringstream text;
   text << in.rdbuf();
-  return parse_experiment(text.str(), path);
+  return parse_experiment(text.str(), path, overrides);
+}
+
+Error experiment_error(const Experiment& e, int line, const std::string& key, const std::string& message) {
+  return make_error(fmt::format("{}:{}: {}: {}", e.path, line, key, message));
 }
 
 }  // namespace lazylab

@@ -20,8 +20,9 @@ struct WorkloadEntry {
 };
 
 struct PipelineEntry {
-  std::string name;
+  std::string name;  // templated pipelines: "name[option=value,...]"
   std::string text;
+  int line = 0;
 };
 
 struct BackendEntry {
@@ -35,6 +36,13 @@ struct BackendEntry {
 struct PeerEntry {
   std::string name;
   std::vector<std::string> command;
+};
+
+// An override of one experiment key from the command line (--set KEY=VALUE):
+// KEY is a dotted path with [i] for list items ("repeat.runs",
+// "workloads[0].params.rows"); VALUE is YAML ("3", "[cpu, interp]").
+struct KeyOverride {
+  std::string key, value;
 };
 
 struct Experiment {
@@ -56,6 +64,7 @@ struct Experiment {
     std::string pipeline = "lower";
     double rtol = 1e-4;
     double atol = 1e-5;
+    int line = 0;
   } reference;
   struct {
     std::string json;
@@ -72,10 +81,21 @@ struct Experiment {
     uint64_t buffer_bytes = 0;
     uint64_t arena_bytes = 0;
   } limits;
-  uint64_t hash = 0;  // of the file's bytes
+  uint64_t hash = 0;                   // of the file's bytes and the overrides
+  std::vector<KeyOverride> overrides;  // --set, in order
 };
 
-Expected<Experiment> load_experiment(const std::string& path);
-Expected<Experiment> parse_experiment(const std::string& text, const std::string& path);
+Expected<KeyOverride> parse_key_override(const std::string& text);
+
+// Sweeps expand here: a workload parameter given as a list, or several, is
+// one entry per combination (a grid); an option value written as a brace
+// list in a pipeline ("plan-memory{algo={naive,linear-scan}}") is one
+// pipeline per value, named "name[algo=naive]".
+Expected<Experiment> load_experiment(const std::string& path, const std::vector<KeyOverride>& overrides = {});
+Expected<Experiment> parse_experiment(const std::string& text, const std::string& path,
+                                      const std::vector<KeyOverride>& overrides = {});
+
+// "file:line: key: message", for errors found after loading.
+Error experiment_error(const Experiment& experiment, int line, const std::string& key, const std::string& message);
 
 }  // namespace lazylab

@@ -155,6 +155,12 @@ RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
   return info;
 }
 
+nlohmann::json overrides_json(const Experiment& e) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const KeyOverride& o : e.overrides) list.push_back(o.key + "=" + o.value);
+  return list;
+}
+
 nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) {
   const Experiment& e = result.experiment;
   nlohmann::json cells = nlohmann::json::array();
@@ -169,6 +175,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"warmup", e.warmup},
             {"runs", e.runs},
             {"interleave", e.interleave},
+            {"overrides", overrides_json(e)},
             {"reference",
              {{"backend", e.reference.backend},
               {"pipeline", e.reference.pipeline},
@@ -276,6 +283,7 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   if (std::string summary = outcome_summary(result); !summary.empty()) out += "**Warning: " + summary + ".**\n\n";
   out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
+  for (const KeyOverride& o : e.overrides) out += fmt::format("- overridden: `--set {}={}`\n", o.key, o.value);
   out += fmt::format(
       "- repeats: {} warm-up + {} timed steps after the cold step{}; baseline pipeline `{}`\n- statistics: median "
       "with its 95% bootstrap interval ({} resamples); a speedup's interval resamples both cells, and where it "

@@ -155,34 +155,40 @@ struct Resolved {
   std::vector<std::string> devices;
 };
 
+Expected<Pipeline> resolve_pipeline(const Experiment& e, int line, const std::string& key, const std::string& text) {
+  auto pipeline = parse_pipeline(text);
+  if (!pipeline) return experiment_error(e, line, key, pipeline.error().message);
+  if (!pipeline->lowers)
+    return experiment_error(e, line, key,
+                            fmt::format("'{}' does not lower the graph to a Program; end it with 'lower'", text));
+  return pipeline;
+}
+
 Expected<Resolved> resolve(const Experiment& e) {
   Resolved r;
   auto reference_backend = load_backend(e.reference.backend);
-  if (!reference_backend) return make_error("reference.backend: " + reference_backend.error().message);
+  if (!reference_backend)
+    return experiment_error(e, e.reference.line, "reference.backend", reference_backend.error().message);
   r.reference_backend = std::move(*reference_backend);
-  auto reference_pipeline = parse_pipeline(e.reference.pipeline);
-  if (!reference_pipeline) return make_error("reference.pipeline: " + reference_pipeline.error().message);
-  if (!reference_pipeline->lowers)
-    return make_error(fmt::format("reference.pipeline: '{}' does not lower the graph to a Program; end it with 'lower'",
-                                  e.reference.pipeline));
+  auto reference_pipeline = resolve_pipeline(e, e.reference.line, "reference.pipeline", e.reference.pipeline);
+  if (!reference_pipeline) return reference_pipeline.error();
   r.reference_pipeline = std::move(*reference_pipeline);
   for (const PipelineEntry& entry : e.pipelines) {
-    auto pipeline = parse_pipeline(entry.text);
-    if (!pipeline) return make_error(fmt::format("pipelines.{}: {}", entry.name, pipeline.error().message));
-    if (!pipeline->lowers)
-      return make_error(fmt::format("pipelines.{}: '{}' does not lower the graph to a Program; end it with 'lower'",
-                                    entry.name, entry.text));
+    auto pipeline = resolve_pipeline(e, entry.line, "pipelines." + entry.name, entry.text);
+    if (!pipeline) return pipeline.error();
     r.pipelines.push_back(std::move(*pipeline));
   }
-  for (const WorkloadEntry& entry : e.workloads) {
+  for (size_t w = 0; w < e.workloads.size(); ++w) {
+    const WorkloadEntry& entry = e.workloads[w];
     auto workload = make_workload(entry.name, entry.params);
-    if (!workload) return workload.error();
+    if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
     LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
     r.workloads.push_back(std::move(*workload));
   }
-  for (const BackendEntry& entry : e.backends) {
+  for (size_t b = 0; b < e.backends.size(); ++b) {
+    const BackendEntry& entry = e.backends[b];
     auto backend = load_backend(entry.name, entry.options);
-    if (!backend) return backend.error();
+    if (!backend) return experiment_error(e, entry.line, fmt::format("backends[{}]", b), backend.error().message);
     r.devices.push_back(entry.name + ": " + (*backend)->device_description());
     r.backends.push_back(std::move(*backend));
   }
@@ -257,6 +263,26 @@ void report_cell(std::ostream* progress, const CellResult& c) {
   *progress << fmt::format("  {} / {} / {}: {}\n", c.workload_shown, c.pipeline, c.backend_shown, outcome);
 }
 
+// Which cells of workload `w` run, by backend * pipelines + pipeline: the
+// selected ones and their baselines.
+std::vector<bool> selected_cells(const Experiment& e, const Resolved& r, size_t w, const RunOptions& options) {
+  size_t pipelines = r.pipelines.size();
+  std::vector<bool> wanted(r.backends.size() * pipelines, true);
+  if (!options.select) return wanted;
+  size_t baseline = static_cast<size_t>(std::find_if(e.pipelines.begin(), e.pipelines.end(),
+                                                     [&](const PipelineEntry& p) { return p.name == e.baseline; }) -
+                                        e.pipelines.begin());
+  for (size_t b = 0; b < r.backends.size(); ++b) {
+    bool any = false;
+    for (size_t p = 0; p < pipelines; ++p) {
+      wanted[b * pipelines + p] = options.select(identify(e, w, p, b, r.workloads[w]->params()));
+      any = any || wanted[b * pipelines + p];
+    }
+    if (any && baseline < pipelines) wanted[b * pipelines + baseline] = true;
+  }
+  return wanted;
+}
+
 // Every cell of workload `w`: taken from the resumed ones where present,
 // else run (a reference that fails fails the workload's cells).
 void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options,
@@ -265,8 +291,10 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
   std::vector<CellIdentity> pending;
   std::vector<std::pair<size_t, size_t>> pending_at;  // (backend, pipeline)
   std::map<std::pair<size_t, size_t>, CellResult> done;
+  std::vector<bool> wanted = selected_cells(e, r, w, options);
   for (size_t b = 0; b < r.backends.size(); ++b)
     for (size_t p = 0; p < r.pipelines.size(); ++p) {
+      if (!wanted[b * r.pipelines.size() + p]) continue;
       CellIdentity id = identify(e, w, p, b, workload.params());
       if (const CellResult* earlier = find_resumed(options, id)) {
         CellResult cell = *earlier;

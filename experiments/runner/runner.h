@@ -134,6 +134,9 @@ struct RunOptions {
   // Cells already measured (--resume): a cell with the same identity is
   // taken from here instead of run again.
   std::vector<CellResult> resumed;
+  // Which cells run (--filter); empty runs all. The baseline cell of a
+  // selected cell runs too, so its speedup can be measured.
+  std::function<bool(const CellIdentity&)> select;
   // Called after each workload's cells are done, with the cells so far.
   std::function<void(const ExperimentResult&)> checkpoint;
 };

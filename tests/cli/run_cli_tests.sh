@@ -93,6 +93,57 @@ experiment "$work/twice.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p
 check "the same backend twice is an error" 1 "twice.yaml:4: backends\[1\]: the same backend and options as the entry on line 4" -- \
   "$lazylab" run "$work/twice.yaml"
 
+# Sweeps: a parameter list is a grid, a brace list in a pipeline option one
+# pipeline per value; --set overrides keys, --filter picks cells (and their
+# baselines).
+experiment "$work/grid.yaml" "name: grid" "workloads: [{name: softmax, params: {rows: [4, 8], cols: [16, 32]}}]" \
+  "pipelines: {base: lower, planned: 'decompose,lower,plan-memory{algo={naive,linear-scan}}'}" "backends: [interp]" \
+  "repeat: {warmup: 0, runs: 2}" "report: {json: $work/grid.json}"
+check "a grid sweep runs every combination" 0 "ok" -- sh -c "'$lazylab' run '$work/grid.yaml' -q >/dev/null && python3 -c \"
+import json
+r = json.load(open('$work/grid.json'))
+cells = r['cells']
+assert len(cells) == 12, len(cells)
+ids = {(c['workload_params']['rows'], c['workload_params']['cols'], c['pipeline']) for c in cells}
+assert len(ids) == 12, ids
+assert {c['pipeline'] for c in cells} == {'base', 'planned[algo=naive]', 'planned[algo=linear-scan]'}
+assert all(c['status'] == 'ok' for c in cells)
+print('ok')\""
+check "--set and --filter" 0 "ok" -- sh -c "'$lazylab' run '$work/grid.yaml' -q --set 'workloads[0].params.rows=[2]' \
+  --set repeat.runs=3 --filter 'pipeline=*linear*,workload=softmax' >/dev/null && python3 -c \"
+import json
+r = json.load(open('$work/grid.json'))
+cells = r['cells']
+assert sorted(c['pipeline'] for c in cells) == ['base', 'base', 'planned[algo=linear-scan]', 'planned[algo=linear-scan]'], [c['pipeline'] for c in cells]
+assert all(c['workload_params']['rows'] == 2 and len(c['samples']['step_ms']) == 3 for c in cells)
+assert r['experiment']['overrides'] == ['workloads[0].params.rows=[2]', 'repeat.runs=3'], r['experiment']['overrides']
+print('ok')\""
+check "a filter that matches nothing" 1 "no cell matches --filter backend=cuda" -- \
+  "$lazylab" run "$work/grid.yaml" --filter backend=cuda
+check "a filter with an unknown key" 1 "unknown key 'pipline' \(did you mean 'pipeline'\?\)" -- \
+  "$lazylab" run "$work/grid.yaml" --filter pipline=base
+check "--set with a bad key path" 1 "--set workloads\[3\].name: no list item \[3\] there" -- \
+  "$lazylab" run "$work/grid.yaml" --set 'workloads[3].name=chain'
+
+# Validation names the YAML line and key, with "did you mean".
+experiment "$work/typo-pass.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'canonicalise,lower'}" "backends: [interp]"
+check "a mistyped pass" 1 "typo-pass.yaml:3: pipelines.p: pipeline 'canonicalise,lower': unknown pass 'canonicalise' \(did you mean 'canonicalize'\?\)" -- \
+  "$lazylab" run "$work/typo-pass.yaml"
+experiment "$work/typo-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp, cpus]"
+check "a mistyped backend" 1 "typo-backend.yaml:4: backends\[1\]: backend 'cpus': no lazylab-backend-cpus.so in the plugin path .*\(did you mean 'cpu'\?\)" -- \
+  "$lazylab" run "$work/typo-backend.yaml"
+experiment "$work/typo-workload.yaml" "name: t" "workloads: [chain-tiny, sofmax]" "pipelines: {p: lower}" "backends: [interp]"
+check "a mistyped workload" 1 "typo-workload.yaml:2: workloads\[1\]: unknown workload 'sofmax' \(did you mean 'softmax'\?\)" -- \
+  "$lazylab" run "$work/typo-workload.yaml"
+experiment "$work/typo-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{stratgy=none},lower'}" "backends: [interp]"
+check "a mistyped pass option" 1 "pass 'fuse' has no option 'stratgy' \(did you mean 'strategy'\?\)" -- \
+  "$lazylab" run "$work/typo-option.yaml"
+experiment "$work/typo-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backend: [interp]"
+check "a mistyped key" 1 "typo-key.yaml:4: backend: unknown key \(did you mean 'backends'\?\)" -- "$lazylab" run "$work/typo-key.yaml"
+check "validation comes before any measurement" 1 "^lazylab: [^ ]*typo-workload.yaml" -- \
+  sh -c "'$lazylab' run '$work/typo-workload.yaml' 2>&1 | grep -v '^lazylab: running' | head -1; exit 1"
+check "an experiment path that is a folder" 1 "is a folder, not an experiment file" -- "$lazylab" run "$work"
+
 # Malformed experiments: a clear error, exit 1, and no report.
 experiment "$work/bad-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" "colour: blue" \
   "report: {json: r.json}"

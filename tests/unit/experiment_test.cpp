@@ -2,6 +2,8 @@
 #include "runner/experiment.h"
 #include "support.h"
 
+#include <set>
+
 using namespace lazylab;
 
 namespace {
@@ -52,12 +54,13 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") ==
         "x.yaml:10: repeat: needs 0 <= warmup <= 1000000 and 1 <= runs <= 1000000, got warmup 2, runs 0");
   CHECK(error_of(kValid + "reference: {rtol: tight}\n") == "x.yaml:10: reference.rtol: expected a number, got 'tight'");
-  CHECK(error_of(kValid + "baseline: turbo\n") == "x.yaml:10: baseline: 'turbo' is not one of the pipelines");
+  CHECK(error_of(kValid + "baseline: turbo\n") ==
+        "x.yaml:10: baseline: 'turbo' is not one of the pipelines (pipelines: eager, clean)");
   CHECK(error_of("name: t\npipelines: {p: lower}\nbackends: [interp]\n") ==
         "x.yaml:1: workloads: missing required key");
   CHECK(
       error_of("name: t\nworkloads: [{name: chain, params: {n: big}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
-      "x.yaml:2: workloads[0].params.n: expected an integer, got 'big'");
+      "x.yaml:2: workloads[0].params.n: expected an integer or a list of integers, got 'big'");
   CHECK(error_of("name: t\nworkloads: [{name: chain, file: a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
         "x.yaml:2: workloads[0]: give exactly one of 'name' or 'file'");
   CHECK(error_of("name: t\nworkloads: [{nme: chain}]\npipelines: {p: lower}\nbackends: [interp]\n")
@@ -100,7 +103,7 @@ TEST_CASE("labels, and entries that would make indistinguishable cells") {
   CHECK(e->workloads[1].label == "big");
   CHECK(e->backends[1].label == "all threads");
   CHECK(error_of("name: t\nworkloads: [softmax, softmax]\npipelines: {p: lower}\nbackends: [interp]\n") ==
-        "x.yaml:2: workloads[1]: the same workload and parameters as the entry on line 2; give one a different "
+        "x.yaml:2: workloads[1]: the same workload and parameters () as the entry on line 2; give one a different "
         "'label' or different 'params'");
   CHECK(error_of("name: t\nworkloads: [softmax]\npipelines: {p: lower}\nbackends:\n  - cpu\n"
                  "  - {name: cpu, options: ''}\n") ==
@@ -111,14 +114,90 @@ TEST_CASE("labels, and entries that would make indistinguishable cells") {
 TEST_CASE("unknown workloads and parameters are reported when the workload is made") {
   auto unknown = make_workload("chian", {});
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.error().message.find("unknown workload 'chian' (built-in: chain, chain-small, chain-tiny") == 0);
+  CHECK(unknown.error().message.find(
+            "unknown workload 'chian' (did you mean 'chain'?) (built-in: chain, chain-small, chain-tiny") == 0);
   auto bad_param = make_workload("softmax", {{"colums", 3}});
   REQUIRE_FALSE(bad_param.ok());
-  CHECK(bad_param.error().message == "workload 'softmax' has no parameter 'colums' (parameters: cols, rows)");
+  CHECK(bad_param.error().message ==
+        "workload 'softmax' has no parameter 'colums' (did you mean 'cols'?) (parameters: cols, rows)");
   auto negative = make_workload("softmax", {{"cols", -3}});
   REQUIRE_FALSE(negative.ok());
   CHECK(negative.error().message == "workload 'softmax': parameter 'cols' must be between 1 and 2^40, got -3");
   auto missing = make_workload("nowhere.lzir", {});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message == "nowhere.lzir: cannot open workload file");
+}
+
+TEST_CASE("a list of parameter values is a sweep; several lists are a grid") {
+  auto e = parse_experiment(
+      "name: t\nworkloads: [{name: softmax, params: {rows: [8, 64, 512], cols: [32, 64]}}, chain]\n"
+      "pipelines: {p: lower}\nbackends: [interp]\n",
+      "x.yaml");
+  REQUIRE(e.ok());
+  REQUIRE(e->workloads.size() == 7);
+  std::set<std::pair<int64_t, int64_t>> sizes;
+  for (int i = 0; i < 6; ++i) {
+    CHECK(e->workloads[i].name == "softmax");
+    CHECK(e->workloads[i].line == 2);
+    sizes.insert({e->workloads[i].params.at("rows"), e->workloads[i].params.at("cols")});
+  }
+  CHECK(sizes.size() == 6);
+  CHECK(e->workloads[6].name == "chain");
+  CHECK(error_of("name: t\nworkloads: [{name: softmax, params: {rows: []}}]\npipelines: {p: lower}\n"
+                 "backends: [interp]\n") == "x.yaml:2: workloads[0].params.rows: an empty list sweeps nothing");
+  CHECK(error_of("name: t\nworkloads: [{name: softmax, params: {rows: [8, x]}}]\npipelines: {p: lower}\n"
+                 "backends: [interp]\n") == "x.yaml:2: workloads[0].params.rows[1]: expected an integer, got 'x'");
+  CHECK(error_of("name: t\nworkloads: [{name: softmax, params: {rows: [8, 8]}}]\npipelines: {p: lower}\n"
+                 "backends: [interp]\n") ==
+        "x.yaml:2: workloads[0]: the same workload and parameters (rows=8) as the entry on line 2; give one a "
+        "different 'label' or different 'params'");
+}
+
+TEST_CASE("a brace list in a pipeline option is one pipeline per value") {
+  auto e = parse_experiment(
+      "name: t\nworkloads: [chain]\npipelines:\n  base: lower\n"
+      "  planned: 'fuse{strategy={none,greedy-elementwise}},lower,plan-memory{algo={naive, linear-scan}}'\n"
+      "backends: [interp]\n",
+      "x.yaml");
+  REQUIRE(e.ok());
+  REQUIRE(e->pipelines.size() == 5);
+  CHECK(e->pipelines[1].name == "planned[strategy=none,algo=naive]");
+  CHECK(e->pipelines[1].text == "fuse{strategy=none},lower,plan-memory{algo=naive}");
+  CHECK(e->pipelines[4].name == "planned[strategy=greedy-elementwise,algo=linear-scan]");
+  CHECK(e->pipelines[4].text == "fuse{strategy=greedy-elementwise},lower,plan-memory{algo=linear-scan}");
+  CHECK(e->pipelines[4].line == 5);
+  CHECK(error_of("name: t\nworkloads: [chain]\npipelines: {p: 'fuse{strategy={none}},lower'}\nbackends: [interp]\n"
+                 "baseline: p\n") ==
+        "x.yaml:5: baseline: 'p' is not one of the pipelines (pipelines: p[strategy=none])");
+}
+
+TEST_CASE("--set overrides any key, creating maps on the way") {
+  auto e = parse_experiment(kValid, "x.yaml",
+                            {{"repeat.runs", "3"},
+                             {"workloads[1].params.rows", "[2, 4]"},
+                             {"backends", "[cpu, interp]"},
+                             {"reference.rtol", "0.5"}});
+  REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+  CHECK(e->runs == 3);
+  CHECK(e->workloads.size() == 3);
+  CHECK(e->workloads[2].params.at("rows") == 4);
+  CHECK(e->backends.size() == 2);
+  CHECK(e->reference.rtol == 0.5);
+  auto plain = parse_experiment(kValid, "x.yaml");
+  CHECK(plain->hash != e->hash);  // the overrides are part of what ran
+  auto bad_index = parse_experiment(kValid, "x.yaml", {{"workloads[7].name", "chain"}});
+  REQUIRE_FALSE(bad_index.ok());
+  CHECK(bad_index.error().message == "--set workloads[7].name: no list item [7] there");
+  auto bad_value = parse_experiment(kValid, "x.yaml", {{"repeat.runs", "lots"}});
+  REQUIRE_FALSE(bad_value.ok());
+  CHECK(bad_value.error().message.find("repeat.runs: expected an integer, got 'lots'") != std::string::npos);
+  CHECK_FALSE(parse_key_override("repeat.runs").ok());
+  CHECK(parse_key_override("a.b=c=d")->value == "c=d");
+}
+
+TEST_CASE("duplicate keys and mistyped keys are named") {
+  CHECK(error_of(kValid + "seed: 1\nseed: 2\n") == "x.yaml:11: seed: duplicate key (first on line 10)");
+  CHECK(error_of(kValid + "repeat: {runs: 2, runs: 3}\n") ==
+        "x.yaml:10: repeat.runs: duplicate key (first on line 10)");
+  CHECK(error_of(kValid + "repaet: {runs: 2}\n").find("x.yaml:10: repaet: unknown key (did you mean 'repeat'?)") == 0);
 }
