@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: lazylab run EXPERIMENT.yaml [--output-dir DIR] [--set KEY=VALUE]... [--filter KEY=GLOB,...]...\n"
-    "                   [--ceilings REPORT.json] [--resume]";
+    "                   [--shard I/N] [--ceilings REPORT.json] [--resume]";
 
 // --resume: the cells in the partial results of an interrupted run of the
 // same experiment file, and its ceilings (so its floors stay comparable).
@@ -53,7 +53,7 @@ int exit_code_of(const ExperimentResult& result) {
 
 int run_command(const Args& args) {
   po::options_description options("lazylab run options");
-  std::string experiment_path, output_dir, ceilings_path;
+  std::string experiment_path, output_dir, ceilings_path, shard;
   std::vector<std::string> sets, filters;
   options.add_options()("experiment", po::value(&experiment_path)->required(), "experiment YAML file")(
       "output-dir,o", po::value(&output_dir), "write the reports into this folder instead of the paths in the YAML")(
@@ -65,8 +65,10 @@ int run_command(const Args& args) {
       "workloads[0].params.rows=[64,128], backends=[cpu])")(
       "filter", po::value(&filters)->composing(),
       "run only the cells matching KEY=GLOB[,KEY=GLOB...] (keys: workload, pipeline, backend, label); several "
-      "--filter run the cells any of them matches; the baselines of chosen cells run too")("quiet,q",
-                                                                                           "no per-cell progress");
+      "--filter run the cells any of them matches; the baselines of chosen cells run too")(
+      "shard", po::value(&shard),
+      "run the I-th of N shares of the cells (I/N; join the shards' reports with lazylab merge)")(
+      "quiet,q", "no per-cell progress");
   po::positional_options_description positional;
   positional.add("experiment", 1);
   po::variables_map vm;
@@ -90,6 +92,11 @@ int run_command(const Args& args) {
   if (!paths) return fail(paths.error().message);
   RunOptions run_options;
   run_options.progress = vm.count("quiet") ? nullptr : &std::cerr;
+  if (!shard.empty()) {
+    auto parsed = parse_shard(shard);
+    if (!parsed) return fail(parsed.error().message);
+    run_options.shard = *parsed;
+  }
   if (!filter->empty()) run_options.select = [&](const CellIdentity& cell) { return filter->selects(cell); };
   if (!ceilings_path.empty())
     if (Status pinned = pin_ceilings(ceilings_path, *experiment, run_options); !pinned)
@@ -109,7 +116,7 @@ int run_command(const Args& args) {
   };
   auto result = run_experiment(*experiment, run_options);
   if (!result) return fail(result.error().message + "\nlazylab: no report written");
-  if (result->cells.empty())
+  if (result->cells.empty() && !filters.empty())
     return fail(
         fmt::format("no cell matches --filter {}\nlazylab: no report written", fmt::join(filters, " --filter ")));
   info.backend_devices = result->backend_devices;

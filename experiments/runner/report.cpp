@@ -176,6 +176,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"runs", e.runs},
             {"interleave", e.interleave},
             {"overrides", overrides_json(e)},
+            {"shard", result.shard},
             {"reference",
              {{"backend", e.reference.backend},
               {"pipeline", e.reference.pipeline},
@@ -187,6 +188,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
           {"machine", info.machine},
           {"build", info.build},
           {"backend_devices", info.backend_devices},
+          {"merged_from", info.merged_from},
           {"all_correct", result.all_correct()},
           {"cell_counts",
            {{"total", result.cells.size()},
@@ -420,7 +422,30 @@ Expected<LoadedReport> load_report(const std::string& path) {
   LoadedReport report;
   report.path = path;
   try {
-    report.experiment_hash = json.at("experiment").at("hash").get<std::string>();
+    const nlohmann::json& experiment = json.at("experiment");
+    report.experiment_hash = experiment.at("hash").get<std::string>();
+    report.experiment_path = experiment.value("path", "");
+    report.shard = experiment.value("shard", "");
+    for (const std::string& text : experiment.value("overrides", std::vector<std::string>{})) {
+      auto parsed = parse_key_override(text);
+      if (parsed) report.overrides.push_back(*parsed);
+    }
+    report.info = {json.value("started_at", ""), json.value("machine", ""), json.value("build", ""),
+                   json.value("backend_devices", std::vector<std::string>{}),
+                   json.value("merged_from", std::vector<std::string>{})};
+    for (const nlohmann::json& p : json.value("peers", nlohmann::json::array())) {
+      PeerResult peer{p.value("name", ""),
+                      p.value("command", std::vector<std::string>{}),
+                      p.value("description", ""),
+                      p.value("error", ""),
+                      {}};
+      for (const nlohmann::json& c : p.value("cells", nlohmann::json::array())) {
+        nlohmann::json step = c.value("step_ms", nlohmann::json::object());
+        peer.cells.push_back(
+            {c.value("workload", ""), step.value("median", 0.0), step.value("min", 0.0), step.value("max", 0.0)});
+      }
+      report.peers.push_back(std::move(peer));
+    }
     report.ceilings = ceilings_from_json(json.at("ceilings"));
     for (const nlohmann::json& d : json.value("device_ceilings", nlohmann::json::array()))
       report.device_ceilings.push_back(

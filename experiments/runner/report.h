@@ -18,6 +18,8 @@ struct RunInfo {
   std::string machine;     // CPU model, cores, memory, OS
   std::string build;       // lazylab version, git revision, compiler, build type
   std::vector<std::string> backend_devices;
+  // A merged report's shards: "PATH: shard I/N on MACHINE, started AT".
+  std::vector<std::string> merged_from;
 };
 
 RunInfo collect_run_info(const std::vector<std::string>& backend_devices);
@@ -50,6 +52,11 @@ Status write_partial(const ExperimentResult& result, const RunInfo& info, const 
 struct LoadedReport {
   std::string path;
   std::string experiment_hash;
+  std::string experiment_path;
+  std::vector<KeyOverride> overrides;
+  std::string shard;  // "I/N", or empty
+  RunInfo info;
+  std::vector<PeerResult> peers;
   Ceilings ceilings;
   struct BackendCeilings {
     std::string backend, options;

@@ -7,6 +7,7 @@
 #include <map>
 #include <ostream>
 #include <random>
+#include <sstream>
 
 #include "cell_run.h"
 #include "openblas_runtime.h"
@@ -93,6 +94,16 @@ CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, Workloa
 }
 
 }  // namespace
+
+Expected<RunOptions::Shard> parse_shard(const std::string& text) {
+  RunOptions::Shard shard;
+  char slash = 0;
+  std::istringstream in(text);
+  if (!(in >> shard.index >> slash >> shard.count) || slash != '/' || !in.eof() || shard.index < 1 ||
+      shard.index > shard.count)
+    return make_error(fmt::format("--shard '{}': expected I/N with 1 <= I <= N (e.g. 2/4)", text));
+  return shard;
+}
 
 bool CellIdentity::same_except_pipeline(const CellIdentity& other) const {
   return workload == other.workload && workload_params == other.workload_params && backend == other.backend &&
@@ -263,20 +274,44 @@ void report_cell(std::ostream* progress, const CellResult& c) {
   *progress << fmt::format("  {} / {} / {}: {}\n", c.workload_shown, c.pipeline, c.backend_shown, outcome);
 }
 
+// The shard (0-based) of each (workload, backend) group, by w * backends +
+// b: longest first onto the least loaded shard, costs from the workloads'
+// input bytes (ties broken by order), so every shard computes the same plan.
+std::vector<size_t> assign_shards(const Resolved& r, size_t count) {
+  size_t backends = r.backends.size();
+  std::vector<std::pair<double, size_t>> groups;  // (cost, group)
+  for (size_t w = 0; w < r.workloads.size(); ++w) {
+    double bytes = 1;
+    for (const TensorType& type : r.workloads[w]->input_types()) bytes += static_cast<double>(type.bytes());
+    for (size_t b = 0; b < backends; ++b) groups.push_back({bytes, w * backends + b});
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<double> load(count, 0);
+  std::vector<size_t> shard_of(groups.size());
+  for (auto [cost, group] : groups) {
+    size_t lightest = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    shard_of[group] = lightest;
+    load[lightest] += cost;
+  }
+  return shard_of;
+}
+
 // Which cells of workload `w` run, by backend * pipelines + pipeline: the
 // selected ones and their baselines.
 std::vector<bool> selected_cells(const Experiment& e, const Resolved& r, size_t w, const RunOptions& options) {
   size_t pipelines = r.pipelines.size();
   std::vector<bool> wanted(r.backends.size() * pipelines, true);
-  if (!options.select) return wanted;
+  std::vector<size_t> shard_of = options.shard ? assign_shards(r, options.shard->count) : std::vector<size_t>();
   size_t baseline = static_cast<size_t>(std::find_if(e.pipelines.begin(), e.pipelines.end(),
                                                      [&](const PipelineEntry& p) { return p.name == e.baseline; }) -
                                         e.pipelines.begin());
   for (size_t b = 0; b < r.backends.size(); ++b) {
+    bool in_shard = !options.shard || shard_of[w * r.backends.size() + b] == options.shard->index - 1;
     bool any = false;
     for (size_t p = 0; p < pipelines; ++p) {
-      wanted[b * pipelines + p] = options.select(identify(e, w, p, b, r.workloads[w]->params()));
-      any = any || wanted[b * pipelines + p];
+      bool chosen = in_shard && (!options.select || options.select(identify(e, w, p, b, r.workloads[w]->params())));
+      wanted[b * pipelines + p] = chosen;
+      any = any || chosen;
     }
     if (any && baseline < pipelines) wanted[b * pipelines + baseline] = true;
   }
@@ -343,7 +378,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   openblas::runtime(no_openblas);
   auto resolved = resolve(e);
   if (!resolved) return resolved.error();
-  ExperimentResult result{e, {}, {}, {}, resolved->devices, {}};
+  ExperimentResult result{e, "", {}, {}, {}, resolved->devices, {}};
   LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
   for (size_t w = 0; w < resolved->workloads.size(); ++w) {
     run_workload(e, *resolved, w, options, result.cells);
@@ -352,7 +387,9 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   compute_rooflines(result);  // first: it says which cells are timed on a device
   for (CellResult& cell : result.cells) summarize_samples(cell, e.seed);
   compute_speedups(result.cells, e.baseline, e.seed);
+  if (options.shard) result.shard = fmt::format("{}/{}", options.shard->index, options.shard->count);
   for (const PeerEntry& peer : e.peers) {
+    if (options.shard && options.shard->index != 1) break;
     if (options.progress) *options.progress << fmt::format("  peer {} ...", peer.name) << std::flush;
     result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));
     if (options.progress)

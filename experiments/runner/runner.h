@@ -115,6 +115,7 @@ struct DeviceCeilings {
 
 struct ExperimentResult {
   Experiment experiment;
+  std::string shard;                            // "I/N" for a shard's run, else empty
   Ceilings ceilings;                            // the host's
   std::vector<DeviceCeilings> device_ceilings;  // by backend entry
   std::vector<CellResult> cells;
@@ -137,9 +138,20 @@ struct RunOptions {
   // Which cells run (--filter); empty runs all. The baseline cell of a
   // selected cell runs too, so its speedup can be measured.
   std::function<bool(const CellIdentity&)> select;
+  // --shard I/N: this run takes the I-th (1-based) of N shares of the
+  // cells. The unit is a workload on one backend (all its pipelines, so
+  // speedups stay within a shard), shares balanced by the workload's input
+  // bytes; peers run in shard 1 only.
+  struct Shard {
+    size_t index = 1, count = 1;
+  };
+  std::optional<Shard> shard;
   // Called after each workload's cells are done, with the cells so far.
   std::function<void(const ExperimentResult&)> checkpoint;
 };
+
+// "I/N" with 1 <= I <= N.
+Expected<RunOptions::Shard> parse_shard(const std::string& text);
 
 // Everything named (workloads, pipelines, passes and their options, backends
 // and their options, the reference) is resolved before anything is

@@ -33,7 +33,7 @@ experiment() {  # experiment FILE LINES...: writes a small experiment
 check "help lists commands" 0 "run +run an experiment" -- "$lazylab" --help
 check "no command is a usage error" 2 "usage: lazylab COMMAND" -- "$lazylab"
 check "unknown command" 2 "unknown command 'rn'" -- "$lazylab" rn
-for command in run show passes backends workloads; do
+for command in run show passes backends workloads compare merge; do
   check "$command --help" 0 "usage: lazylab $command" -- "$lazylab" "$command" --help
 done
 check "run needs an experiment" 2 "required" -- "$lazylab" run
@@ -124,6 +124,56 @@ check "a filter with an unknown key" 1 "unknown key 'pipline' \(did you mean 'pi
   "$lazylab" run "$work/grid.yaml" --filter pipline=base
 check "--set with a bad key path" 1 "--set workloads\[3\].name: no list item \[3\] there" -- \
   "$lazylab" run "$work/grid.yaml" --set 'workloads[3].name=chain'
+
+# Shards: each runs its share; merged, they hold what one run holds.
+experiment "$work/shards.yaml" "name: shards" \
+  "workloads: [{name: softmax, params: {rows: [4, 8, 16], cols: 16}}, chain-tiny]" \
+  "pipelines: {eager: 'decompose,lower', fused: 'decompose,fuse{strategy=greedy-elementwise},lower'}" \
+  "backends: [interp, cpu]" "repeat: {warmup: 0, runs: 2}" "report: {json: shards.json, markdown: shards.md}"
+check "the whole run" 0 "wrote" -- "$lazylab" run "$work/shards.yaml" -q -o "$work/whole"
+for i in 1 2 3; do
+  check "shard $i/3" 0 "wrote" -- "$lazylab" run "$work/shards.yaml" -q --shard $i/3 -o "$work/shard$i"
+done
+check "merge the shards" 0 "wrote .*merged/shards.json" -- "$lazylab" merge "$work/shard2/shards.json" \
+  "$work/shard1/shards.json" "$work/shard3/shards.json" -o "$work/merged"
+check "merged equals the whole run up to timings" 0 "ok" -- python3 -c "
+import json
+whole = json.load(open('$work/whole/shards.json'))['cells']
+merged = json.load(open('$work/merged/shards.json'))
+shard_sizes = [len(json.load(open('$work/shard%d/shards.json' % i))['cells']) for i in (1, 2, 3)]
+assert sum(shard_sizes) == 16 and all(0 < n < 16 for n in shard_sizes), shard_sizes
+keys = ['workload', 'workload_params', 'pipeline', 'pipeline_text', 'backend', 'backend_options', 'label', 'status',
+        'kernels', 'arena_bytes', 'naive_arena_bytes', 'bytes_moved', 'minimum_bytes', 'flops', 'nodes_per_step']
+strip = lambda c: {k: c[k] for k in keys}
+assert [strip(c) for c in merged['cells']] == [strip(c) for c in whole], 'cells differ'
+assert all(c['speedup_vs_baseline']['value'] > 0 for c in merged['cells'])
+assert len(merged['merged_from']) == 3
+print('ok')"
+check "merge refuses a missing shard" 1 "shard 2/3 is missing" -- \
+  "$lazylab" merge "$work/shard1/shards.json" "$work/shard3/shards.json" -o "$work/merged2"
+check "merge refuses a shard twice" 1 "shard 1/3 given twice" -- \
+  "$lazylab" merge "$work/shard1/shards.json" "$work/shard1/shards.json" -o "$work/merged2"
+check "merge refuses a report that is not a shard" 1 "not a shard's report" -- \
+  "$lazylab" merge "$work/whole/shards.json" -o "$work/merged2"
+check "a bad shard" 1 "--shard '4/3': expected I/N with 1 <= I <= N" -- "$lazylab" run "$work/shards.yaml" --shard 4/3
+
+# compare: a run against itself has no regression; against a run made 40%
+# slower, exit 5 naming the cells.
+check "compare a run with itself" 0 "16 no significant change" -- \
+  "$lazylab" compare "$work/whole/shards.json" "$work/whole/shards.json"
+# Two reports alike but for one cell, its samples (repeated to 20) 1.4x slower.
+for scale in 1.0 1.4; do python3 -c "
+import json
+r = json.load(open('$work/whole/shards.json'))
+for c in r['cells']:
+    if c['pipeline'] == 'fused' and c['workload'] == 'chain-tiny':
+        c['samples']['step_ms'] = [x * $scale for x in c['samples']['step_ms'] * 10]
+        c['samples']['device_ms'] = c['samples']['device_ms'] * 10
+json.dump(r, open('$work/scaled-$scale.json', 'w'))"; done
+check "compare finds a regression" 5 "chain-tiny / fused / cpu +1.400x .*SLOWER" -- \
+  "$lazylab" compare "$work/scaled-1.0.json" "$work/scaled-1.4.json"
+check "compare with a bad threshold" 2 "--threshold must be between 0 and 10" -- \
+  "$lazylab" compare "$work/scaled-1.0.json" "$work/scaled-1.4.json" --threshold -1
 
 # Validation names the YAML line and key, with "did you mean".
 experiment "$work/typo-pass.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'canonicalise,lower'}" "backends: [interp]"
