@@ -1,11 +1,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fstream>
 #include <iostream>
 
+#include "isolated_cell.h"
 #include "options.h"
 #include "runner/cell_filter.h"
 #include "runner/report.h"
+#include "runner/results_json.h"
 #include "runner/runner.h"
 
 namespace lazylab::cli {
@@ -43,6 +46,22 @@ Status pin_ceilings(const std::string& path, const Experiment& experiment, RunOp
   return {};
 }
 
+// The child's side of --isolate: one cell, its result as JSON, no reports.
+int run_only_cell(const Experiment& experiment, const RunOptions& options, const std::string& output) {
+  auto result = run_experiment(experiment, options);
+  if (!result) {
+    std::cerr << "lazylab: " << result.error().message << "\n";
+    return kExitError;
+  }
+  if (result->cells.size() != 1) {
+    std::cerr << "lazylab: --cell names no cell of this experiment\n";
+    return kExitError;
+  }
+  std::ofstream out(output);
+  out << cell_to_json(result->cells[0]).dump() << "\n";
+  return out.flush() ? kExitOk : kExitError;
+}
+
 int exit_code_of(const ExperimentResult& result) {
   if (result.failed_cells() > 0) return kExitCellsFailed;
   if (!result.all_correct()) return kExitMismatch;
@@ -53,7 +72,7 @@ int exit_code_of(const ExperimentResult& result) {
 
 int run_command(const Args& args) {
   po::options_description options("lazylab run options");
-  std::string experiment_path, output_dir, ceilings_path, shard;
+  std::string experiment_path, output_dir, ceilings_path, shard, only_cell, cell_output;
   std::vector<std::string> sets, filters;
   options.add_options()("experiment", po::value(&experiment_path)->required(), "experiment YAML file")(
       "output-dir,o", po::value(&output_dir), "write the reports into this folder instead of the paths in the YAML")(
@@ -68,6 +87,11 @@ int run_command(const Args& args) {
       "--filter run the cells any of them matches; the baselines of chosen cells run too")(
       "shard", po::value(&shard),
       "run the I-th of N shares of the cells (I/N; join the shards' reports with lazylab merge)")(
+      "isolate",
+      "run each cell in its own child process: a backend that crashes marks its cell crashed instead of "
+      "ending the run (cells then run one after another, not interleaved)")(
+      "cell", po::value(&only_cell), "(internal, for --isolate) run only the cell W,B,P")(
+      "cell-output", po::value(&cell_output), "(internal, for --isolate) write that cell's result here")(
       "quiet,q", "no per-cell progress");
   po::positional_options_description positional;
   positional.add("experiment", 1);
@@ -96,6 +120,16 @@ int run_command(const Args& args) {
     auto parsed = parse_shard(shard);
     if (!parsed) return fail(parsed.error().message);
     run_options.shard = *parsed;
+  }
+  if (vm.count("isolate"))
+    run_options.run_elsewhere = [&](const CellIdentity& cell) {
+      return run_cell_in_child(cell, experiment_path, sets);
+    };
+  if (!only_cell.empty()) {
+    auto parsed = parse_cell_argument(only_cell);
+    if (!parsed) return fail(parsed.error().message);
+    run_options.only_cell = *parsed;
+    return run_only_cell(*experiment, run_options, cell_output);
   }
   if (!filter->empty()) run_options.select = [&](const CellIdentity& cell) { return filter->selects(cell); };
   if (!ceilings_path.empty())

@@ -295,7 +295,7 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(r.expect_keys(root, "",
                             {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
-                             "reference", "report", "cache", "peers", "openblas-core", "limits"}));
+                             "reference", "report", "cache", "peers", "peer-timeout", "openblas-core", "limits"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -305,6 +305,10 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_pipelines(r, root["pipelines"], e));
   LAZYLAB_TRY(read_backends(r, root["backends"], e));
   if (root["peers"]) LAZYLAB_TRY(read_peers(r, root["peers"], e));
+  LAZYLAB_TRY(read_optional(r, root, "", "peer-timeout", "a number of seconds", e.peer_timeout_s));
+  if (!(e.peer_timeout_s > 0) || std::isinf(e.peer_timeout_s))
+    return r.error(root["peer-timeout"], "peer-timeout",
+                   fmt::format("must be a finite number of seconds > 0, got {}", e.peer_timeout_s));
   LAZYLAB_TRY(read_optional(r, root, "", "openblas-core", "'auto' or an OpenBLAS core name", e.openblas_core));
   e.baseline = e.pipelines.front().name;
   LAZYLAB_TRY(read_optional(r, root, "", "baseline", "a pipeline name", e.baseline));

@@ -55,6 +55,7 @@ struct Experiment {
   std::string baseline;  // a pipeline name
   std::vector<BackendEntry> backends;
   std::vector<PeerEntry> peers;
+  double peer_timeout_s = 3600;  // a peer still running then is killed and reported
   int64_t warmup = 2;
   int64_t runs = 10;
   // Step the cells of a workload in rounds, shuffled per round (runner.h).

@@ -48,7 +48,8 @@ Expected<MergedRun> merge_shards(const std::vector<LoadedReport>& shards, const 
     if (shard.experiment_hash != fmt::format("{:016x}", experiment->hash))
       return make_error(fmt::format("{}: ran a different version of {} (hash {}, the file now hashes {:016x})",
                                     shard.path, path, shard.experiment_hash, experiment->hash));
-  MergedRun merged{{*experiment, "", first.ceilings, first.device_ceilings_for(*experiment), {}, {}, {}}, first.info};
+  MergedRun merged{{*experiment, "", false, first.ceilings, first.device_ceilings_for(*experiment), {}, {}, {}},
+                   first.info};
   merged.info.merged_from.clear();
   std::vector<std::string> devices;
   for (const LoadedReport& shard : shards) {

@@ -2,19 +2,16 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spawn.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "child_process.h"
 #include "workload.h"
-
-extern char** environ;
 
 namespace lazylab {
 namespace {
@@ -43,33 +40,6 @@ std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path&
   args.push_back(fmt::format("--seed={}", e.seed));
   args.push_back("--out=" + out.string());
   return args;
-}
-
-// Runs `argv` in `folder` with OPENBLAS_CORETYPE set; the exit status, or
-// the reason it could not start.
-std::string spawn_and_wait(const std::vector<std::string>& argv, const fs::path& folder, const std::string& blas_core) {
-  std::vector<std::string> env_strings;
-  for (char** at = environ; *at; ++at)
-    if (std::strncmp(*at, "OPENBLAS_CORETYPE=", 18) != 0) env_strings.emplace_back(*at);
-  if (!blas_core.empty()) env_strings.push_back("OPENBLAS_CORETYPE=" + blas_core);
-  std::vector<char*> c_argv, c_env;
-  for (const std::string& s : argv) c_argv.push_back(const_cast<char*>(s.c_str()));
-  for (const std::string& s : env_strings) c_env.push_back(const_cast<char*>(s.c_str()));
-  c_argv.push_back(nullptr);
-  c_env.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addchdir_np(&actions, folder.c_str());
-  pid_t pid = 0;
-  int failed = posix_spawnp(&pid, c_argv[0], &actions, nullptr, c_argv.data(), c_env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (failed) return fmt::format("cannot start '{}': {}", argv[0], std::strerror(failed));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return fmt::format("waiting for '{}': {}", argv[0], std::strerror(errno));
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFEXITED(status)) return fmt::format("'{}' exited with status {}", argv[0], WEXITSTATUS(status));
-  return fmt::format("'{}' ended by signal {}", argv[0], WTERMSIG(status));
 }
 
 std::string read_report(const fs::path& file, PeerResult& result) {
@@ -104,7 +74,12 @@ PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const s
   fs::path out = scratch / "report.json";
   for (std::string& arg : protocol_arguments(experiment, out)) result.command.push_back(std::move(arg));
   fs::path folder = fs::path(experiment.path).parent_path();
-  result.error = spawn_and_wait(result.command, folder.empty() ? fs::path(".") : folder, blas_core);
+  ChildOptions options;
+  options.folder = folder.empty() ? "." : folder.string();
+  options.unset_environment = {"OPENBLAS_CORETYPE"};
+  if (!blas_core.empty()) options.set_environment = {"OPENBLAS_CORETYPE=" + blas_core};
+  options.timeout_s = experiment.peer_timeout_s;
+  result.error = run_child(result.command, options).describe(result.command[0]);
   if (result.error.empty()) result.error = read_report(out, result);
   fs::remove_all(scratch, ec);
   return result;

@@ -177,6 +177,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"interleave", e.interleave},
             {"overrides", overrides_json(e)},
             {"shard", result.shard},
+            {"isolate", result.isolated},
             {"reference",
              {{"backend", e.reference.backend},
               {"pipeline", e.reference.pipeline},
@@ -291,7 +292,9 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
       "with its 95% bootstrap interval ({} resamples); a speedup's interval resamples both cells, and where it "
       "holds 1 the difference is not significant\n",
       e.warmup, e.runs,
-      e.interleave ? ", the cells of a workload interleaved (round-robin, shuffled each round)" : ", cell after cell",
+      result.isolated ? ", each cell in its own child process, cell after cell"
+      : e.interleave  ? ", the cells of a workload interleaved (round-robin, shuffled each round)"
+                      : ", cell after cell",
       e.baseline, kBootstrapResamples);
   out += fmt::format(
       "- ceilings: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({}); {}\n",

@@ -82,6 +82,7 @@ json cell_to_json(const CellResult& c) {
                {"backend_shown", c.backend_shown},
                {"workload_entry", c.workload_entry},
                {"backend_entry", c.backend_entry},
+               {"pipeline_entry", c.pipeline_entry},
                {"status", status_name(c.status)},
                {"error", c.error},
                {"correctness",
@@ -137,6 +138,7 @@ Expected<CellResult> cell_from_json(const json& j) {
     c.backend_shown = j.value("backend_shown", c.backend);
     c.workload_entry = j.value("workload_entry", size_t{0});
     c.backend_entry = j.value("backend_entry", size_t{0});
+    c.pipeline_entry = j.value("pipeline_entry", size_t{0});
     c.status = status_from(j.value("status", "ok"));
     c.error = j.value("error", "");
     const json& correct = j.at("correctness");

@@ -55,12 +55,12 @@ void compute_rooflines(ExperimentResult& result) {
     double seconds = time_ms / 1e3;
     if (seconds <= 0) continue;
     cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
-    cell.copy_bandwidth_fraction = cell.achieved_gb_s / copy;
+    cell.copy_bandwidth_fraction = copy > 0 ? cell.achieved_gb_s / copy : 0;
     double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), copy * 1e9);
     double matmul_ms = ms_at(static_cast<double>(cell.cost.flops), gemm * 1e9);
     double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), elementwise * 1e9);
     cell.floor_ms = std::max({memory_ms, matmul_ms, elementwise_ms});
-    cell.floor_fraction = cell.floor_ms / time_ms;
+    cell.floor_fraction = cell.floor_ms / time_ms;  // 0 without ceilings (an isolated cell's child)
   }
 }
 
@@ -78,6 +78,7 @@ CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, Workloa
   id.backend_options = backend.options;
   id.workload_entry = w;
   id.backend_entry = b;
+  id.pipeline_entry = p;
   std::vector<std::string> labels;
   for (const std::string* label : {&workload.label, &backend.label})
     if (!label->empty()) labels.push_back(*label);
@@ -301,6 +302,12 @@ std::vector<size_t> assign_shards(const Resolved& r, size_t count) {
 std::vector<bool> selected_cells(const Experiment& e, const Resolved& r, size_t w, const RunOptions& options) {
   size_t pipelines = r.pipelines.size();
   std::vector<bool> wanted(r.backends.size() * pipelines, true);
+  if (options.only_cell) {
+    std::fill(wanted.begin(), wanted.end(), false);
+    if (options.only_cell->workload == w)
+      wanted[options.only_cell->backend * pipelines + options.only_cell->pipeline] = true;
+    return wanted;
+  }
   std::vector<size_t> shard_of = options.shard ? assign_shards(r, options.shard->count) : std::vector<size_t>();
   size_t baseline = static_cast<size_t>(std::find_if(e.pipelines.begin(), e.pipelines.end(),
                                                      [&](const PipelineEntry& p) { return p.name == e.baseline; }) -
@@ -340,6 +347,15 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
         pending_at.push_back({b, p});
       }
     }
+  if (!pending.empty() && options.run_elsewhere) {
+    for (size_t i = 0; i < pending.size(); ++i) {
+      CellResult cell = options.run_elsewhere(pending[i]);
+      static_cast<CellIdentity&>(cell) = pending[i];
+      report_cell(options.progress, cell);
+      done.emplace(pending_at[i], std::move(cell));
+    }
+    pending.clear();
+  }
   if (!pending.empty()) {
     if (options.progress)
       *options.progress << fmt::format("  {}: {} cells, {} rounds{}\n", e.workloads[w].name, pending.size(),
@@ -378,8 +394,12 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   openblas::runtime(no_openblas);
   auto resolved = resolve(e);
   if (!resolved) return resolved.error();
-  ExperimentResult result{e, "", {}, {}, {}, resolved->devices, {}};
-  LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
+  ExperimentResult result{e, "", static_cast<bool>(options.run_elsewhere), {}, {}, {}, resolved->devices, {}};
+  if (options.run_elsewhere) result.experiment.interleave = false;
+  if (!options.only_cell)
+    LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
+  else
+    result.device_ceilings.resize(e.backends.size());
   for (size_t w = 0; w < resolved->workloads.size(); ++w) {
     run_workload(e, *resolved, w, options, result.cells);
     if (options.checkpoint) options.checkpoint(result);
@@ -389,7 +409,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   compute_speedups(result.cells, e.baseline, e.seed);
   if (options.shard) result.shard = fmt::format("{}/{}", options.shard->index, options.shard->count);
   for (const PeerEntry& peer : e.peers) {
-    if (options.shard && options.shard->index != 1) break;
+    if ((options.shard && options.shard->index != 1) || options.only_cell) break;
     if (options.progress) *options.progress << fmt::format("  peer {} ...", peer.name) << std::flush;
     result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));
     if (options.progress)

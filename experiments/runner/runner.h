@@ -34,6 +34,7 @@ struct CellIdentity {
   std::string label;            // the entries' labels, " / "-joined; may be empty
   size_t workload_entry = 0;    // index into Experiment::workloads
   size_t backend_entry = 0;     // index into Experiment::backends
+  size_t pipeline_entry = 0;    // index into Experiment::pipelines
   // How reports name the workload and backend: labels where given, else the
   // name, with parameters where the experiment has the same workload twice
   // and with options where given.
@@ -116,6 +117,7 @@ struct DeviceCeilings {
 struct ExperimentResult {
   Experiment experiment;
   std::string shard;                            // "I/N" for a shard's run, else empty
+  bool isolated = false;                        // each cell ran in a child process
   Ceilings ceilings;                            // the host's
   std::vector<DeviceCeilings> device_ceilings;  // by backend entry
   std::vector<CellResult> cells;
@@ -146,6 +148,15 @@ struct RunOptions {
     size_t index = 1, count = 1;
   };
   std::optional<Shard> shard;
+  // --isolate: runs one cell elsewhere (a child process running only it)
+  // and returns its result, which may be Crashed; the cells of a workload
+  // then run one after another, not interleaved.
+  std::function<CellResult(const CellIdentity&)> run_elsewhere;
+  // The child's side: only this cell runs (no baseline, ceilings or peers).
+  struct OnlyCell {
+    size_t workload = 0, backend = 0, pipeline = 0;
+  };
+  std::optional<OnlyCell> only_cell;
   // Called after each workload's cells are done, with the cells so far.
   std::function<void(const ExperimentResult&)> checkpoint;
 };

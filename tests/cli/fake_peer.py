@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A peer for the CLI tests: speaks the peer protocol (experiments/runner/peers.h)
 and reports the time of a Python loop over each workload's `n` elements, or
-exits with the status given by --fail. Records its arguments and
+exits with the status given by --fail, or never finishes (--hang). Records its arguments and
 OPENBLAS_CORETYPE in the report so the tests can check what it was given."""
 import argparse
 import json
@@ -19,7 +19,10 @@ ap.add_argument("--threads", type=int, required=True)
 ap.add_argument("--seed", type=int, required=True)
 ap.add_argument("--out", required=True)
 ap.add_argument("--fail", type=int, default=0)
+ap.add_argument("--hang", action="store_true")
 args = ap.parse_args()
+while args.hang:
+    time.sleep(1)
 if args.fail:
     sys.exit(args.fail)
 params = dict(item.split("=") for item in args.param)

@@ -320,6 +320,25 @@ check "resume refuses results of another experiment version" 1 "is from a differ
 check "resume without partial results" 1 "--resume: .*cannot open report" -- \
   "$lazylab" run "$work/failing.yaml" -o "$work/fresh" --resume
 
+# --isolate: a backend that segfaults in execute marks its cells crashed;
+# the other cells and the report survive.
+experiment "$work/crash.yaml" "name: t" "workloads: [{name: chain-tiny, params: {n: 64}}]" \
+  "pipelines: {eager: lower, fused: 'fuse{strategy=greedy-elementwise},lower'}" \
+  "backends: [interp, {name: $test_build/lazylab-backend-failing.so, options: crash=1}]" \
+  "repeat: {warmup: 1, runs: 3}" "report: {json: $work/crash.json}"
+check "isolated cells survive a crashing backend" 4 "2 of 4 cells failed" -- "$lazylab" run "$work/crash.yaml" --isolate
+check "crashed cells name the signal" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/crash.json'))
+assert r['experiment']['isolate'] is True and r['experiment']['interleave'] is False, r['experiment']
+assert r['cell_counts']['crashed'] == 2 and r['cell_counts']['ok'] == 2, r['cell_counts']
+for c in r['cells']:
+    if c['backend'] == 'interp':
+        assert c['status'] == 'ok' and len(c['samples']['step_ms']) == 3 and c['floor_fraction'] > 0, c
+    else:
+        assert c['status'] == 'crashed' and 'signal 11' in c['error'], c['error']
+print('ok')"
+
 # Every step is checked, not only the last: a backend wrong on its third
 # step (of six) is caught and the step named.
 printf 'graph @identity {\n  %%x = parameter {ordinal = 0} : f32[8]\n  %%y = reshape(%%x) : f32[2,4]\n  return %%y\n}\n' \
@@ -361,6 +380,10 @@ check "a peer must be a command list" 1 "bad-peer.yaml:5: peers.torch: expected 
   "$lazylab" run "$work/bad-peer.yaml"
 experiment "$work/missing-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
   "peers: {ghost: [no-such-peer-program]}" "report: {json: $work/missing.json}"
+experiment "$work/hung-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "peers: {stuck: [python3, fake_peer.py, --hang]}" "peer-timeout: 1" "report: {json: $work/hung.json}"
+check "a peer that never finishes is killed at peer-timeout" 0 "peer stuck: NOT RUN: 'python3' did not finish in time" -- \
+  timeout 60 "$lazylab" run "$work/hung-peer.yaml" -q
 check "a peer that cannot start" 0 "peer ghost: NOT RUN: cannot start 'no-such-peer-program'" -- \
   "$lazylab" run "$work/missing-peer.yaml" -q
 

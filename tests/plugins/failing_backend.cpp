@@ -2,7 +2,9 @@
 // check that these errors reach the caller as values with clear messages.
 // With option `flaky`, it runs only programs that reshape one f32 parameter
 // (it copies the bytes), and gets the third execution wrong: the runner must
-// check every step, not only the last.
+// check every step, not only the last. With option `crash`, execute
+// segfaults: a run isolates cells to survive it.
+#include <csignal>
 #include <cstring>
 #include <stdexcept>
 
@@ -14,6 +16,12 @@ class FailingExecutable : public lazylab::plugin::HostExecutable {
  public:
   using HostExecutable::HostExecutable;
   void run(const void* const*, void* const*) override { throw std::runtime_error("device on fire"); }
+};
+
+class CrashingExecutable : public lazylab::plugin::HostExecutable {
+ public:
+  using HostExecutable::HostExecutable;
+  void run(const void* const*, void* const*) override { std::raise(SIGSEGV); }
 };
 
 class FlakyExecutable : public lazylab::plugin::HostExecutable {
@@ -39,7 +47,7 @@ class FlakyExecutable : public lazylab::plugin::HostExecutable {
 class FailingBackend : public lazylab::plugin::Backend {
  public:
   explicit FailingBackend(const std::map<std::string, std::string>& options)
-      : fail_compile_(options.count("fail-compile")), flaky_(options.count("flaky")) {}
+      : fail_compile_(options.count("fail-compile")), flaky_(options.count("flaky")), crash_(options.count("crash")) {}
   // Everything but softmax, fused 3 ops at most: the host's capability
   // check and the fusion strategies' size limit can be tested against it.
   void capabilities(lazylab_capabilities& caps) const override {
@@ -52,11 +60,12 @@ class FailingBackend : public lazylab::plugin::Backend {
     if (fail_compile_)
       throw std::runtime_error("kernel for op " + std::to_string(program.kernels[0].ops[0].op) + " failed to compile");
     if (flaky_) return std::make_unique<FlakyExecutable>(program, host_memory_);
+    if (crash_) return std::make_unique<CrashingExecutable>(program, host_memory_);
     return std::make_unique<FailingExecutable>(program, host_memory_);
   }
 
  private:
-  bool fail_compile_, flaky_;
+  bool fail_compile_, flaky_, crash_;
 };
 
 }  // namespace

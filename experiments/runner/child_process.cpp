@@ -1,0 +1,91 @@
+#include "child_process.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+extern char** environ;
+
+namespace lazylab {
+namespace {
+
+std::vector<std::string> child_environment(const ChildOptions& options) {
+  std::vector<std::string> env;
+  for (char** at = environ; *at; ++at) {
+    std::string_view entry(*at);
+    std::string_view name = entry.substr(0, entry.find('='));
+    bool removed = std::any_of(options.unset_environment.begin(), options.unset_environment.end(),
+                               [&](const std::string& unset) { return name == unset; });
+    if (!removed) env.emplace_back(entry);
+  }
+  for (const std::string& added : options.set_environment) env.push_back(added);
+  return env;
+}
+
+// Waits for `pid`, killing it at the deadline; polls, since waitpid has no
+// timeout.
+void wait_for(pid_t pid, const ChildOptions& options, ChildOutcome& outcome) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_s);
+  int status = 0;
+  for (;;) {
+    pid_t done = waitpid(pid, &status, options.timeout_s > 0 ? WNOHANG : 0);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      outcome.error = fmt::format("waiting for the child: {}", std::strerror(errno));
+      return;
+    }
+    if (options.timeout_s > 0 && std::chrono::steady_clock::now() > deadline && !outcome.timed_out) {
+      kill(pid, SIGKILL);
+      outcome.timed_out = true;
+    }
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
+}
+
+}  // namespace
+
+std::string ChildOutcome::describe(const std::string& program) const {
+  if (!error.empty()) return error;
+  if (timed_out) return fmt::format("'{}' did not finish in time and was killed", program);
+  if (signal) return fmt::format("'{}' ended by signal {} ({})", program, signal, strsignal(signal));
+  if (exit_code && *exit_code != 0) return fmt::format("'{}' exited with status {}", program, *exit_code);
+  return "";
+}
+
+ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions& options) {
+  ChildOutcome outcome;
+  std::vector<std::string> env = child_environment(options);
+  std::vector<char*> c_argv, c_env;
+  for (const std::string& s : argv) c_argv.push_back(const_cast<char*>(s.c_str()));
+  for (const std::string& s : env) c_env.push_back(const_cast<char*>(s.c_str()));
+  c_argv.push_back(nullptr);
+  c_env.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, options.folder.c_str());
+  if (!options.stderr_file.empty())
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+  pid_t pid = 0;
+  int failed = posix_spawnp(&pid, c_argv[0], &actions, nullptr, c_argv.data(), c_env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (failed) {
+    outcome.error = fmt::format("cannot start '{}': {}", argv[0], std::strerror(failed));
+    return outcome;
+  }
+  outcome.started = true;
+  wait_for(pid, options, outcome);
+  return outcome;
+}
+
+}  // namespace lazylab

@@ -1,0 +1,35 @@
+// Runs a program as a child process and waits for it, with a time limit:
+// peers, and cells isolated from the runner (a plugin that crashes ends its
+// child, not the run).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lazylab {
+
+struct ChildOptions {
+  std::string folder = ".";                    // working directory
+  std::vector<std::string> unset_environment;  // variable names removed
+  std::vector<std::string> set_environment;    // "NAME=value", added
+  double timeout_s = 0;                        // 0: none
+  std::string stderr_file;                     // where its stderr goes; empty: inherited
+};
+
+struct ChildOutcome {
+  bool started = false;
+  std::optional<int> exit_code;  // set when it exited
+  int signal = 0;                // the signal that ended it, or 0
+  bool timed_out = false;        // killed (SIGKILL) at the time limit
+  std::string error;             // why it could not start or be waited for
+
+  bool succeeded() const { return exit_code && *exit_code == 0; }
+  // "exited with status 3", "ended by signal 11 (Segmentation fault)",
+  // "killed after 30 s", or the error.
+  std::string describe(const std::string& program) const;
+};
+
+ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions& options);
+
+}  // namespace lazylab
