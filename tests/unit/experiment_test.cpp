@@ -48,7 +48,8 @@ TEST_CASE("file workloads resolve against the experiment's folder") {
 
 TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
-        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, peer-timeout, "
+        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, "
+        "peer-timeout, "
         "peers, pipelines, reference, repeat, report, seed, workloads)");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") ==
