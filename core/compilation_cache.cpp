@@ -9,6 +9,13 @@ std::shared_ptr<CompiledGraph> ComputationCache::find(uint64_t key) {
   return it->second->second;
 }
 
+std::vector<const Graph*> ComputationCache::sources() const {
+  std::vector<const Graph*> graphs;
+  for (const Entry& entry : order_)
+    if (entry.second->source) graphs.push_back(&*entry.second->source);
+  return graphs;
+}
+
 size_t ComputationCache::insert(uint64_t key, std::shared_ptr<CompiledGraph> entry) {
   if (auto it = entries_.find(key); it != entries_.end()) {
     it->second->second = std::move(entry);

@@ -22,7 +22,9 @@ struct CompiledGraph {
   // the key (a trace may hold parameters that did not survive the cut).
   std::vector<int64_t> source_ordinals;
   std::vector<TensorType> output_types;
-  std::optional<Graph> source;  // kept when hits are verified structurally
+  // The graph it was compiled from: hits are verified against it on request,
+  // and a later miss is diagnosed against it (recompile_diagnosis.h).
+  std::optional<Graph> source;
   std::vector<PassStat> pass_stats;
   size_t num_kernels = 0;
   uint64_t arena_bytes = 0;
@@ -40,6 +42,8 @@ class ComputationCache {
   // Inserts and returns how many entries were evicted.
   size_t insert(uint64_t key, std::shared_ptr<CompiledGraph> entry);
   size_t size() const { return entries_.size(); }
+  // The cached entries' source graphs, most recent first.
+  std::vector<const Graph*> sources() const;
   size_t capacity() const { return capacity_; }
 
  private:

@@ -8,6 +8,7 @@
 #include "core/hash.h"
 #include "core/module.h"
 #include "core/pass_manager.h"
+#include "core/recompile_diagnosis.h"
 #include "core/text_format.h"
 
 namespace lazylab {
@@ -60,6 +61,9 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
                                                          std::vector<int64_t> source_ordinals) {
   auto start = std::chrono::steady_clock::now();
   ++metrics_.cache_misses;
+  if (metrics_.recompile_diagnoses.size() < kMaxRecompileDiagnoses)
+    if (auto diagnosis = diagnose_recompilation(cache_.sources(), graph))
+      metrics_.recompile_diagnoses.push_back(diagnosis->text + "; " + diagnosis->hint());
   Module module;
   module.graph = graph;
   module.capabilities = &backend_.capabilities();
@@ -75,7 +79,7 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   compiled->executable = std::move(*executable);
   compiled->source_ordinals = std::move(source_ordinals);
   for (NodeId root : graph.roots()) compiled->output_types.push_back(graph.node(root).type);
-  if (options_.verify_cache_hits) compiled->source = graph;
+  compiled->source = graph;
   compiled->pass_stats = std::move(*stats);
   compiled->num_kernels = module.program->kernels.size();
   compiled->arena_bytes = module.program->arena_bytes;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace lazylab {
 
@@ -23,6 +25,12 @@ struct Metrics {
   uint64_t host_to_device_bytes = 0;
   uint64_t device_to_host_transfers = 0;
   uint64_t device_to_host_bytes = 0;
+  // Each miss after the first, diagnosed against the nearest cached graph
+  // with its hint ("constant at %3 changes: 0.99 -> 0.98; make it ...");
+  // the first kMaxRecompileDiagnoses are kept.
+  std::vector<std::string> recompile_diagnoses;
 };
+
+inline constexpr size_t kMaxRecompileDiagnoses = 100;
 
 }  // namespace lazylab

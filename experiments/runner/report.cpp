@@ -218,6 +218,19 @@ std::string time_text(const CellResult& c) {
   return fmt::format("{:.4f} [{:.4f}, {:.4f}]{}", c.time.value, c.time.low, c.time.high, c.noisy ? " NOISY" : "");
 }
 
+std::string recompile_text(const ExperimentResult& result, const CellResult& c) {
+  return recompile_warning(c, 1 + result.experiment.warmup + result.experiment.runs);
+}
+
+// One line per cell that recompiles on most steps, naming why.
+std::string recompile_lines(const ExperimentResult& result, const std::string& prefix) {
+  std::string out;
+  for (const CellResult& c : result.cells)
+    if (std::string text = recompile_text(result, c); !text.empty())
+      out += fmt::format("{}{} / {} / {}: {}\n", prefix, c.workload_shown, c.pipeline, c.backend_shown, text);
+  return out;
+}
+
 std::string outcome_text(const CellResult& c) {
   switch (c.status) {
     case CellStatus::Ok: return correctness_text(c.correctness);
@@ -237,6 +250,12 @@ std::string outcome_summary(const ExperimentResult& result) {
     parts.push_back(fmt::format("{} of {} cells do not match the reference", mismatched, result.cells.size()));
   size_t noisy = static_cast<size_t>(
       std::count_if(result.cells.begin(), result.cells.end(), [](const CellResult& c) { return c.noisy; }));
+  size_t recompiling =
+      static_cast<size_t>(std::count_if(result.cells.begin(), result.cells.end(),
+                                        [&](const CellResult& c) { return !recompile_text(result, c).empty(); }));
+  if (recompiling)
+    parts.push_back(fmt::format("{} of {} cells recompile on most steps (see each cell's recompilations)", recompiling,
+                                result.cells.size()));
   if (noisy)
     parts.push_back(
         fmt::format("{} of {} cells too noisy to rank (95% interval of the median wider than {:.0f}% "
@@ -276,6 +295,7 @@ std::string report_console(const ExperimentResult& result) {
       "time: the device time on a device backend, else the host step; n.s.: no significant difference from the "
       "baseline (its 95% interval holds 1)\n";
   if (std::string summary = outcome_summary(result); !summary.empty()) out += "WARNING: " + summary + "\n";
+  out += recompile_lines(result, "WARNING: ");
   out += peers_text(result, false);
   return out;
 }
@@ -284,6 +304,7 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   const Experiment& e = result.experiment;
   std::string out = fmt::format("# Experiment `{}`\n\n{}\n\n", e.name, e.description);
   if (std::string summary = outcome_summary(result); !summary.empty()) out += "**Warning: " + summary + ".**\n\n";
+  if (std::string lines = recompile_lines(result, "- "); !lines.empty()) out += "Recompilations:\n\n" + lines + "\n";
   out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
   for (const KeyOverride& o : e.overrides) out += fmt::format("- overridden: `--set {}={}`\n", o.key, o.value);

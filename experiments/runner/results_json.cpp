@@ -50,6 +50,7 @@ void visit_metrics(MetricsRef& m, Visit&& visit) {
   visit("host_to_device_bytes", m.host_to_device_bytes);
   visit("device_to_host_transfers", m.device_to_host_transfers);
   visit("device_to_host_bytes", m.device_to_host_bytes);
+  visit("recompile_diagnoses", m.recompile_diagnoses);
 }
 
 CellStatus status_from(const std::string& name) {

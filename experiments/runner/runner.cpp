@@ -131,6 +131,14 @@ void compute_speedups(std::vector<CellResult>& cells, const std::string& baselin
   }
 }
 
+std::string recompile_warning(const CellResult& cell, int64_t steps) {
+  uint64_t recompiles = cell.metrics.cache_misses > 0 ? cell.metrics.cache_misses - 1 : 0;
+  if (recompiles == 0 || 2 * recompiles < static_cast<uint64_t>(steps - 1)) return "";
+  std::string first =
+      cell.metrics.recompile_diagnoses.empty() ? "no diagnosis kept" : cell.metrics.recompile_diagnoses.front();
+  return fmt::format("recompiled {} times in {} steps: {}", recompiles, steps, first);
+}
+
 void summarize_samples(CellResult& cell, uint64_t seed) {
   cell.time = bootstrap_median(cell.time_samples(), seed);
   cell.noisy = cell.time.relative_width() > kNoisyRelativeWidth;

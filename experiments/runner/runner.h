@@ -99,6 +99,11 @@ struct CellResult : CellIdentity {
   double time_ms() const { return timed_on_device() ? device_ms.median : step_ms.median; }
 };
 
+// "recompiled 12 times in 13 steps: constant at %3 changes: ...; make it
+// ..." for a cell that missed the cache on every step after the first, or
+// on more than half of them; else empty.
+std::string recompile_warning(const CellResult& cell, int64_t steps);
+
 // Sets each cell's speedup against the cell that differs from it only in
 // having the baseline pipeline (value 0 where there is none or either
 // failed), with a bootstrap interval over both cells' samples.

@@ -116,3 +116,15 @@ TEST_CASE("failed cells neither get nor give a speedup") {
   CHECK(cells[0].speedup.value == 0.0);
   CHECK(cells[1].speedup.value == 0.0);
 }
+
+TEST_CASE("a cell that recompiles on most steps is warned about, with the first diagnosis") {
+  CellResult c = cell("chain", {{"n", 8}}, "eager", "cpu", "", 1.0);
+  c.metrics.cache_misses = 13;
+  c.metrics.recompile_diagnoses = {"constant at %3 changes: 0.99 -> 0.98; make it a dynamic scalar"};
+  CHECK(recompile_warning(c, 13) ==
+        "recompiled 12 times in 13 steps: constant at %3 changes: 0.99 -> 0.98; make it a dynamic scalar");
+  c.metrics.cache_misses = 2;
+  CHECK(recompile_warning(c, 13).empty());  // once is a shape seen once, not a pattern
+  c.metrics.cache_misses = 1;
+  CHECK(recompile_warning(c, 13).empty());
+}
