@@ -2,6 +2,7 @@
 // graph hash ⊕ pipeline fingerprint ⊕ backend fingerprint.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "core/backend.h"
 #include "core/graph.h"
+#include "core/module.h"
 #include "core/pass_manager.h"
 #include "core/program_cost.h"
 
@@ -31,6 +33,8 @@ struct CompiledGraph {
   uint64_t naive_arena_bytes = 0;
   ProgramCost cost;
   double compile_ms = 0;
+  // The fusion strategy's refusals, counted by code (module.h).
+  std::array<uint32_t, kRefusalCodes> fusion_refusals{};
 };
 
 class ComputationCache {

@@ -85,6 +85,8 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   compiled->arena_bytes = module.program->arena_bytes;
   compiled->naive_arena_bytes = module.program->naive_arena_bytes;
   compiled->cost = program_cost(*module.program, module.graph);
+  for (const FusionCandidate& candidate : module.fusion_log)
+    if (!candidate.decision) ++compiled->fusion_refusals[static_cast<size_t>(candidate.decision.code)];
   compiled->compile_ms = milliseconds_since(start);
   metrics_.compile_ms += compiled->compile_ms;
   metrics_.evictions += cache_.insert(key, compiled);

@@ -166,11 +166,13 @@ FusionDecision check_backend(const Module& module, KernelGroups& groups, NodeId 
   if (!caps) return FusionDecision::yes();
   for (NodeId id : {producer, consumer})
     if (!caps->supports_op[static_cast<int>(module.graph.node(id).op)])
-      return FusionDecision::no(fmt::format("backend cannot run {}", op_name(module.graph.node(id).op)));
-  if (!caps->fuses_elementwise) return FusionDecision::no("backend cannot fuse");
+      return FusionDecision::no(RefusalCode::Capability,
+                                fmt::format("backend cannot run {}", op_name(module.graph.node(id).op)));
+  if (!caps->fuses_elementwise) return FusionDecision::no(RefusalCode::Capability, "backend cannot fuse");
   size_t merged = groups.size_of(producer) + groups.size_of(consumer);
   if (caps->max_ops_per_kernel && merged > caps->max_ops_per_kernel)
-    return FusionDecision::no(fmt::format("size limit: {} ops > {}", merged, caps->max_ops_per_kernel));
+    return FusionDecision::no(RefusalCode::SizeLimit,
+                              fmt::format("size limit: {} ops > {}", merged, caps->max_ops_per_kernel));
   return FusionDecision::yes();
 }
 

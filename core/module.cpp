@@ -8,6 +8,20 @@
 
 namespace lazylab {
 
+const char* refusal_code_name(RefusalCode code) {
+  switch (code) {
+    case RefusalCode::None: return "none";
+    case RefusalCode::Cycle: return "cycle";
+    case RefusalCode::Capability: return "capability";
+    case RefusalCode::SizeLimit: return "size-limit";
+    case RefusalCode::OpKind: return "op-kind";
+    case RefusalCode::IterationSpace: return "iteration-space";
+    case RefusalCode::SeveralConsumers: return "several-consumers";
+    case RefusalCode::Cost: return "cost";
+  }
+  return "";
+}
+
 size_t Module::num_kernels() const {
   if (program) return program->kernels.size();
   if (kernel_of.empty()) return 0;

@@ -12,13 +12,29 @@
 
 namespace lazylab {
 
+// Why a strategy declined a pair, as a small closed set so reports can
+// count refusals by kind; the decision's text gives the detail.
+enum class RefusalCode : uint8_t {
+  None,              // fused
+  Cycle,             // kernels would depend on each other in a cycle
+  Capability,        // the backend cannot run or fuse this
+  SizeLimit,         // the merged kernel would pass the backend's size limit
+  OpKind,            // the strategy does not fuse these kinds of ops
+  IterationSpace,    // shapes or iteration spaces differ
+  SeveralConsumers,  // a value with other users would be recomputed or split
+  Cost,              // legal, but the strategy judges it unprofitable
+};
+inline constexpr int kRefusalCodes = 8;
+const char* refusal_code_name(RefusalCode code);
+
 // A fusion strategy's answer for one producer/consumer pair; every "no"
-// carries its reason (XLA's FusionDecision).
+// carries its code and reason (XLA's FusionDecision).
 struct FusionDecision {
   bool fuse = true;
+  RefusalCode code = RefusalCode::None;
   std::string reason;  // why not; empty when fusing
   static FusionDecision yes() { return {}; }
-  static FusionDecision no(std::string why) { return {false, std::move(why)}; }
+  static FusionDecision no(RefusalCode code, std::string why) { return {false, code, std::move(why)}; }
   explicit operator bool() const { return fuse; }
 };
 

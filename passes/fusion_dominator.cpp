@@ -127,32 +127,36 @@ class Dominator : public FusionStrategy {
     auto all_between = [&](auto allowed, const char* what) -> FusionDecision {
       for (NodeId at : path)
         if (!allowed(group_pattern(groups, at), false))
-          return FusionDecision::no(fmt::format("a {} op between it and its post-dominator ({})",
-                                                pattern_name(group_pattern(groups, at)), what));
+          return FusionDecision::no(RefusalCode::OpKind, fmt::format("a {} op between it and its post-dominator ({})",
+                                                                     pattern_name(group_pattern(groups, at)), what));
       if (!allowed(group_pattern(groups, sink), true))
-        return FusionDecision::no(
-            fmt::format("its post-dominator is a {} kernel ({})", pattern_name(group_pattern(groups, sink)), what));
+        return FusionDecision::no(RefusalCode::OpKind, fmt::format("its post-dominator is a {} kernel ({})",
+                                                                   pattern_name(group_pattern(groups, sink)), what));
       return FusionDecision::yes();
     };
     if (own == Pattern::Matmul && phase == 0) {
       if (path_pattern != Pattern::Elementwise)
         return FusionDecision::no(
+            RefusalCode::OpKind,
             fmt::format("the path to its post-dominator is {}, not elementwise", pattern_name(path_pattern)));
       return all_between([](Pattern p, bool) { return p <= Pattern::Broadcast; }, "an epilogue is elementwise");
     }
     if (own <= Pattern::Broadcast && phase == 0) {
       if (path_pattern > Pattern::Injective && path_pattern != Pattern::Reduction)
-        return FusionDecision::no(fmt::format("the path to its post-dominator is {}", pattern_name(path_pattern)));
+        return FusionDecision::no(RefusalCode::OpKind,
+                                  fmt::format("the path to its post-dominator is {}", pattern_name(path_pattern)));
       return all_between([](Pattern p, bool sink) { return sink ? p != Pattern::Opaque : p <= Pattern::Injective; },
                          "a prologue runs through injective ops only");
     }
     if (own == Pattern::Injective && phase == 1) {
       if (path_pattern > Pattern::Injective)
-        return FusionDecision::no(fmt::format("the path to its post-dominator is {}", pattern_name(path_pattern)));
+        return FusionDecision::no(RefusalCode::OpKind,
+                                  fmt::format("the path to its post-dominator is {}", pattern_name(path_pattern)));
       return all_between([](Pattern p, bool) { return p <= Pattern::Injective; }, "injective ops fuse with injective");
     }
     if (own >= Pattern::Reduction && phase == 0)
-      return FusionDecision::no(fmt::format("a {} kernel does not fuse into its consumers", pattern_name(own)));
+      return FusionDecision::no(RefusalCode::OpKind,
+                                fmt::format("a {} kernel does not fuse into its consumers", pattern_name(own)));
     return std::nullopt;
   }
 
@@ -184,7 +188,8 @@ class Dominator : public FusionStrategy {
         if (!std::binary_search(members.begin(), members.end(), producer)) continue;
         if (groups.group_of(producer) == groups.group_of(consumer)) continue;
         FusionDecision decision = decide_gemm_epilogue(module, groups, producer, consumer);
-        if (!decision) return FusionDecision::no(fmt::format("%{} -> %{}: {}", producer, consumer, decision.reason));
+        if (!decision)
+          return FusionDecision::no(decision.code, fmt::format("%{} -> %{}: {}", producer, consumer, decision.reason));
         groups.merge(producer, consumer);
         merges.emplace_back(producer, consumer);
       }

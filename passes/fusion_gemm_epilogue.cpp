@@ -48,13 +48,16 @@ size_t user_count(const Graph& graph, NodeId id) {
 
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.
-std::optional<std::string> epilogue_problem(const Graph& graph, KernelGroups& groups, NodeId id, const Node& matmul) {
+std::optional<FusionDecision> epilogue_problem(const Graph& graph, KernelGroups& groups, NodeId id,
+                                               const Node& matmul) {
   for (NodeId other : groups.members_of(id)) {
     const Node& node = graph.node(other);
-    if (!is_epilogue_op(node.op)) return fmt::format("{} cannot be a GEMM epilogue", op_name(node.op));
+    if (!is_epilogue_op(node.op))
+      return FusionDecision::no(RefusalCode::OpKind, fmt::format("{} cannot be a GEMM epilogue", op_name(node.op)));
     if (node.type.shape != matmul.type.shape)
-      return fmt::format("epilogue shape {} differs from the product's {}", to_string(node.type.shape),
-                         to_string(matmul.type.shape));
+      return FusionDecision::no(RefusalCode::IterationSpace,
+                                fmt::format("epilogue shape {} differs from the product's {}",
+                                            to_string(node.type.shape), to_string(matmul.type.shape)));
   }
   return std::nullopt;
 }
@@ -63,20 +66,23 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
                                   std::optional<NodeId> producer_matmul, std::optional<NodeId> consumer_matmul) {
   const Graph& graph = module.graph;
   const Node &p = graph.node(producer), &c = graph.node(consumer);
-  if (producer_matmul && consumer_matmul) return FusionDecision::no("both kernels hold a matmul");
+  if (producer_matmul && consumer_matmul) return FusionDecision::no(RefusalCode::OpKind, "both kernels hold a matmul");
   if (module.capabilities && !module.capabilities->fuses_gemm_epilogue)
-    return FusionDecision::no("backend cannot fuse into GEMMs");
+    return FusionDecision::no(RefusalCode::Capability, "backend cannot fuse into GEMMs");
   if (c.op == OpId::Matmul) {  // prologue: a transposed operand
     if (p.op != OpId::Transpose || !swaps_last_two(p) || groups.size_of(producer) != 1)
-      return FusionDecision::no("a matmul takes only a transpose of its last two dimensions as a prologue");
-    if (user_count(graph, producer) != 1) return FusionDecision::no("the transpose has other users");
+      return FusionDecision::no(RefusalCode::OpKind,
+                                "a matmul takes only a transpose of its last two dimensions as a prologue");
+    if (user_count(graph, producer) != 1)
+      return FusionDecision::no(RefusalCode::SeveralConsumers, "the transpose has other users");
   } else {  // the group without the matmul must be all epilogue
     NodeId other = producer_matmul ? consumer : producer;
     const Node& matmul = graph.node(producer_matmul ? *producer_matmul : *consumer_matmul);
-    if (auto problem = epilogue_problem(graph, groups, other, matmul)) return FusionDecision::no(*problem);
+    if (auto problem = epilogue_problem(graph, groups, other, matmul)) return *problem;
   }
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
-  if (groups.would_create_cycle(producer, consumer)) return FusionDecision::no("would create a cycle between kernels");
+  if (groups.would_create_cycle(producer, consumer))
+    return FusionDecision::no(RefusalCode::Cycle, "would create a cycle between kernels");
   return FusionDecision::yes();
 }
 

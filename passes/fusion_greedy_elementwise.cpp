@@ -22,13 +22,17 @@ bool is_fusible(OpId op) {
 
 FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
   const Node &p = module.graph.node(producer), &c = module.graph.node(consumer);
-  if (!is_fusible(p.op)) return FusionDecision::no(fmt::format("producer {} is not elementwise", op_name(p.op)));
-  if (!is_fusible(c.op)) return FusionDecision::no(fmt::format("consumer {} is not elementwise", op_name(c.op)));
+  if (!is_fusible(p.op))
+    return FusionDecision::no(RefusalCode::OpKind, fmt::format("producer {} is not elementwise", op_name(p.op)));
+  if (!is_fusible(c.op))
+    return FusionDecision::no(RefusalCode::OpKind, fmt::format("consumer {} is not elementwise", op_name(c.op)));
   if (p.type.shape != c.type.shape)
     return FusionDecision::no(
+        RefusalCode::IterationSpace,
         fmt::format("different iteration spaces: {} vs {}", to_string(p.type.shape), to_string(c.type.shape)));
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
-  if (groups.would_create_cycle(producer, consumer)) return FusionDecision::no("would create a cycle between kernels");
+  if (groups.would_create_cycle(producer, consumer))
+    return FusionDecision::no(RefusalCode::Cycle, "would create a cycle between kernels");
   return FusionDecision::yes();
 }
 

@@ -57,18 +57,20 @@ FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId pro
   const Node &p = graph.node(producer), &c = graph.node(consumer);
   for (const Node* node : {&p, &c})
     if (!is_fusible(graph, *node))
-      return FusionDecision::no(op_info(node->op).category == OpCategory::Reduction
+      return FusionDecision::no(RefusalCode::OpKind,
+                                op_info(node->op).category == OpCategory::Reduction
                                     ? "reduction over a non-last axis"
                                     : fmt::format("{} is not elementwise, broadcast or reduction", op_name(node->op)));
   if (c.op == OpId::Broadcast && p.type.shape != c.type.shape && !is_row_shape(p.type.shape, c.type.shape))
-    return FusionDecision::no("broadcast from a shape that is not one per row");
+    return FusionDecision::no(RefusalCode::IterationSpace, "broadcast from a shape that is not one per row");
   if (auto problem = check_row_space(graph, groups, producer, consumer))
-    return FusionDecision::no("different iteration spaces: " + *problem);
+    return FusionDecision::no(RefusalCode::IterationSpace, "different iteration spaces: " + *problem);
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
   bool reduction = op_info(p.op).category == OpCategory::Reduction || op_info(c.op).category == OpCategory::Reduction;
   if (reduction && module.capabilities && !module.capabilities->fuses_reduction_prologue)
-    return FusionDecision::no("backend cannot fuse into reductions");
-  if (groups.would_create_cycle(producer, consumer)) return FusionDecision::no("would create a cycle between kernels");
+    return FusionDecision::no(RefusalCode::Capability, "backend cannot fuse into reductions");
+  if (groups.would_create_cycle(producer, consumer))
+    return FusionDecision::no(RefusalCode::Cycle, "would create a cycle between kernels");
   return FusionDecision::yes();
 }
 

@@ -75,9 +75,10 @@ Expected<Graph> capture_workload(const ShowOptions& o) {
 // One line per candidate pair, in the order the strategy considered them.
 void print_fusion_log(const Module& module) {
   for (const FusionCandidate& c : module.fusion_log)
-    std::cout << fmt::format("// fusion: %{} {} -> %{} {}: {}\n", c.producer, op_name(module.graph.node(c.producer).op),
-                             c.consumer, op_name(module.graph.node(c.consumer).op),
-                             c.decision.fuse ? "fuse" : "no: " + c.decision.reason);
+    std::cout << fmt::format(
+        "// fusion: %{} {} -> %{} {}: {}\n", c.producer, op_name(module.graph.node(c.producer).op), c.consumer,
+        op_name(module.graph.node(c.consumer).op),
+        c.decision.fuse ? "fuse" : fmt::format("no: {} [{}]", c.decision.reason, refusal_code_name(c.decision.code)));
 }
 
 Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, const Pipeline& pipeline) {

@@ -231,6 +231,23 @@ std::string recompile_lines(const ExperimentResult& result, const std::string& p
   return out;
 }
 
+// Refusals by code, one row per cell that has any.
+std::string fusion_refusals_text(const ExperimentResult& result) {
+  std::string rows;
+  for (const CellResult& c : result.cells) {
+    if (c.fusion_refusals.empty()) continue;
+    std::vector<std::string> counts;
+    for (auto& [code, count] : c.fusion_refusals) counts.push_back(fmt::format("{} {}", code, count));
+    rows +=
+        fmt::format("| {} | {} | {} | {} |\n", c.workload_shown, c.pipeline, c.backend_shown, fmt::join(counts, ", "));
+  }
+  if (rows.empty()) return "";
+  return "\n## Fusion refusals by reason\n\nPairs the fusion strategy declined, counted by reason code (`lazylab "
+         "show --explain-fusion` lists each with its detail).\n\n| workload | pipeline | backend | refusals |\n"
+         "|---|---|---|---|\n" +
+         rows;
+}
+
 std::string outcome_text(const CellResult& c) {
   switch (c.status) {
     case CellStatus::Ok: return correctness_text(c.correctness);
@@ -369,6 +386,7 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
                          c.pipeline, c.backend_shown, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
                          100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
   out += peers_text(result, true);
+  out += fusion_refusals_text(result);
   out +=
       "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
       "after |\n|---|---|---|---|---:|---:|---:|\n";

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,7 @@ struct CellResult : CellIdentity {
   int64_t nodes_per_step = 0;
   int64_t ops_per_step = 0;  // workload-defined (chain: 3 * iters)
   std::vector<PassStat> passes;
+  std::map<std::string, uint64_t> fusion_refusals;  // by refusal code name, nonzero only
   ProgramCost cost;
   // From the run's measured ceilings: traffic over the median step, and the
   // floor (minimum bytes at copy bandwidth, or FLOPs at the sgemm rate).

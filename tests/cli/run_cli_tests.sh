@@ -61,6 +61,10 @@ for c in r['cells']:
     assert c['correctness']['pass'] and c['step_ms']['median'] > 0 and c['kernels'] > 0, c
     assert c['metrics']['cache_misses'] == 1, c['metrics']
     assert c['passes'], c
+codes = {'cycle', 'capability', 'size-limit', 'op-kind', 'iteration-space', 'several-consumers', 'cost'}
+assert all(set(c['fusion_refusals']) <= codes for c in r['cells'])
+# interp fuses nothing: every pair producer-consumer considers is refused for capability
+assert all(c['fusion_refusals'].get('capability', 0) > 0 for c in r['cells'] if c['pipeline'] == 'fused' and c['backend'] == 'interp')
 tiny = [c for c in r['cells'] if c['workload'] == 'chain-tiny']
 assert all('step_us_per_op' in c for c in tiny)
 base = [c for c in r['cells'] if c['pipeline'] == 'eager']
