@@ -4,6 +4,7 @@
 // includes a concrete pass.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@ struct PassOptionSpec {
   std::vector<std::string> choices;  // OptionKind::Enum
   // For enums whose choices come from a registry filled at start-up.
   std::function<std::vector<std::string>()> dynamic_choices;
+  int64_t min_value = INT64_MIN;  // OptionKind::Int
 
   std::vector<std::string> allowed() const { return dynamic_choices ? dynamic_choices() : choices; }
 };

@@ -36,6 +36,8 @@ Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
       if (ec != std::errc() || end != text.data() + text.size())
         return make_error(fmt::format("option '{}' expects an integer, got '{}'", spec.name, text));
+      if (value < spec.min_value)
+        return make_error(fmt::format("option '{}' must be at least {}, got {}", spec.name, spec.min_value, value));
       return std::to_string(value);
     }
     case OptionKind::Bool:

@@ -44,7 +44,7 @@ std::vector<std::string> known_names(const PassRegistry& registry) {
 }
 
 Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& info, std::string_view body) {
-  std::map<std::string, std::string> values;
+  std::map<std::string, std::string> values, given;
   for (const PassOptionSpec& spec : info.options) values[spec.name] = spec.default_value;
   if (trim(body).empty()) return values;
   auto items = split_top_level(body, ',');
@@ -65,6 +65,8 @@ Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& i
     }
     auto value = check_option_value(*spec, std::string(trim(item.substr(eq + 1))));
     if (!value) return make_error(fmt::format("pass '{}': {}", info.name, value.error().message));
+    if (!given.emplace(name, *value).second)
+      return make_error(fmt::format("pass '{}': option '{}' is given twice", info.name, name));
     values[name] = *value;
   }
   return values;

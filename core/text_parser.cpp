@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <unordered_map>
 
 #include "core/text_format.h"
@@ -106,6 +107,7 @@ class Parser {
     result.graph.set_roots(std::move(roots));
     LAZYLAB_TRY(expect_punct("}"));
     if (token_.kind != TokenKind::End) return error("unexpected text after the graph");
+    LAZYLAB_TRY(check_ordinals_dense());
     return result;
   }
 
@@ -276,7 +278,30 @@ class Parser {
     for (NodeId id : operands) operand_types.push_back(&graph.node(id).type);
     auto type = infer_type(*op, std::span(operand_types.data(), operand_types.size()), attrs, &*declared);
     if (!type) return error_at(op_token, type.error().message);
+    if (*op == OpId::Parameter) LAZYLAB_TRY(record_parameter(attrs[0].i, op_token));
     names_.emplace(std::string(result.text), graph.add(*op, *type, operands, attrs));
+    return {};
+  }
+
+  // Ordinals are dense and unique (the verifier's rule), checked here so the
+  // error names the line.
+  Status record_parameter(int64_t ordinal, const Token& at) {
+    if (ordinal < 0) return error_at(at, fmt::format("parameter ordinal {} is negative", ordinal));
+    auto [it, inserted] = ordinals_.emplace(ordinal, at.line);
+    if (!inserted)
+      return error_at(at, fmt::format("parameter ordinal {} is also used on line {}", ordinal, it->second));
+    return {};
+  }
+  Status check_ordinals_dense() const {
+    int64_t expected = 0;
+    for (auto [ordinal, line] : ordinals_) {
+      if (ordinal != expected)
+        return make_error(
+            fmt::format("{}:{}: parameter ordinal {}, but no parameter has ordinal {} (ordinals are "
+                        "0..{} without gaps)",
+                        source_, line, ordinal, expected, ordinals_.size() - 1));
+      ++expected;
+    }
     return {};
   }
 
@@ -284,6 +309,7 @@ class Parser {
   std::string_view source_;
   Token token_;
   std::unordered_map<std::string, NodeId> names_;
+  std::map<int64_t, int> ordinals_;  // parameter ordinal -> line
 };
 
 }  // namespace

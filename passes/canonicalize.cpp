@@ -191,7 +191,7 @@ class Canonicalize : public Pass {
 LAZYLAB_REGISTER_PASS(PassInfo{
     "canonicalize",
     "Algebraic simplification and constant folding, to a fixed point",
-    {{"max-iterations", OptionKind::Int, "8", "rewrite rounds before giving up on a fixed point", {}, {}}},
+    {{"max-iterations", OptionKind::Int, "8", "rewrite rounds before giving up on a fixed point", {}, {}, 1}},
     [](const PassOptions& options) { return std::make_unique<Canonicalize>(options.get_int("max-iterations")); }});
 
 }  // namespace

@@ -30,13 +30,6 @@ std::string tail_of(const fs::path& file, size_t lines) {
   return text;
 }
 
-CellResult cell_failure(CellStatus status, std::string error) {
-  CellResult cell;
-  cell.status = status;
-  cell.error = std::move(error);
-  return cell;
-}
-
 }  // namespace
 
 std::string cell_argument(const CellIdentity& cell) {
@@ -57,7 +50,8 @@ CellResult run_cell_in_child(const CellIdentity& cell, const std::string& experi
   std::error_code ec;
   fs::path scratch = fs::temp_directory_path(ec) / fmt::format("lazylab-cell-{}-{}", getpid(), cell_argument(cell));
   fs::create_directories(scratch, ec);
-  if (ec) return cell_failure(CellStatus::Failed, fmt::format("cannot create {}: {}", scratch.string(), ec.message()));
+  if (ec)
+    return CellResult::failure(CellStatus::Failed, fmt::format("cannot create {}: {}", scratch.string(), ec.message()));
   fs::path output = scratch / "cell.json", errors = scratch / "stderr.txt";
   std::vector<std::string> argv = {fs::read_symlink("/proc/self/exe", ec).string(),
                                    "run",
@@ -76,14 +70,14 @@ CellResult run_cell_in_child(const CellIdentity& cell, const std::string& experi
   nlohmann::json json = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
   auto parsed = json.is_object() ? cell_from_json(json) : Expected<CellResult>(make_error(""));
   if (outcome.signal)
-    result = cell_failure(CellStatus::Crashed,
-                          fmt::format("crashed (signal {}: {}){}", outcome.signal, strsignal(outcome.signal),
-                                      fs::file_size(errors, ec) ? ": " + tail_of(errors, 3) : ""));
+    result = CellResult::failure(CellStatus::Crashed,
+                                 fmt::format("crashed (signal {}: {}){}", outcome.signal, strsignal(outcome.signal),
+                                             fs::file_size(errors, ec) ? ": " + tail_of(errors, 3) : ""));
   else if (parsed)
     result = std::move(*parsed);
   else
-    result = cell_failure(CellStatus::Failed, fmt::format("the isolated cell wrote no result ({}): {}",
-                                                          outcome.describe("lazylab"), tail_of(errors, 3)));
+    result = CellResult::failure(CellStatus::Failed, fmt::format("the isolated cell wrote no result ({}): {}",
+                                                                 outcome.describe("lazylab"), tail_of(errors, 3)));
   fs::remove_all(scratch, ec);
   return result;
 }

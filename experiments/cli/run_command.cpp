@@ -58,7 +58,7 @@ int run_only_cell(const Experiment& experiment, const RunOptions& options, const
     return kExitError;
   }
   std::ofstream out(output);
-  out << cell_to_json(result->cells[0]).dump() << "\n";
+  out << cell_to_json(result->cells[0]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return out.flush() ? kExitOk : kExitError;
 }
 

@@ -3,12 +3,13 @@
 // as in MLIR's tests.
 #include <fmt/format.h>
 
-#include <fstream>
+#include <algorithm>
 #include <sstream>
 
 #include "core/backend.h"
 #include "core/dot.h"
 #include "core/pass_manager.h"
+#include "core/source_file.h"
 #include "core/text_format.h"
 #include "core/verifier.h"
 #include "options.h"
@@ -99,15 +100,13 @@ Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, co
 }
 
 int show_file(const ShowOptions& o, const Pipeline& pipeline) {
-  std::ifstream in(o.target);
-  if (!in) {
-    std::cerr << fmt::format("lazylab: {}: cannot open\n", o.target);
+  auto text = read_source_file(o.target, "a .lzir file");
+  if (!text) {
+    std::cerr << "lazylab: " << text.error().message << "\n";
     return kExitError;
   }
-  std::stringstream text;
-  text << in.rdbuf();
   int exit = kExitOk;
-  std::vector<Chunk> chunks = split_chunks(text.str(), o.split);
+  std::vector<Chunk> chunks = split_chunks(*text, o.split);
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (i) std::cout << "// -----\n";
     auto parsed = parse_graph(chunks[i].text, o.target, chunks[i].first_line);
@@ -161,6 +160,12 @@ int show_command(const Args& args) {
     }
     pipeline = std::move(*parsed);
   }
+  for (const std::string& name : o.print_after)
+    if (std::none_of(pipeline.passes.begin(), pipeline.passes.end(),
+                     [&](const PassInvocation& p) { return p.info->name == name; })) {
+      std::cerr << fmt::format("lazylab: --print-after {}: not a pass of the pipeline '{}'\n", name, o.pipeline);
+      return kExitUsage;
+    }
   if (o.target.ends_with(".lzir")) return show_file(o, pipeline);
   auto graph = capture_workload(o);
   Status status = graph ? show_graph(std::move(*graph), o.target, o, pipeline) : Status(graph.error());

@@ -6,13 +6,14 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "core/hash.h"
+#include "core/source_file.h"
 #include "core/suggest.h"
 
 namespace lazylab {
@@ -45,6 +46,9 @@ class Reader {
   template <class T>
   Expected<T> scalar(const YAML::Node& node, const std::string& key_path, const char* type_name) const {
     if (!node.IsScalar()) return error(node, key_path, fmt::format("expected {}", type_name));
+    if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>)
+      if (node.Scalar().starts_with("-"))
+        return error(node, key_path, fmt::format("expected {} (not negative), got '{}'", type_name, node.Scalar()));
     try {
       return node.as<T>();
     } catch (const YAML::Exception&) {
@@ -411,14 +415,9 @@ Expected<Experiment> parse_experiment(const std::string& text, const std::string
 }
 
 Expected<Experiment> load_experiment(const std::string& path, const std::vector<KeyOverride>& overrides) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return make_error(fmt::format("{}: is a folder, not an experiment file", path));
-  std::ifstream in(path);
-  if (!in) return make_error(fmt::format("{}: cannot open experiment file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_experiment(text.str(), path, overrides);
+  auto text = read_source_file(path, "an experiment file");
+  if (!text) return text.error();
+  return parse_experiment(*text, path, overrides);
 }
 
 Error experiment_error(const Experiment& e, int line, const std::string& key, const std::string& message) {

@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/source_file.h"
 #include "core/text_format.h"
 #include "core/verifier.h"
 #include "workload_inputs.h"
@@ -54,11 +53,9 @@ class FileWorkload : public Workload {
 }  // namespace
 
 Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(fmt::format("{}: cannot open workload file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = parse_graph(text.str(), path);
+  auto text = read_source_file(path, "a workload file");
+  if (!text) return text.error();
+  auto parsed = parse_graph(*text, path);
   if (!parsed) return parsed.error();
   Status status = verify(parsed->graph);
   if (!status) return make_error(fmt::format("{}: {}", path, status.error().message));

@@ -37,6 +37,12 @@ std::string first_line_with(const char* file, const std::string& prefix) {
   return "unknown";
 }
 
+// Text a user gave (a name, a path) need not be UTF-8; JSON must be, so
+// invalid bytes become U+FFFD instead of an exception after every cell ran.
+std::string json_text(const nlohmann::json& json, int indent) {
+  return json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 Status write_atomically(const std::filesystem::path& path, const std::string& text) {
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
@@ -427,7 +433,7 @@ Expected<ReportPaths> plan_reports(const Experiment& e, const std::string& outpu
 Status write_reports(const ExperimentResult& result, const RunInfo& info, const ReportPaths& paths,
                      std::vector<std::string>& written) {
   if (!paths.json.empty()) {
-    LAZYLAB_TRY(write_atomically(paths.json, report_json(result, info).dump(2) + "\n"));
+    LAZYLAB_TRY(write_atomically(paths.json, json_text(report_json(result, info), 2)));
     written.push_back(paths.json);
   }
   if (!paths.markdown.empty()) {
@@ -441,7 +447,7 @@ Status write_reports(const ExperimentResult& result, const RunInfo& info, const 
 
 Status write_partial(const ExperimentResult& result, const RunInfo& info, const ReportPaths& paths) {
   if (paths.partial.empty()) return {};
-  return write_atomically(paths.partial, report_json(result, info).dump(1) + "\n");
+  return write_atomically(paths.partial, json_text(report_json(result, info), 1));
 }
 
 std::vector<DeviceCeilings> LoadedReport::device_ceilings_for(const Experiment& experiment) const {

@@ -144,6 +144,13 @@ void summarize_samples(CellResult& cell, uint64_t seed) {
   cell.noisy = cell.time.relative_width() > kNoisyRelativeWidth;
 }
 
+CellResult CellResult::failure(CellStatus status, std::string error) {
+  CellResult cell;
+  cell.status = status;
+  cell.error = std::move(error);
+  return cell;
+}
+
 const char* status_name(CellStatus status) {
   switch (status) {
     case CellStatus::Ok: return "ok";
@@ -266,14 +273,6 @@ void run_in_sequence(const Experiment& e, std::vector<std::unique_ptr<CellRun>>&
     for (int64_t step = 0; step <= e.warmup + e.runs; ++step) run->step(step);
 }
 
-CellResult failed_cell(CellIdentity id, std::string error) {
-  CellResult cell;
-  static_cast<CellIdentity&>(cell) = std::move(id);
-  cell.status = CellStatus::Failed;
-  cell.error = std::move(error);
-  return cell;
-}
-
 void report_cell(std::ostream* progress, const CellResult& c) {
   if (!progress) return;
   std::string outcome = c.ran()
@@ -382,7 +381,9 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
       run_in_sequence(e, runs);
     for (size_t i = 0; i < pending.size(); ++i) {
       CellResult cell =
-          reference ? runs[i]->finish() : failed_cell(pending[i], "the reference failed: " + reference.error().message);
+          reference ? runs[i]->finish()
+                    : CellResult::failure(CellStatus::Failed, "the reference failed: " + reference.error().message);
+      static_cast<CellIdentity&>(cell) = pending[i];
       report_cell(options.progress, cell);
       done.emplace(pending_at[i], std::move(cell));
     }

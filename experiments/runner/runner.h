@@ -93,6 +93,9 @@ struct CellResult : CellIdentity {
   Estimate speedup;
   Verdict speedup_verdict = Verdict::NoSignificantDifference;
 
+  // A cell that did not run to the end: Failed or Crashed, with why.
+  static CellResult failure(CellStatus status, std::string error);
+
   bool ran() const { return status == CellStatus::Ok || status == CellStatus::Mismatch; }
   // What comparisons use: the device time on a device backend (measured
   // there, as GPU peers are timed), else the whole step on the host.

@@ -221,7 +221,7 @@ experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 
 check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 2.1" -- "$lazylab" run "$work/abi.yaml"
 experiment "$work/bad-param.yaml" "name: t" "workloads: [{name: softmax, params: {colums: 3}}]" "pipelines: {p: lower}" "backends: [interp]"
 check "unknown workload parameter" 1 "workload 'softmax' has no parameter 'colums'" -- "$lazylab" run "$work/bad-param.yaml"
-check "missing experiment file" 1 "nowhere.yaml: cannot open experiment file" -- "$lazylab" run "$work/nowhere.yaml"
+check "missing experiment file" 1 "nowhere.yaml: cannot open an experiment file" -- "$lazylab" run "$work/nowhere.yaml"
 experiment "$work/nolower.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: cse}" "backends: [interp]"
 check "pipeline without lower" 1 "pipelines.p: 'cse' does not lower the graph to a Program; end it with 'lower'" -- \
   "$lazylab" run "$work/nolower.yaml"
@@ -283,6 +283,12 @@ check "an unwritable report folder is refused first" 1 "cannot write reports int
   "$lazylab" run "$work/failing.yaml" -o /proc/lazylab
 experiment "$work/huge-runs.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
   "repeat: {runs: 4294967297}"
+experiment "$work/negative.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "cache: {capacity: -1}"
+check "a negative count is named as such" 1 "negative.yaml:5: cache.capacity: expected an integer \(not negative\), got '-1'" -- \
+  "$lazylab" run "$work/negative.yaml"
+printf 'name: "caf\xe9 \xff"\nworkloads: [{name: chain-tiny, params: {n: 16}}]\npipelines: {p: lower}\nbackends: [interp]\nrepeat: {warmup: 0, runs: 1}\nreport: {json: %s}\n' "$work/latin1.json" > "$work/latin1.yaml"
+check "a name that is not UTF-8 still gives a report" 0 "wrote .*latin1.json" -- "$lazylab" run "$work/latin1.yaml" -q
 check "absurd repeat counts are refused" 1 "repeat: needs 0 <= warmup <= 1000000 and 1 <= runs <= 1000000" -- \
   "$lazylab" run "$work/huge-runs.yaml"
 cp "$work/failing.json" "$work/failing.before"
@@ -426,7 +432,21 @@ fi
 # show
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
 check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"
-check "missing .lzir file" 1 "nothing.lzir: cannot open" -- "$lazylab" show "$work/nothing.lzir"
+check "missing .lzir file" 1 "nothing.lzir: cannot open a .lzir file" -- "$lazylab" show "$work/nothing.lzir"
+mkdir -p "$work/folder.lzir"
+check "a folder named .lzir" 1 "folder.lzir: is a folder, not a .lzir file" -- "$lazylab" show "$work/folder.lzir"
+check "--print-after a pass not in the pipeline" 2 "--print-after dce: not a pass of the pipeline 'cse'" -- \
+  "$lazylab" show chain-tiny --pipeline cse --print-after dce
+check "a pass option given twice" 1 "pass 'fuse': option 'strategy' is given twice" -- \
+  "$lazylab" show chain-tiny --pipeline 'fuse{strategy=none,strategy=dominator}'
+check "an integer option below its minimum" 1 "option 'max-iterations' must be at least 1, got -1" -- \
+  "$lazylab" show chain-tiny --pipeline 'canonicalize{max-iterations=-1}'
+printf 'graph @g {\n  %%a = parameter {ordinal = 0} : f32[2]\n  %%b = parameter {ordinal = 0} : f32[2]\n  %%c = add(%%a, %%b) : f32[2]\n  return %%c\n}\n' > "$work/ordinals.lzir"
+check "a repeated parameter ordinal names both lines" 1 "ordinals.lzir:3:[0-9]+: parameter ordinal 0 is also used on line 2" -- \
+  "$lazylab" show "$work/ordinals.lzir"
+printf 'graph @g {\n  %%a = parameter {ordinal = 1} : f32[2]\n  return %%a\n}\n' > "$work/gap.lzir"
+check "a gap in parameter ordinals names the line" 1 "gap.lzir:2: parameter ordinal 1, but no parameter has ordinal 0" -- \
+  "$lazylab" show "$work/gap.lzir"
 check "unknown workload" 1 "unknown workload 'chian'" -- "$lazylab" show chian
 check "show a workload after a pipeline" 0 "program \{  // 5 kernels" -- \
   "$lazylab" show chain-tiny --param iters=1 --pipeline 'canonicalize,cse,dce,lower'

@@ -126,7 +126,7 @@ TEST_CASE("unknown workloads and parameters are reported when the workload is ma
   CHECK(negative.error().message == "workload 'softmax': parameter 'cols' must be between 1 and 2^40, got -3");
   auto missing = make_workload("nowhere.lzir", {});
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.error().message == "nowhere.lzir: cannot open workload file");
+  CHECK(missing.error().message == "nowhere.lzir: cannot open a workload file");
 }
 
 TEST_CASE("a list of parameter values is a sweep; several lists are a grid") {
