@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/engine.h"
 #include "core/hash.h"
+#include "core/pass_manager.h"
 #include "core/pipeline.h"
 #include "core/tensor_ops.h"
 #include "core/text_format.h"
@@ -123,6 +124,32 @@ BENCHMARK(BM_CacheHitStep)
     ->Args({300, 30})
     ->Args({300, 300})
     ->Unit(benchmark::kMicrosecond);
+
+// The whole pass pipeline (decompose .. fuse{STRATEGY} .. lower, plan-memory)
+// on an elementwise chain of 5k, 50k and 500k nodes: growth must stay
+// linear for every strategy (a 50k chain once took 52-91 s, against 2 s
+// wanted). Backend compilation is left out.
+const char* const kStrategies[] = {"none",          "greedy-elementwise", "producer-consumer",
+                                   "gemm-epilogue", "horizontal",         "dominator"};
+
+void BM_CompilePasses(benchmark::State& state) {
+  std::string strategy = kStrategies[state.range(1)];
+  auto pipeline = parse_pipeline("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower,plan-memory");
+  Graph graph = chain_graph(state.range(0));
+  for (auto _ : state) {
+    Module module;
+    module.graph = graph;
+    auto stats = run_pipeline(*pipeline, module, {});
+    if (!stats) state.SkipWithError(stats.error().message.c_str());
+    benchmark::DoNotOptimize(module.program);
+  }
+  state.SetLabel(strategy);
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_CompilePasses)
+    ->ArgsProduct({{5000, 50000, 500000}, {0, 1, 2, 3, 4, 5}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 void BM_PrintLzir(benchmark::State& state) {
   Graph graph = chain_graph(state.range(0));

@@ -44,12 +44,20 @@ struct KernelGroups::GroupGraph {
 };
 
 KernelGroups::KernelGroups(const Graph& graph)
-    : graph_(graph), parent_(graph.size(), -1), members_(graph.size()), groups_(std::make_unique<GroupGraph>()) {
+    : graph_(graph),
+      parent_(graph.size(), -1),
+      members_(graph.size()),
+      summary_(graph.size()),
+      groups_(std::make_unique<GroupGraph>()) {
   std::vector<bool> live = live_nodes(graph);
   for (NodeId id = 0; id < graph.size(); ++id)
     if (live[id] && graph.node(id).op != OpId::Parameter) {
       parent_[id] = static_cast<int>(id);
       members_[id] = {id};
+      const Node& node = graph.node(id);
+      if (node.op == OpId::Matmul) summary_[id].matmul = id;
+      summary_[id].plain = (op_info(node.op).category == OpCategory::Elementwise || node.op == OpId::Constant) &&
+                           node.type.num_elements() > 0;
     }
   groups_->graph = decltype(groups_->graph)(graph.size());
   groups_->colors.assign(graph.size(), boost::white_color);
@@ -62,6 +70,7 @@ KernelGroups::KernelGroups(const KernelGroups& other)
     : graph_(other.graph_),
       parent_(other.parent_),
       members_(other.members_),
+      summary_(other.summary_),
       groups_(std::make_unique<GroupGraph>(*other.groups_)) {}
 
 KernelGroups::~KernelGroups() = default;
@@ -79,11 +88,22 @@ void KernelGroups::merge(NodeId a, NodeId b) {
   if (keep == gone || keep < 0 || gone < 0) return;
   if (keep > gone) std::swap(keep, gone);
   parent_[gone] = keep;
-  std::vector<NodeId> merged;
-  std::merge(members_[keep].begin(), members_[keep].end(), members_[gone].begin(), members_[gone].end(),
-             std::back_inserter(merged));
-  members_[keep] = std::move(merged);
-  members_[gone].clear();
+  Summary& kept = summary_[keep];
+  const Summary& other = summary_[gone];
+  kept.plain = kept.plain && other.plain &&
+               graph_.node(members_[keep].front()).type.shape == graph_.node(members_[gone].front()).type.shape;
+  if (!kept.matmul) kept.matmul = other.matmul;
+  std::vector<NodeId>& into = members_[keep];
+  std::vector<NodeId>& from = members_[gone];
+  if (into.back() < from.front()) {  // fusing in program order: the common case, and linear
+    into.insert(into.end(), from.begin(), from.end());
+  } else {
+    std::vector<NodeId> merged;
+    std::merge(into.begin(), into.end(), from.begin(), from.end(), std::back_inserter(merged));
+    into = std::move(merged);
+  }
+  from.clear();
+  from.shrink_to_fit();
   auto& g = groups_->graph;
   std::vector<int> successors, predecessors;
   for (auto e : boost::make_iterator_range(boost::out_edges(gone, g))) successors.push_back(boost::target(e, g));
@@ -125,6 +145,17 @@ struct TargetVisitor : boost::default_bfs_visitor {
 
 }  // namespace
 
+std::optional<NodeId> KernelGroups::matmul_of(NodeId id) {
+  int group = group_of(id);
+  return group < 0 ? std::nullopt : summary_[group].matmul;
+}
+
+bool KernelGroups::plain_elementwise_pair(NodeId a, NodeId b) {
+  int ga = group_of(a), gb = group_of(b);
+  if (ga < 0 || gb < 0 || !summary_[ga].plain || !summary_[gb].plain) return false;
+  return graph_.node(members_[ga].front()).type.shape == graph_.node(members_[gb].front()).type.shape;
+}
+
 bool KernelGroups::would_create_cycle(NodeId a, NodeId b) {
   int ga = group_of(a), gb = group_of(b);
   if (ga == gb) return false;
@@ -134,7 +165,11 @@ bool KernelGroups::would_create_cycle(NodeId a, NodeId b) {
   auto view = boost::make_filtered_graph(g, WithoutDirectEdges{&g, static_cast<size_t>(ga), static_cast<size_t>(gb)});
   std::vector<size_t> touched;
   bool found = false;
-  for (auto [source, target] : {std::pair{ga, gb}, std::pair{gb, ga}}) {
+  std::vector<std::pair<int, int>> directions;
+  bool a_feeds_b = boost::edge(ga, gb, g).second, b_feeds_a = boost::edge(gb, ga, g).second;
+  if (a_feeds_b || !b_feeds_a) directions.push_back({ga, gb});
+  if (b_feeds_a || !a_feeds_b) directions.push_back({gb, ga});
+  for (auto [source, target] : directions) {
     boost::queue<size_t> queue;
     try {
       boost::breadth_first_visit(view, source, queue, TargetVisitor{{}, static_cast<size_t>(target), &touched},

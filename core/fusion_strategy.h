@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,13 +62,23 @@ class KernelGroups {
 
   int group_of(NodeId id);
   size_t size_of(NodeId id) { return members_of(id).size(); }
+  // The group's matmul (a group holds at most one), kept as groups merge so
+  // strategies need not scan members.
+  std::optional<NodeId> matmul_of(NodeId id);
+  // Whether every op of the group is elementwise (or a constant) over one
+  // shape, the shape of `other`'s group too: such a pair is one row space
+  // without analysing it.
+  bool plain_elementwise_pair(NodeId a, NodeId b);
   // The nodes in `id`'s group, in program order.
   const std::vector<NodeId>& members_of(NodeId id) { return members_[group_of(id)]; }
   bool in_kernel(NodeId id) const { return parent_[id] >= 0; }
   void merge(NodeId a, NodeId b);
   // Merging the groups of `a` and `b` would make kernels depend on each other
   // in a cycle: one reaches the other through a third group (checked on the
-  // group graph with Boost.Graph's breadth-first search).
+  // group graph with Boost.Graph's breadth-first search). Where one group
+  // feeds the other directly, only that direction can hold such a path (the
+  // other would already be a cycle), so only it is searched: a chain fused
+  // in program order then costs a step per pair, not the rest of the chain.
   bool would_create_cycle(NodeId a, NodeId b);
   // Dense kernel ids in program order of each group's first node.
   std::vector<int> kernel_of();
@@ -77,6 +88,11 @@ class KernelGroups {
   const Graph& graph_;
   std::vector<int> parent_;                   // -1: in no kernel
   std::vector<std::vector<NodeId>> members_;  // by group root
+  struct Summary {
+    std::optional<NodeId> matmul;
+    bool plain = false;  // elementwise ops and constants, all of the first member's shape
+  };
+  std::vector<Summary> summary_;  // by group root
   std::unique_ptr<GroupGraph> groups_;
 };
 

@@ -22,13 +22,6 @@ bool is_epilogue_op(OpId op) {
   return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
 }
 
-// The matmul in `id`'s group, if any.
-std::optional<NodeId> matmul_in_group(const Graph& graph, KernelGroups& groups, NodeId id) {
-  for (NodeId other : groups.members_of(id))
-    if (graph.node(other).op == OpId::Matmul) return other;
-  return std::nullopt;
-}
-
 bool swaps_last_two(const Node& transpose) {
   const Ints& perm = transpose.attrs[0].ints;
   size_t rank = perm.size();
@@ -89,8 +82,8 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
 }  // namespace
 
 FusionDecision decide_gemm_epilogue(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
-  auto producer_matmul = matmul_in_group(module.graph, groups, producer);
-  auto consumer_matmul = matmul_in_group(module.graph, groups, consumer);
+  auto producer_matmul = groups.matmul_of(producer);
+  auto consumer_matmul = groups.matmul_of(consumer);
   if (!producer_matmul && !consumer_matmul) return decide_row_space(module, groups, producer, consumer);
   return decide_with_matmul(module, groups, producer, consumer, producer_matmul, consumer_matmul);
 }

@@ -15,16 +15,24 @@
 namespace lazylab {
 namespace {
 
+// Each value's users, in program order (built once: scanning the graph for
+// each value's readers made this strategy quadratic in graph size).
+std::vector<std::vector<NodeId>> users_of(const Graph& graph) {
+  std::vector<std::vector<NodeId>> users(graph.size());
+  for (NodeId id = 0; id < graph.size(); ++id)
+    for (NodeId operand : graph.node(id).operands)
+      if (users[operand].empty() || users[operand].back() != id) users[operand].push_back(id);
+  return users;
+}
+
 // Every kernel reading `value`, as one node from each, in program order.
-std::vector<NodeId> readers_by_kernel(const Graph& graph, KernelGroups& groups, NodeId value) {
+std::vector<NodeId> readers_by_kernel(KernelGroups& groups, NodeId value, const std::vector<NodeId>& users) {
   std::vector<NodeId> readers;
   std::vector<int> seen;
-  for (NodeId id = value + 1; id < graph.size(); ++id) {
+  for (NodeId id : users) {
     if (!groups.in_kernel(id)) continue;
-    bool reads = false;
-    for (NodeId operand : graph.node(id).operands) reads = reads || operand == value;
     int group = groups.group_of(id);
-    if (reads && groups.group_of(value) != group && std::find(seen.begin(), seen.end(), group) == seen.end()) {
+    if (groups.group_of(value) != group && std::find(seen.begin(), seen.end(), group) == seen.end()) {
       seen.push_back(group);
       readers.push_back(id);
     }
@@ -34,8 +42,9 @@ std::vector<NodeId> readers_by_kernel(const Graph& graph, KernelGroups& groups, 
 
 void merge_horizontally(Module& module, KernelGroups& groups) {
   const Graph& graph = module.graph;
+  std::vector<std::vector<NodeId>> users = users_of(graph);
   for (NodeId value = 0; value < graph.size(); ++value) {
-    std::vector<NodeId> readers = readers_by_kernel(graph, groups, value);
+    std::vector<NodeId> readers = readers_by_kernel(groups, value, users[value]);
     for (size_t i = 1; i < readers.size(); ++i) {
       NodeId a = readers[0], b = readers[i];
       if (groups.group_of(a) == groups.group_of(b)) continue;

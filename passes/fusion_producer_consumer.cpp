@@ -38,7 +38,8 @@ bool is_fusible(const Graph& graph, const Node& node) {
 // kernel description's own analysis (core/kernel_description.h), so fusion
 // accepts exactly what lower will describe and the backends will run.
 std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& groups, NodeId a, NodeId b) {
-  std::vector<NodeId> members;  // both groups, in program order
+  if (groups.plain_elementwise_pair(a, b)) return std::nullopt;  // one shape, nothing to analyse
+  std::vector<NodeId> members;                                   // both groups, in program order
   const std::vector<NodeId>& of_a = groups.members_of(a);
   if (groups.group_of(a) == groups.group_of(b))
     members = of_a;
