@@ -210,6 +210,10 @@ std::optional<KernelDescription> describe_contraction(const Graph& graph, std::s
   };
   c.lhs = operand(matmul.operands[0], c.lhs_transposed);
   c.rhs = operand(matmul.operands[1], c.rhs_transposed);
+  // The product's operands come from memory: an op of the kernel computing
+  // one would be a prologue, which the epilogue form cannot express.
+  for (NodeId input : {c.lhs, c.rhs})
+    if (std::find(ops.begin(), ops.end(), input) != ops.end()) return std::nullopt;
   const Dims& out = matmul.type.shape;
   c.m = out[out.size() - 2];
   c.n = out.back();

@@ -27,7 +27,10 @@ struct Match {
   const Node& operand(size_t i) const { return builder.node(operands[i]); }
   bool is_constant(size_t i) const { return operand(i).op == OpId::Constant; }
   bool is_splat(size_t i, double value) const { return is_constant(i) && operand(i).attrs[0].f == value; }
-  double value(size_t i) const { return operand(i).attrs[0].f; }
+  // A splat's value as its type stores it (a bool constant 3 is true, 1; an
+  // f32 constant 0.1 is the float nearest): folding reads what the
+  // interpreter would (found by lazylab fuzz: cast(bool 3) folded to 3.0).
+  double value(size_t i) const { return round_to(operand(i).type.dtype, operand(i).attrs[0].f); }
   NodeId fold_to(double value) const { return builder.constant(round_to(node.type.dtype, value), node.type); }
 
   static constexpr long long kExactInDouble = 1LL << 53;

@@ -71,6 +71,12 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
   } else {  // the group without the matmul must be all epilogue
     NodeId other = producer_matmul ? consumer : producer;
     const Node& matmul = graph.node(producer_matmul ? *producer_matmul : *consumer_matmul);
+    // An epilogue follows the product: a group computing one of its
+    // operands would be a prologue (found by lazylab fuzz: a gelu feeding a
+    // matmul and its epilogue both was fused in, and read as if from memory).
+    for (NodeId operand : matmul.operands)
+      if (groups.group_of(operand) == groups.group_of(other))
+        return FusionDecision::no(RefusalCode::OpKind, "the other kernel computes an operand of the matmul");
     if (auto problem = epilogue_problem(graph, groups, other, matmul)) return *problem;
   }
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;

@@ -24,6 +24,7 @@ const std::map<std::string, Command>& commands() {
       {"backends", {"list the backend plugins found on the plugin path", backends_command}},
       {"workloads", {"list the built-in workloads and their parameters", workloads_command}},
       {"merge", {"join the reports of an experiment's shards (run --shard I/N) into one", merge_command}},
+      {"fuzz", {"random graphs through every pipeline and backend against the interpreter", fuzz_command}},
       {"compare", {"compare two reports cell by cell: ratios with intervals, exit 5 on a regression", compare_command}},
   };
   return kCommands;

@@ -52,6 +52,10 @@ class FileWorkload : public Workload {
 
 }  // namespace
 
+std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph) {
+  return std::make_unique<FileWorkload>(std::move(name), std::move(graph));
+}
+
 Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path) {
   auto text = read_source_file(path, "a workload file");
   if (!text) return text.error();

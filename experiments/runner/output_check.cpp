@@ -34,6 +34,29 @@ Expected<ReferenceOutputs> read_outputs(const std::vector<Tensor>& tensors) {
   return outputs;
 }
 
+// The comparison of output `o`'s elements, read through `get(i)`, with the
+// reference's, folded into `c`.
+template <class Get>
+void compare_output(size_t o, Get get, const std::vector<double>& expected, double rtol, double atol, Correctness& c) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double a = get(i), b = expected[i];
+    if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
+      bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+      if (!same && c.pass)
+        c = {false, c.max_abs_error, c.max_rel_error,
+             fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
+      continue;
+    }
+    double abs_error = std::fabs(a - b);
+    c.max_abs_error = std::max(c.max_abs_error, abs_error);
+    c.max_rel_error = std::max(c.max_rel_error, abs_error / std::max(std::fabs(b), 1e-30));
+    if (abs_error > atol + rtol * std::fabs(b) && c.pass) {
+      c.pass = false;
+      c.problem = fmt::format("output {} element {}: {} vs reference {}", o, i, a, b);
+    }
+  }
+}
+
 // Reads each output where it is on the host, without copying it (outputs of
 // the large GPU workloads are checked every step).
 Expected<Correctness> compare_outputs(const std::vector<Tensor>& got, const ReferenceOutputs& want, double rtol,
@@ -46,25 +69,20 @@ Expected<Correctness> compare_outputs(const std::vector<Tensor>& got, const Refe
   for (size_t o = 0; o < got.size(); ++o) {
     auto buffer = got[o].data();
     if (!buffer) return buffer.error();
-    const std::vector<double>& expected = want.values[o];
-    for (size_t i = 0; i < expected.size(); ++i) {
-      double a = element(**buffer, types[o].dtype, static_cast<int64_t>(i)), b = expected[i];
-      if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
-        bool same = (std::isnan(a) && std::isnan(b)) || a == b;
-        if (!same && c.pass)
-          c = {false, c.max_abs_error, c.max_rel_error,
-               fmt::format("output {} element {}: {} vs reference {}", o, i, a, b)};
-        continue;
-      }
-      double abs_error = std::fabs(a - b);
-      c.max_abs_error = std::max(c.max_abs_error, abs_error);
-      c.max_rel_error = std::max(c.max_rel_error, abs_error / std::max(std::fabs(b), 1e-30));
-      if (abs_error > atol + rtol * std::fabs(b) && c.pass) {
-        c.pass = false;
-        c.problem = fmt::format("output {} element {}: {} vs reference {}", o, i, a, b);
-      }
-    }
+    DType dtype = types[o].dtype;
+    compare_output(
+        o, [&](size_t i) { return element(**buffer, dtype, static_cast<int64_t>(i)); }, want.values[o], rtol, atol, c);
   }
+  return c;
+}
+
+Correctness compare_values(const ReferenceOutputs& got, const ReferenceOutputs& want, double rtol, double atol) {
+  Correctness c;
+  c.pass = true;
+  if (got.types != want.types) return Correctness{false, 0, 0, "output types differ from the reference"};
+  for (size_t o = 0; o < got.values.size(); ++o)
+    compare_output(
+        o, [&](size_t i) { return got.values[o][i]; }, want.values[o], rtol, atol, c);
   return c;
 }
 

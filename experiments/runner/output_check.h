@@ -29,6 +29,9 @@ Expected<ReferenceOutputs> read_outputs(const std::vector<Tensor>& tensors);
 Expected<Correctness> compare_outputs(const std::vector<Tensor>& got, const ReferenceOutputs& want, double rtol,
                                       double atol);
 
+// Two sets of outputs read to the host, compared the same way.
+Correctness compare_values(const ReferenceOutputs& got, const ReferenceOutputs& want, double rtol, double atol);
+
 // Folds one step's comparison into the cell's: the first failing step's
 // problem, the largest errors of any step.
 void absorb(Correctness& total, const Correctness& step, int64_t index);

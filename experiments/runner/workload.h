@@ -51,6 +51,8 @@ Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& nam
 
 // A workload replaying a .lzir graph: parameters become seeded inputs.
 Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path);
+// The same for a graph in memory (verified by the caller), named `name`.
+std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 
 // Either a file (ends in .lzir) or a built-in name.
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides);

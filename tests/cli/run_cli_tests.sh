@@ -33,7 +33,7 @@ experiment() {  # experiment FILE LINES...: writes a small experiment
 check "help lists commands" 0 "run +run an experiment" -- "$lazylab" --help
 check "no command is a usage error" 2 "usage: lazylab COMMAND" -- "$lazylab"
 check "unknown command" 2 "unknown command 'rn'" -- "$lazylab" rn
-for command in run show passes backends workloads compare merge; do
+for command in run show passes backends workloads compare merge fuzz; do
   check "$command --help" 0 "usage: lazylab $command" -- "$lazylab" "$command" --help
 done
 check "run needs an experiment" 2 "required" -- "$lazylab" run
@@ -349,6 +349,23 @@ for c in r['cells']:
     else:
         assert c['status'] == 'crashed' and 'signal 11' in c['error'], c['error']
 print('ok')"
+
+# lazylab fuzz: a backend that fails everything is caught on every graph; each
+# failure is reduced and written with an experiment that reproduces it.
+check "fuzz finds and reduces failures" 6 "fuzz: 3 graphs .* [1-9][0-9]* failures" -- \
+  "$lazylab" fuzz --graphs 3 --backends "$test_build/lazylab-backend-failing.so" -o "$work/fuzz"
+check "a reduced failure is small" 0 "ok" -- python3 -c "
+import glob
+files = glob.glob('$work/fuzz/fuzz-*.lzir')
+assert files, 'no reduced graphs written'
+for f in files:
+    nodes = [l for l in open(f) if ' = ' in l]
+    assert len(nodes) <= 3, (f, nodes)
+print('ok')"
+check "the written experiment reproduces it" 4 "device on fire|cannot run" -- \
+  sh -c "'$lazylab' run \$(ls '$work'/fuzz/fuzz-*.yaml | head -1) -q"
+check "fuzz with a clean backend" 0 "fuzz: 20 graphs .* 0 failures" -- "$lazylab" fuzz --graphs 20 -q
+check "fuzz with a bad count" 2 "--graphs must be between 1 and 100000000" -- "$lazylab" fuzz --graphs 0
 
 # Every step is checked, not only the last: a backend wrong on its third
 # step (of six) is caught and the step named.
