@@ -12,6 +12,7 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 ninja -C "$build" -j2 tests/lazylab-unit-tests experiments/lazylab backends/cpu/lazylab-backend-cpu.so \
   backends/interp/lazylab-backend-interp.so tests/lazylab-backend-failing.so tests/lazylab-backend-counting.so \
+  tests/lazylab-backend-wrongabi.so tests/lazylab-backend-noentry.so plugins/lazylab-backend-example.so \
   >"$build/ninja.log" 2>&1 || { tail -30 "$build/ninja.log"; exit 1; }
 export ASAN_OPTIONS="halt_on_error=1 detect_leaks=1 abort_on_error=0 exitcode=99"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 exitcode=99"
