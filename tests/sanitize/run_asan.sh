@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The unit, golden and differential tests, and the CLI on malformed inputs,
+# The unit, golden and differential tests, the CLI on malformed inputs and
+# 300 fuzzed graphs,
 # under AddressSanitizer + UndefinedBehaviorSanitizer: a second build of the
 # tree with -fsanitize=address,undefined in its own folder under the main
 # build. Any report (leaks included) fails the run.
@@ -44,4 +45,6 @@ expect_exit 1 show "$work/cut.lzir"
 expect_exit 0 show "$work/intmin.lzir" --pipeline canonicalize,cse,dce,lower
 printf 'name: t\nworkloads: [{file: intmin.lzir}, {name: softmax, params: {rows: 3, cols: 5}}]\npipelines: {p: "decompose,canonicalize,fuse{strategy=dominator},lower,plan-memory"}\nbackends: [interp, cpu]\nrepeat: {warmup: 1, runs: 2}\nreport: {json: r.json}\n' > "$work/run.yaml"
 LAZYLAB_PLUGIN_PATH="$build/backends/cpu:$build/backends/interp" expect_exit 0 run "$work/run.yaml" -q -o "$work/out"
+echo "fuzzing"
+expect_exit 0 fuzz --graphs 300 --seed 3 -q
 echo "asan+ubsan: clean"
