@@ -27,6 +27,15 @@ struct Match {
   const Node& operand(size_t i) const { return builder.node(operands[i]); }
   bool is_constant(size_t i) const { return operand(i).op == OpId::Constant; }
   bool is_splat(size_t i, double value) const { return is_constant(i) && operand(i).attrs[0].f == value; }
+  // A zero that leaves every x unchanged under `op`, signed zeros included
+  // (IEEE: -0 + 0 is +0, so only x + -0 and x - +0 keep x; integers have one
+  // zero).
+  bool is_identity_zero(size_t i, OpId op) const {
+    if (!is_splat(i, 0)) return false;
+    if (!is_float(operand(i).type.dtype)) return true;
+    bool negative = std::signbit(operand(i).attrs[0].f);
+    return op == OpId::Add ? negative : !negative;
+  }
   // A splat's value as its type stores it (a bool constant 3 is true, 1; an
   // f32 constant 0.1 is the float nearest): folding reads what the
   // interpreter would (found by lazylab fuzz: cast(bool 3) folded to 3.0).
@@ -82,9 +91,11 @@ Replacement fold_layout(const Match& m) {
 
 Replacement fold_reduce(const Match& m) {
   if (!m.is_constant(0)) return kKeep;
+  // Sums start from +0, as the runtime's do: a sum or mean of -0s is +0.
+  if (m.node.op == OpId::ReduceMean) return std::optional(m.fold_to(0.0 + m.value(0)));
   if (m.node.op != OpId::ReduceSum) return std::optional(m.fold_to(m.value(0)));
   int64_t count = m.operand(0).type.num_elements() / std::max<int64_t>(m.node.type.num_elements(), 1);
-  if (is_float(m.node.type.dtype)) return std::optional(m.fold_to(m.value(0) * static_cast<double>(count)));
+  if (is_float(m.node.type.dtype)) return std::optional(m.fold_to(0.0 + m.value(0) * static_cast<double>(count)));
   // An integer sum wraps at run time; a splat's value is a double, exact only
   // up to 2^53, so a sum beyond that is left for the runtime to compute.
   long long total = 0;
@@ -94,18 +105,20 @@ Replacement fold_reduce(const Match& m) {
   return std::optional(m.fold_to(static_cast<double>(total)));
 }
 
-// x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, pow(x, 1) -> x
+// x + -0, -0 + x, x - 0, x * 1, 1 * x, x / 1, pow(x, 1) -> x (for floats
+// x + 0 is no identity: -0 + 0 is +0, and rsqrt tells them apart; found by
+// lazylab fuzz)
 Replacement identity_operand(const Match& m) {
   switch (m.node.op) {
     case OpId::Add:
-      if (m.is_splat(1, 0)) return std::optional(m.operands[0]);
-      if (m.is_splat(0, 0)) return std::optional(m.operands[1]);
+      if (m.is_identity_zero(1, OpId::Add)) return std::optional(m.operands[0]);
+      if (m.is_identity_zero(0, OpId::Add)) return std::optional(m.operands[1]);
       return kKeep;
     case OpId::Mul:
       if (m.is_splat(1, 1)) return std::optional(m.operands[0]);
       if (m.is_splat(0, 1)) return std::optional(m.operands[1]);
       return kKeep;
-    case OpId::Sub: return m.is_splat(1, 0) ? std::optional(m.operands[0]) : kKeep;
+    case OpId::Sub: return m.is_identity_zero(1, OpId::Sub) ? std::optional(m.operands[0]) : kKeep;
     case OpId::Div:
     case OpId::Pow: return m.is_splat(1, 1) ? std::optional(m.operands[0]) : kKeep;
     default: return kKeep;
