@@ -12,6 +12,8 @@
 // producer-consumer. Profitability: fuse whenever legal.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/fusion_strategy.h"
 #include "fusion_decisions.h"
 
@@ -32,8 +34,11 @@ bool swaps_last_two(const Node& transpose) {
   return true;
 }
 
+// Ops reading `id`, and the graph's output if it is one (a folded transpose
+// is never written: found by lazylab fuzz, an output transpose folded into
+// its matmul came back unwritten).
 size_t user_count(const Graph& graph, NodeId id) {
-  size_t users = 0;
+  size_t users = static_cast<size_t>(std::count(graph.roots().begin(), graph.roots().end(), id));
   for (const Node& node : graph.nodes())
     for (NodeId operand : node.operands) users += operand == id;
   return users;

@@ -147,6 +147,10 @@ Expected<FuzzReport> run_fuzz(const FuzzOptions& options, std::ostream* progress
                           reduced.size(),
                           "",
                           ""};
+      // A failure that comes and goes (reading memory never written, a race)
+      // may pass the last check: say so rather than print nothing.
+      if (failure.problem.empty())
+        failure.problem = problem + " (not seen again on the reduced graph: nondeterministic?)";
       if (!options.out_dir.empty()) LAZYLAB_TRY(write_failure(options, reduced, failure));
       if (progress)
         *progress << fmt::format(
