@@ -341,7 +341,7 @@ Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path,
 }
 
 // Each name once: the file load_backend(name) would open, the first on the path.
-std::vector<BackendListing> list_backends() {
+std::vector<BackendListing> find_backend_plugins() {
   std::vector<BackendListing> listings;
   std::set<std::string> names;
   std::error_code ec;
@@ -349,16 +349,26 @@ std::vector<BackendListing> list_backends() {
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       std::string file = entry.path().filename().string();
       if (!file.starts_with("lazylab-backend-") || !file.ends_with(".so")) continue;
-      BackendListing listing{file.substr(16, file.size() - 19), entry.path().string(), {}, {}};
-      if (!names.insert(listing.name).second) continue;
-      auto library = open_library(listing.path);
-      if (library)
-        listing.summary = (*library)->api().summary;
-      else
-        listing.problem = library.error().message;
-      listings.push_back(std::move(listing));
+      BackendListing listing{file.substr(16, file.size() - 19), entry.path().string(), {}, {}, {}};
+      if (names.insert(listing.name).second) listings.push_back(std::move(listing));
     }
   return listings;
+}
+
+void probe_backend(BackendListing& listing) {
+  auto library = open_library(listing.path);
+  if (!library) {
+    listing.problem = library.error().message;
+    return;
+  }
+  listing.summary = (*library)->api().summary;
+  auto backend = load_backend(listing.path);
+  if (!backend) {
+    listing.problem = backend.error().message;
+    return;
+  }
+  listing.summary = (*backend)->summary();
+  listing.device = (*backend)->device_description();
 }
 
 }  // namespace lazylab

@@ -128,9 +128,17 @@ struct PluginSearch {
 Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path, const std::string& options = "");
 
 struct BackendListing {
-  std::string name, path, summary;
+  std::string name, path, summary, device;
   std::string problem;  // why it cannot be loaded, if it cannot
 };
-std::vector<BackendListing> list_backends();
+// Each backend name once, with the file load_backend(name) would open; loads
+// nothing.
+std::vector<BackendListing> find_backend_plugins();
+// Loads `listing`'s plugin and creates an instance (default options) in this
+// process, filling in its summary and device, or the problem (with the
+// summary where the plugin loads but cannot create an instance here). A plugin that
+// crashes takes the process with it: `lazylab backends` probes each in a
+// child.
+void probe_backend(BackendListing& listing);
 
 }  // namespace lazylab

@@ -33,6 +33,10 @@ std::string closest_name(std::string_view name, const std::vector<std::string>& 
   std::string best;
   size_t best_distance = limit + 1;
   for (const std::string& candidate : candidates) {
+    // The distance is at least the difference in length: skip the quadratic
+    // work where it cannot be close (a long mistyped text, say).
+    size_t length_gap = std::max(name.size(), candidate.size()) - std::min(name.size(), candidate.size());
+    if (length_gap >= best_distance) continue;
     size_t distance = edit_distance(name, candidate);
     if (distance < best_distance && candidate != name) {
       best = candidate;

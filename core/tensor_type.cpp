@@ -13,12 +13,14 @@ std::optional<int64_t> checked_elements(const Dims& shape, size_t element_bytes)
     if (d < 0) return std::nullopt;
     if (d == 0) empty = true;
   }
-  if (empty) return 0;
+  // The non-zero dims are bounded even when another dim is 0: strides and
+  // partial products are taken over them.
   for (int64_t d : shape) {
+    if (d == 0) continue;
     if (static_cast<uint64_t>(d) > limit / n) return std::nullopt;
     n *= static_cast<uint64_t>(d);
   }
-  return static_cast<int64_t>(n);
+  return empty ? 0 : static_cast<int64_t>(n);
 }
 
 std::string size_problem(const TensorType& type) {

@@ -36,7 +36,8 @@ struct TensorType {
 };
 
 // The element count of `shape`, or nullopt when a dim is negative or the
-// count (times `element_bytes`) would exceed kMaxTensorBytes.
+// count (times `element_bytes`) would exceed kMaxTensorBytes. An empty shape
+// (a 0 dim) counts its other dims too, so that no stride overflows.
 std::optional<int64_t> checked_elements(const Dims& shape, size_t element_bytes = 1);
 
 // An error message when `type` is too large to represent (naming its shape),

@@ -100,13 +100,9 @@ bool compare_int(uint32_t op, long long a, long long b) {
 
 void unary(uint32_t op, const Array& x, Array& out) {
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
-    if (!is_float(x.dtype) && (op == LAZYLAB_OP_Neg || op == LAZYLAB_OP_Abs || op == LAZYLAB_OP_Relu)) {
-      long long v = load_int(x, i);
-      long long negated = static_cast<long long>(0ULL - static_cast<unsigned long long>(v));  // wraps
-      store_int(out, i,
-                op == LAZYLAB_OP_Neg   ? negated
-                : op == LAZYLAB_OP_Abs ? (v < 0 ? negated : v)
-                                       : (v > 0 ? v : 0));
+    long long exact = 0;
+    if (!is_float(x.dtype) && reference::apply_unary_int(op, load_int(x, i), exact)) {
+      store_int(out, i, exact);
       continue;
     }
     double result = 0;

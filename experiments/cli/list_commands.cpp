@@ -1,4 +1,4 @@
-// lazylab passes | backends | workloads: what is registered and found.
+// lazylab passes | workloads: what is registered (backends: backends_command.cpp).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -43,19 +43,6 @@ int passes_command(const Args& args) {
                                strategy->summary, strategy->legality, strategy->profitability);
   }
   return kExitOk;
-}
-
-int backends_command(const Args& args) {
-  if (auto exit = parse_no_args(args, "usage: lazylab backends")) return *exit;
-  std::vector<BackendListing> listings = list_backends();
-  for (const BackendListing& b : listings) {
-    if (b.problem.empty())
-      std::cout << fmt::format("{:<10} {}\n           {}\n", b.name, b.summary, b.path);
-    else
-      std::cout << fmt::format("{:<10} UNUSABLE: {}\n", b.name, b.problem);
-  }
-  std::cout << fmt::format("plugin path: {}\n", fmt::join(PluginSearch::directories(), ":"));
-  return listings.empty() ? kExitError : kExitOk;
 }
 
 int workloads_command(const Args& args) {

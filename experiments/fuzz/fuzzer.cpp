@@ -13,6 +13,7 @@
 #include "core/text_format.h"
 #include "core/verifier.h"
 #include "graph_generator.h"
+#include "precise_evaluator.h"
 #include "reducer.h"
 #include "runner/cell_run.h"
 
@@ -20,6 +21,10 @@ namespace lazylab {
 namespace {
 
 constexpr const char* kReferencePipeline = "lower";
+// The pipeline name of the interpreter's own check against the precise
+// evaluator; `lazylab run` cannot replay it, so its failure is written as a
+// .lzir only.
+constexpr const char* kPreciseCheck = "precise-evaluator";
 
 struct Target {
   std::string pipeline_name, pipeline_text, backend_name;
@@ -44,7 +49,9 @@ Expected<ReferenceOutputs> run_once(const Experiment& e, const Graph& graph, Bac
 }
 
 // What is wrong with `target` on `graph`, or "" when it matches the reference
-// (or the reference itself refuses the graph: then nothing can be said).
+// (or the reference itself refuses the graph: then nothing can be said). A
+// mismatch says how far each side is from the precise evaluator, so that a
+// reader sees which one is wrong (or that the graph is ill-conditioned).
 std::string problem_of(const Experiment& e, const Graph& graph, const Target& target, Backend& reference_backend,
                        const Pipeline& reference_pipeline, uint64_t input_seed) {
   auto want = run_once(e, graph, reference_backend, reference_pipeline, input_seed);
@@ -52,7 +59,29 @@ std::string problem_of(const Experiment& e, const Graph& graph, const Target& ta
   auto got = run_once(e, graph, *target.backend, target.pipeline, input_seed);
   if (!got) return "error: " + got.error().message;
   Correctness c = compare_values(*got, *want, e.reference.rtol, e.reference.atol);
-  return c.pass ? "" : "mismatch: " + c.problem;
+  if (c.pass) return "";
+  std::string problem = "mismatch: " + c.problem;
+  auto precise = evaluate_precisely(graph, make_graph_workload("fuzz", graph)->make_inputs(input_seed));
+  if (!precise) return problem;
+  bool target_agrees = compare_values(*got, *precise, e.reference.rtol, e.reference.atol).pass;
+  bool reference_agrees = compare_values(*want, *precise, e.reference.rtol, e.reference.atol).pass;
+  std::string verdict = target_agrees && reference_agrees ? "accepts both (a tolerance edge)"
+                        : reference_agrees                ? "agrees with the reference (interp, lower)"
+                        : target_agrees ? "agrees with " + target.backend_name + " " + target.pipeline_name
+                                        : "agrees with neither";
+  return problem + " (the precise evaluator " + verdict + ")";
+}
+
+// The interpreter against the precise evaluator, or "" when they agree (or
+// the graph is refused by the reference).
+std::string reference_problem(const Experiment& e, const Graph& graph, Backend& reference_backend,
+                              const Pipeline& reference_pipeline, uint64_t input_seed) {
+  auto want = run_once(e, graph, reference_backend, reference_pipeline, input_seed);
+  if (!want) return "";
+  auto precise = evaluate_precisely(graph, make_graph_workload("fuzz", graph)->make_inputs(input_seed));
+  if (!precise) return "the precise evaluator refuses what interp runs: " + precise.error().message;
+  Correctness c = compare_values(*want, *precise, e.reference.rtol, e.reference.atol);
+  return c.pass ? "" : "interp disagrees with the precise evaluator: " + c.problem;
 }
 
 Status write_failure(const FuzzOptions& options, const Graph& reduced, FuzzFailure& failure) {
@@ -63,10 +92,14 @@ Status write_failure(const FuzzOptions& options, const Graph& reduced, FuzzFailu
   std::string backend = fs::path(failure.backend).stem().string();
   std::string stem = fmt::format("fuzz-{}-{}-{}", failure.graph_seed, failure.pipeline, backend);
   fs::path lzir = fs::path(options.out_dir) / (stem + ".lzir"), yaml = fs::path(options.out_dir) / (stem + ".yaml");
-  std::ofstream(lzir) << fmt::format("// lazylab fuzz --seed {}: {} on {}: {}\n// reproduce: lazylab run {}\n",
-                                     failure.graph_seed, failure.pipeline, failure.backend, failure.problem,
-                                     yaml.string())
+  bool replayable = failure.pipeline != kPreciseCheck;
+  std::ofstream(lzir) << fmt::format("// lazylab fuzz --seed {}: {} on {}: {}\n// {}\n", failure.graph_seed,
+                                     failure.pipeline, failure.backend, failure.problem,
+                                     replayable ? "reproduce: lazylab run " + yaml.string()
+                                                : "the interpreter's result is checked by lazylab fuzz only")
                       << print_graph(reduced, "reduced");
+  failure.lzir_path = lzir.string();
+  if (!replayable) return fs::exists(lzir) ? Status{} : make_error(fmt::format("{}: cannot write", lzir.string()));
   std::ofstream(yaml) << fmt::format(
       "# A failure found by lazylab fuzz, reduced from {} to {} nodes.\nname: {}\nseed: {}\nworkloads: [{{file: "
       "{}.lzir}}]\npipelines: {{{}: \"{}\"}}\nbackends: [{}]\nrepeat: {{warmup: 0, runs: 1}}\nreference: {{backend: "
@@ -129,24 +162,14 @@ Expected<FuzzReport> run_fuzz(const FuzzOptions& options, std::ostream* progress
       ++report.rejected;
       continue;
     }
-    for (const Target& target : *targets) {
-      ++report.checks;
-      std::string problem = problem_of(e, graph, target, **reference_backend, reference_pipeline, seed);
-      if (problem.empty()) continue;
-      auto still_fails = [&](const Graph& candidate) {
-        return verify(candidate) &&
-               !problem_of(e, candidate, target, **reference_backend, reference_pipeline, seed).empty();
-      };
-      Graph reduced = reduce_graph(graph, still_fails);
-      FuzzFailure failure{seed,
-                          target.pipeline_name,
-                          target.pipeline_text,
-                          target.backend_name,
-                          problem_of(e, reduced, target, **reference_backend, reference_pipeline, seed),
-                          graph.size(),
-                          reduced.size(),
-                          "",
-                          ""};
+    // A failing check, reduced (delta debugging over nodes) while
+    // `problem_on` still reports a problem, written and reported.
+    auto record = [&](const std::string& problem, const std::string& pipeline_name, const std::string& pipeline_text,
+                      const std::string& backend_name, auto&& problem_on) -> Status {
+      Graph reduced = reduce_graph(
+          graph, [&](const Graph& candidate) { return verify(candidate) && !problem_on(candidate).empty(); });
+      FuzzFailure failure{
+          seed, pipeline_name, pipeline_text, backend_name, problem_on(reduced), graph.size(), reduced.size(), "", ""};
       // A failure that comes and goes (reading memory never written, a race)
       // may pass the last check: say so rather than print nothing.
       if (failure.problem.empty())
@@ -158,6 +181,21 @@ Expected<FuzzReport> run_fuzz(const FuzzOptions& options, std::ostream* progress
             failure.problem, failure.nodes, failure.reduced_nodes,
             failure.experiment_path.empty() ? "" : "; reproduce: lazylab run " + failure.experiment_path);
       report.failures.push_back(std::move(failure));
+      return {};
+    };
+    ++report.checks;
+    auto reference_on = [&](const Graph& g) {
+      return reference_problem(e, g, **reference_backend, reference_pipeline, seed);
+    };
+    if (std::string problem = reference_on(graph); !problem.empty())
+      LAZYLAB_TRY(record(problem, kPreciseCheck, kReferencePipeline, "interp", reference_on));
+    for (const Target& target : *targets) {
+      ++report.checks;
+      auto target_on = [&](const Graph& g) {
+        return problem_of(e, g, target, **reference_backend, reference_pipeline, seed);
+      };
+      if (std::string problem = target_on(graph); !problem.empty())
+        LAZYLAB_TRY(record(problem, target.pipeline_name, target.pipeline_text, target.backend_name, target_on));
     }
     if (progress && !options.quiet && (g + 1) % 500 == 0)
       *progress << fmt::format("  {} graphs, {} checks, {} failures, {:.0f} s\n", report.graphs, report.checks,

@@ -1,6 +1,8 @@
 // `lazylab fuzz`: random graphs (graph_generator.h) through every pipeline
 // on every backend, each checked against the interpreter running the graph
-// as written; a mismatch or an error the reference does not share is reduced
+// as written, and the interpreter itself against an independent evaluator in
+// long double (precise_evaluator.h); a mismatch or an error the reference
+// does not share is reduced
 // (delta debugging over nodes) to a small .lzir with an experiment that
 // reproduces it through `lazylab run`.
 #pragma once
@@ -37,7 +39,7 @@ struct FuzzFailure {
 
 struct FuzzReport {
   int64_t graphs = 0;    // generated
-  int64_t checks = 0;    // graph x pipeline x backend runs compared
+  int64_t checks = 0;    // graph x pipeline x backend runs compared, and interp x precise
   int64_t rejected = 0;  // graphs the reference itself refused (not failures)
   std::vector<FuzzFailure> failures;
   double seconds = 0;

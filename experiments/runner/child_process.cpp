@@ -73,6 +73,9 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions&
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addchdir_np(&actions, options.folder.c_str());
+  if (!options.stdout_file.empty())
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
   if (!options.stderr_file.empty())
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);

@@ -14,6 +14,7 @@ struct ChildOptions {
   std::vector<std::string> unset_environment;  // variable names removed
   std::vector<std::string> set_environment;    // "NAME=value", added
   double timeout_s = 0;                        // 0: none
+  std::string stdout_file;                     // where its stdout goes; empty: inherited
   std::string stderr_file;                     // where its stderr goes; empty: inherited
 };
 

@@ -10,16 +10,19 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include "core/hash.h"
 #include "core/source_file.h"
 #include "core/suggest.h"
+#include "pipeline_sweep.h"
 
 namespace lazylab {
 namespace {
 
-int line_of(const YAML::Node& node) { return node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
+// A key that is not there has no line: yaml-cpp throws on asking.
+int line_of(const YAML::Node& node) { return node.IsDefined() && node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
 
 // Error locations read "file:line: path.to.key: message".
 class Reader {
@@ -45,6 +48,7 @@ class Reader {
 
   template <class T>
   Expected<T> scalar(const YAML::Node& node, const std::string& key_path, const char* type_name) const {
+    if (!node.IsDefined()) return make_error(fmt::format("{}: {}: missing (expected {})", path_, key_path, type_name));
     if (!node.IsScalar()) return error(node, key_path, fmt::format("expected {}", type_name));
     if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>)
       if (node.Scalar().starts_with("-"))
@@ -94,6 +98,8 @@ Expected<std::vector<WorkloadParams>> read_param_grid(const Reader& r, const YAM
       if (!value) return value.error();
       values.push_back(*value);
     }
+    if (grid.size() * values.size() > static_cast<size_t>(kMaxSweepEntries))
+      return r.error(params, at, fmt::format("the sweep expands to more than {} workloads", kMaxSweepEntries));
     std::vector<WorkloadParams> next;
     for (const WorkloadParams& partial : grid)
       for (int64_t value : values) {
@@ -108,6 +114,8 @@ Expected<std::vector<WorkloadParams>> read_param_grid(const Reader& r, const YAM
 Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
   if (!list.IsSequence() || list.size() == 0) return r.error(list, "workloads", "expected a non-empty list");
   std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
+  // (name, params, label) -> line: the same entry twice is a mistake.
+  std::map<std::tuple<std::string, WorkloadParams, std::string>, int> seen;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string at = fmt::format("workloads[{}]", i);
     WorkloadEntry entry;
@@ -138,54 +146,38 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     }
     for (WorkloadParams& params : grid) {
       entry.params = std::move(params);
-      for (const WorkloadEntry& earlier : e.workloads)
-        if (earlier.name == entry.name && earlier.params == entry.params && earlier.label == entry.label)
-          return r.error(item, at,
-                         fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "
-                                     "different 'label' or different 'params'",
-                                     describe_params(entry.params), earlier.line));
+      auto [earlier, inserted] = seen.emplace(std::tuple(entry.name, entry.params, entry.label), entry.line);
+      if (!inserted)
+        return r.error(item, at,
+                       fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "
+                                   "different 'label' or different 'params'",
+                                   describe_params(entry.params), earlier->second));
+      if (e.workloads.size() == static_cast<size_t>(kMaxSweepEntries))
+        return r.error(item, at, fmt::format("more than {} workloads in all", kMaxSweepEntries));
       e.workloads.push_back(entry);
     }
   }
   return {};
 }
 
-// "fuse{strategy={a,b}}" is one pipeline per listed value, named
-// "NAME[strategy=a]"; several lists give every combination.
-std::vector<PipelineEntry> expand_pipeline_template(const std::string& name, const std::string& text) {
-  static const std::regex kList(R"(([A-Za-z0-9_.-]+)=\{([^{}=]*)\})");
-  std::smatch match;
-  if (!std::regex_search(text, match, kList)) return {{name, text}};
-  std::string option = match[1].str(), before = match.prefix().str(), after = match.suffix().str();
-  std::vector<PipelineEntry> expanded;
-  std::stringstream values(match[2].str());
-  for (std::string value; std::getline(values, value, ',');) {
-    value.erase(0, value.find_first_not_of(" \t"));
-    value.erase(value.find_last_not_of(" \t") + 1);
-    std::string chosen = option + "=" + value;
-    // The rest of the text may hold further lists: expand them under this
-    // choice, naming every choice in order.
-    for (PipelineEntry& rest : expand_pipeline_template("", before + chosen + after)) {
-      std::string names = rest.name.empty() ? chosen : chosen + "," + rest.name.substr(1, rest.name.size() - 2);
-      expanded.push_back({fmt::format("{}[{}]", name, names), rest.text});
-    }
-  }
-  return expanded;
-}
-
 Status read_pipelines(const Reader& r, const YAML::Node& map, Experiment& e) {
   if (!map.IsMap() || map.size() == 0)
     return r.error(map, "pipelines", "expected a non-empty mapping of name: pipeline text");
+  std::map<std::string, int> seen;  // name -> line
   for (auto item : map) {
     auto name = item.first.as<std::string>();
     auto text = r.scalar<std::string>(item.second, "pipelines." + name, "pipeline text");
     if (!text) return text.error();
-    for (PipelineEntry& entry : expand_pipeline_template(name, *text)) {
-      entry.line = line_of(item.second);
-      for (const PipelineEntry& earlier : e.pipelines)
-        if (earlier.name == entry.name)
-          return r.error(item.first, "pipelines." + name,
-                         fmt::format("pipeline '{}' is already defined on line {}", entry.name, earlier.line));
+    auto sweep = expand_pipeline_sweep(name, *text);
+    if (!sweep) return r.error(item.second, "pipelines." + name, sweep.error().message);
+    for (ExpandedPipeline& expanded : *sweep) {
+      PipelineEntry entry{std::move(expanded.name), std::move(expanded.text), line_of(item.second)};
+      auto [earlier, inserted] = seen.emplace(entry.name, entry.line);
+      if (!inserted)
+        return r.error(item.first, "pipelines." + name,
+                       fmt::format("pipeline '{}' is already defined on line {}", entry.name, earlier->second));
+      if (e.pipelines.size() == static_cast<size_t>(kMaxSweepEntries))
+        return r.error(item.first, "pipelines." + name, fmt::format("more than {} pipelines in all", kMaxSweepEntries));
       e.pipelines.push_back(std::move(entry));
     }
   }
@@ -203,6 +195,7 @@ Status read_backends(const Reader& r, const YAML::Node& list, Experiment& e) {
     } else {
       LAZYLAB_TRY(r.expect_keys(item, at, {"name", "options", "label"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
+      if (!item["name"]) return r.error(item, at, "missing 'name' (a backend name or a plugin file)");
       auto name = r.scalar<std::string>(item["name"], at + ".name", "a backend name");
       if (!name) return name.error();
       entry.name = *name;
@@ -325,19 +318,23 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   return read_sections(r, root, e);
 }
 
-// yaml-cpp keeps one of two equal keys silently; a user meant one of them.
-Status reject_duplicate_keys(const Reader& r, const YAML::Node& node, const std::string& at) {
+// Every key is a plain name, once: yaml-cpp keeps one of two equal keys
+// silently (a user meant one of them), and a list, a mapping or nothing as a
+// key names nothing the loader could read.
+Status check_keys(const Reader& r, const YAML::Node& node, const std::string& at) {
   if (node.IsSequence())
-    for (size_t i = 0; i < node.size(); ++i)
-      LAZYLAB_TRY(reject_duplicate_keys(r, node[i], fmt::format("{}[{}]", at, i)));
+    for (size_t i = 0; i < node.size(); ++i) LAZYLAB_TRY(check_keys(r, node[i], fmt::format("{}[{}]", at, i)));
   if (!node.IsMap()) return {};
   std::map<std::string, int> seen;
   for (auto item : node) {
+    if (!item.first.IsScalar())
+      return r.error(item.first, at.empty() ? "(top level)" : at,
+                     "a key must be a plain name, not a list, a mapping or nothing");
     std::string key = item.first.Scalar();
     auto [it, inserted] = seen.emplace(key, line_of(item.first));
     if (!inserted)
       return r.error(item.first, Reader::join(at, key), fmt::format("duplicate key (first on line {})", it->second));
-    LAZYLAB_TRY(reject_duplicate_keys(r, item.second, Reader::join(at, key)));
+    LAZYLAB_TRY(check_keys(r, item.second, Reader::join(at, key)));
   }
   return {};
 }
@@ -406,8 +403,9 @@ Expected<Experiment> parse_experiment(const std::string& text, const std::string
     return make_error(fmt::format("{}:{}:{}: malformed YAML: {}", path, ex.mark.line + 1, ex.mark.column + 1, ex.msg));
   }
   Reader reader(path);
-  LAZYLAB_TRY(reject_duplicate_keys(reader, root, ""));
+  LAZYLAB_TRY(check_keys(reader, root, ""));
   for (const KeyOverride& o : overrides) LAZYLAB_TRY(apply_override(root, o));
+  if (!overrides.empty()) LAZYLAB_TRY(check_keys(reader, root, ""));
   Status status = read_experiment(reader, root, e);
   if (!status) return status.error();
   e.overrides = overrides;

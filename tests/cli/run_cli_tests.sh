@@ -478,6 +478,13 @@ check "passes gives each strategy's rules" 0 "^ +legal: TVM's rules \(matmul int
 check "backends lists interp" 0 "interp +Reference interpreter" -- "$lazylab" backends
 check "a broken plugin on the path is listed as unusable" 0 "wrongabi +UNUSABLE: .*ABI 1.0" -- \
   env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends
+# Each plugin is loaded in a child: one that segfaults while loading is named,
+# and the others are still listed.
+check "a plugin crashing on load is listed as crashed" 0 "crashload +UNUSABLE: crashed while loading \(signal 11" -- \
+  env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends
+check "the others are listed beside a crashing plugin" 0 "^counting +reference kernels on private memory" -- \
+  env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends
+check "backends gives each file and device" 0 "device: .*" -- "$lazylab" backends
 check "workloads lists the suite" 0 "gpt2-block" -- "$lazylab" workloads
 
 echo "$passed passed, $failed failed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The unit, golden and differential tests, the CLI on malformed inputs and
-# 300 fuzzed graphs,
+# The unit, golden and differential tests, the CLI on malformed inputs, 300
+# fuzzed graphs and the libFuzzer corpora,
 # under AddressSanitizer + UndefinedBehaviorSanitizer: a second build of the
 # tree with -fsanitize=address,undefined in its own folder under the main
 # build. Any report (leaks included) fails the run.
@@ -14,6 +14,8 @@ fi
 ninja -C "$build" -j2 tests/lazylab-unit-tests experiments/lazylab backends/cpu/lazylab-backend-cpu.so \
   backends/interp/lazylab-backend-interp.so tests/lazylab-backend-failing.so tests/lazylab-backend-counting.so \
   tests/lazylab-backend-wrongabi.so tests/lazylab-backend-noentry.so plugins/lazylab-backend-example.so \
+  tests/libfuzzer/lazylab-libfuzzer-lzir-parser tests/libfuzzer/lazylab-libfuzzer-pipeline-parser \
+  tests/libfuzzer/lazylab-libfuzzer-experiment-loader \
   >"$build/ninja.log" 2>&1 || { tail -30 "$build/ninja.log"; exit 1; }
 export ASAN_OPTIONS="halt_on_error=1 detect_leaks=1 abort_on_error=0 exitcode=99"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 exitcode=99"
@@ -47,4 +49,8 @@ printf 'name: t\nworkloads: [{file: intmin.lzir}, {name: softmax, params: {rows:
 LAZYLAB_PLUGIN_PATH="$build/backends/cpu:$build/backends/interp" expect_exit 0 run "$work/run.yaml" -q -o "$work/out"
 echo "fuzzing"
 expect_exit 0 fuzz --graphs 300 --seed 3 -q
+echo "libFuzzer corpora replayed"
+for target in lzir-parser pipeline-parser experiment-loader; do
+  "$build/tests/libfuzzer/lazylab-libfuzzer-$target" "$src/tests/libfuzzer/corpus/$target" >/dev/null
+done
 echo "asan+ubsan: clean"

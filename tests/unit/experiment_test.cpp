@@ -1,5 +1,6 @@
 // Experiment YAML: every malformed input names the key path and line.
 #include "runner/experiment.h"
+#include "runner/pipeline_sweep.h"
 #include "support.h"
 
 #include <set>
@@ -201,4 +202,47 @@ TEST_CASE("duplicate keys and mistyped keys are named") {
   CHECK(error_of(kValid + "repeat: {runs: 2, runs: 3}\n") ==
         "x.yaml:10: repeat.runs: duplicate key (first on line 10)");
   CHECK(error_of(kValid + "repaet: {runs: 2}\n").find("x.yaml:10: repaet: unknown key (did you mean 'repeat'?)") == 0);
+}
+
+// Found by the experiment-loader libFuzzer target: a non-scalar key reached
+// yaml-cpp's string conversion, which throws.
+TEST_CASE("a key that is a list, a mapping or nothing is an error, anywhere") {
+  CHECK(error_of(kValid + "[seed]: 1\n") ==
+        "x.yaml:10: (top level): a key must be a plain name, not a list, a mapping or nothing");
+  CHECK(error_of(kValid + "repeat: {{runs: 1}: 2}\n") ==
+        "x.yaml:10: repeat: a key must be a plain name, not a list, a mapping or nothing");
+  CHECK(error_of(kValid + "peers: {? : [python3]}\n") ==
+        "x.yaml:10: peers: a key must be a plain name, not a list, a mapping or nothing");
+  auto by_override = parse_experiment(kValid, "x.yaml", {{"repeat", "{[runs]: 2}"}});
+  REQUIRE_FALSE(by_override.ok());
+  CHECK(by_override.error().message.find("a key must be a plain name") != std::string::npos);
+}
+
+// Found by the experiment-loader libFuzzer target: a backend entry without a
+// name threw from yaml-cpp; long or combinatorial sweeps took minutes (a
+// recursive std::regex scan) before anything was checked.
+TEST_CASE("a backend entry without a name is an error") {
+  CHECK(error_of("name: t\nworkloads: [chain-tiny]\npipelines: {p: lower}\nbackends: [{options: threads=1}]\n") ==
+        "x.yaml:4: backends[0]: missing 'name' (a backend name or a plugin file)");
+}
+
+TEST_CASE("sweeps are bounded and empty lists refused") {
+  auto too_many = expand_pipeline_sweep("p",
+                                        "fuse{strategy={a,b,c,d,e,f,g,h,i,j}},plan-memory{algo={a,b,c,d,e,f,g,"
+                                        "h,i,j}},schedule{order={a,b,c,d,e,f,g,h,i,j}},x{y={1,2,3,4,5,6,7,8,9,10,11}}");
+  REQUIRE_FALSE(too_many.ok());
+  CHECK(too_many.error().message == "the sweep expands to more than 10000 pipelines");
+  auto empty = expand_pipeline_sweep("p", "fuse{strategy={}}");
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().message == "'strategy={}' lists no values to sweep");
+  auto four = expand_pipeline_sweep("p", "fuse{strategy={a, b}},plan-memory{algo={x,y}}");
+  REQUIRE(four.ok());
+  REQUIRE(four->size() == 4);
+  CHECK((*four)[1].name == "p[strategy=a,algo=y]");
+  CHECK((*four)[1].text == "fuse{strategy=a},plan-memory{algo=y}");
+  CHECK((*four)[2].name == "p[strategy=b,algo=x]");
+  std::string ten = "[1,2,3,4,5,6,7,8,9,10]";
+  CHECK(error_of("name: t\nworkloads: [{name: softmax, params: {rows: " + ten + ", cols: " + ten + ", a: " + ten +
+                 ", b: " + ten + ", c: [1, 2]}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0].params: the sweep expands to more than 10000 workloads");
 }

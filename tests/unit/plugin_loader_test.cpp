@@ -113,7 +113,7 @@ TEST_CASE("bad backend options, compile failures and execute failures come back 
 TEST_CASE("a folder on the plugin path twice, or also the build tree, lists each backend once") {
   std::string twice = kDir + ":" + kDir + "/.:" + kDir;
   setenv("LAZYLAB_PLUGIN_PATH", twice.c_str(), 1);
-  std::vector<BackendListing> listings = list_backends();
+  std::vector<BackendListing> listings = find_backend_plugins();
   unsetenv("LAZYLAB_PLUGIN_PATH");
   std::map<std::string, int> seen;
   for (const BackendListing& listing : listings) ++seen[listing.name];

@@ -107,3 +107,14 @@ TEST_CASE("a shape whose size overflows is a parse error at its line") {
         "t.lzir:2:8: parameter: f32[4294967296,4294967296] has more than 72057594037927936 bytes (2^56), the most a "
         "tensor may have");
 }
+
+// Found by the lzir-parser libFuzzer target: with a 0 dim last, the element
+// count was 0 but the product before it overflowed int64 (UBSan).
+TEST_CASE("an empty shape whose other dims overflow is a parse error too") {
+  CHECK(parse_error("graph @g {\n  %x = parameter {ordinal = 0} : f32[4294967296,4294967296,0]\n  return %x\n}\n") ==
+        "t.lzir:2:8: parameter: f32[4294967296,4294967296,0] has more than 72057594037927936 bytes (2^56), the most a "
+        "tensor may have");
+  auto empty = parse_graph("graph @g {\n  %x = parameter {ordinal = 0} : f32[1024,0,1024]\n  return %x\n}\n", "t.lzir");
+  REQUIRE(empty.ok());
+  CHECK(empty->graph.node(0).type.num_elements() == 0);
+}

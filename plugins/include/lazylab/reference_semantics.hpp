@@ -15,34 +15,37 @@ namespace lazylab::reference {
 using formulas::kGeluCubic;
 using formulas::kGeluScale;
 
-// The primitives in double precision; max and min propagate NaN, as IEEE
+// The primitives over a real type R (double for the reference; the fuzzer's
+// precise evaluator uses long double); max and min propagate NaN, as IEEE
 // maximum does and PyTorch expects.
-struct DoubleMath {
-  using Value = double;
+template <class R>
+struct RealMath {
+  using Value = R;
   using Predicate = bool;
-  static double constant(double v) { return v; }
-  static double neg(double x) { return -x; }
-  static double abs(double x) { return std::fabs(x); }
-  static double exp(double x) { return std::exp(x); }
-  static double log(double x) { return std::log(x); }
-  static double sqrt(double x) { return std::sqrt(x); }
-  static double tanh(double x) { return std::tanh(x); }
-  static double add(double a, double b) { return a + b; }
-  static double sub(double a, double b) { return a - b; }
-  static double mul(double a, double b) { return a * b; }
-  static double div(double a, double b) { return a / b; }
-  static double pow(double a, double b) { return std::pow(a, b); }
-  static double max(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : (a > b ? a : b); }
-  static double min(double a, double b) { return (std::isnan(a) || std::isnan(b)) ? NAN : (a < b ? a : b); }
-  static bool eq(double a, double b) { return a == b; }
-  static bool ne(double a, double b) { return a != b; }
-  static bool lt(double a, double b) { return a < b; }
-  static bool le(double a, double b) { return a <= b; }
-  static bool gt(double a, double b) { return a > b; }
-  static bool ge(double a, double b) { return a >= b; }
-  static double select(bool c, double a, double b) { return c ? a : b; }
-  static double from_predicate(bool c) { return c ? 1.0 : 0.0; }
+  static R constant(double v) { return v; }
+  static R neg(R x) { return -x; }
+  static R abs(R x) { return std::fabs(x); }
+  static R exp(R x) { return std::exp(x); }
+  static R log(R x) { return std::log(x); }
+  static R sqrt(R x) { return std::sqrt(x); }
+  static R tanh(R x) { return std::tanh(x); }
+  static R add(R a, R b) { return a + b; }
+  static R sub(R a, R b) { return a - b; }
+  static R mul(R a, R b) { return a * b; }
+  static R div(R a, R b) { return a / b; }
+  static R pow(R a, R b) { return std::pow(a, b); }
+  static R max(R a, R b) { return (std::isnan(a) || std::isnan(b)) ? R(NAN) : (a > b ? a : b); }
+  static R min(R a, R b) { return (std::isnan(a) || std::isnan(b)) ? R(NAN) : (a < b ? a : b); }
+  static bool eq(R a, R b) { return a == b; }
+  static bool ne(R a, R b) { return a != b; }
+  static bool lt(R a, R b) { return a < b; }
+  static bool le(R a, R b) { return a <= b; }
+  static bool gt(R a, R b) { return a > b; }
+  static bool ge(R a, R b) { return a >= b; }
+  static R select(bool c, R a, R b) { return c ? a : b; }
+  static R from_predicate(bool c) { return c ? R(1) : R(0); }
 };
+using DoubleMath = RealMath<double>;
 
 // Returns false if `op` is not a unary elementwise op.
 inline bool apply_unary(uint32_t op, double x, double& out) {
@@ -79,6 +82,19 @@ inline bool apply_binary_int(uint32_t op, long long a, long long b, long long& o
       return true;
     case LAZYLAB_OP_Max: out = a > b ? a : b; return true;
     case LAZYLAB_OP_Min: out = a < b ? a : b; return true;
+    default: return false;
+  }
+}
+
+// neg, abs and relu on integers: exact, with negation wrapping (the most
+// negative value is its own negation). Returns false for the other unary ops,
+// which integers evaluate through double.
+inline bool apply_unary_int(uint32_t op, long long x, long long& out) {
+  long long negated = (long long)(0ULL - (unsigned long long)x);
+  switch (op) {
+    case LAZYLAB_OP_Neg: out = negated; return true;
+    case LAZYLAB_OP_Abs: out = x < 0 ? negated : x; return true;
+    case LAZYLAB_OP_Relu: out = x > 0 ? x : 0; return true;
     default: return false;
   }
 }

@@ -1,0 +1,381 @@
+#include "precise_evaluator.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "lazylab/op_formulas.hpp"
+#include "lazylab/reference_semantics.hpp"
+
+namespace lazylab {
+namespace {
+
+using Real = long double;
+
+using LongDoubleMath = reference::RealMath<Real>;
+
+bool is_integral(DType dtype) { return dtype == DType::I32 || dtype == DType::I64 || dtype == DType::Bool; }
+
+// A computed real stored into `dtype`: rounded to the float type, or
+// truncated into the integer one as the reference semantics say.
+Real store_real(DType dtype, Real v) {
+  switch (dtype) {
+    case DType::F32: return static_cast<float>(v);
+    case DType::F64: return static_cast<double>(v);
+    case DType::I32: return static_cast<int32_t>(reference::to_integer(static_cast<double>(v)));
+    case DType::I64: return reference::to_integer(static_cast<double>(v));
+    default: return v != 0;
+  }
+}
+
+// An exact integer stored into `dtype`: i32 keeps the low 32 bits.
+Real store_integer(DType dtype, long long v) {
+  switch (dtype) {
+    case DType::I32: return static_cast<int32_t>(v);
+    case DType::Bool: return v != 0;
+    case DType::F32: return static_cast<float>(v);
+    case DType::F64: return static_cast<double>(v);
+    default: return static_cast<Real>(v);
+  }
+}
+
+long long as_integer(Real v) { return static_cast<long long>(v); }
+
+struct Value {
+  TensorType type;
+  std::vector<Real> elements;
+};
+
+using Index = std::vector<int64_t>;
+
+Index strides_of(const Dims& shape) {
+  Index strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+Index unravel(int64_t flat, const Dims& shape) {
+  Index index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return index;
+}
+
+int64_t ravel(const Index& index, const Index& strides) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < index.size(); ++d) flat += index[d] * strides[d];
+  return flat;
+}
+
+class Evaluator {
+ public:
+  Evaluator(const Graph& graph, const std::vector<HostTensor>& inputs) : graph_(graph), inputs_(inputs) {}
+
+  Expected<ReferenceOutputs> run() {
+    values_.resize(graph_.size());
+    std::vector<bool> live = live_nodes(graph_);
+    for (NodeId id = 0; id < graph_.size(); ++id) {
+      if (!live[id]) continue;
+      const Node& node = graph_.node(id);
+      Value& out = values_[id];
+      out.type = node.type;
+      out.elements.assign(static_cast<size_t>(node.type.num_elements()), 0);
+      LAZYLAB_TRY(evaluate(node, out));
+    }
+    ReferenceOutputs outputs;
+    for (NodeId root : graph_.roots()) {
+      outputs.types.push_back(values_[root].type);
+      outputs.values.emplace_back(values_[root].elements.begin(), values_[root].elements.end());
+    }
+    return outputs;
+  }
+
+ private:
+  const Value& operand(const Node& node, int i) const { return values_[node.operands[i]]; }
+
+  Status evaluate(const Node& node, Value& out) {
+    const OpInfo& info = op_info(node.op);
+    switch (node.op) {
+      case OpId::Parameter: return parameter(node, out);
+      case OpId::Constant:
+        for (Real& e : out.elements) e = store_real(out.type.dtype, node.attrs[0].f);
+        return {};
+      case OpId::Iota:
+        return gather(out, [&](const Index& o) { return store_integer(out.type.dtype, o[node.attrs[0].i]); });
+      case OpId::Cast: return cast(node, out);
+      case OpId::Select: return select(node, out);
+      case OpId::Broadcast: return broadcast(node, out);
+      case OpId::Reshape: out.elements = operand(node, 0).elements; return {};
+      case OpId::Transpose: return transpose(node, out);
+      case OpId::Slice: return slice(node, out);
+      case OpId::Concat: return concat(node, out);
+      case OpId::Matmul: return matmul(node, out);
+      case OpId::Softmax: return softmax(node, out);
+      case OpId::Layernorm: return layernorm(node, out);
+      default: break;
+    }
+    if (info.category == OpCategory::Reduction) return reduce(node, out);
+    if (node.operands.size() == 1) return unary(node, out);
+    return binary(node, out);
+  }
+
+  template <class Element>
+  Status gather(Value& out, Element&& element) {
+    for (size_t flat = 0; flat < out.elements.size(); ++flat)
+      out.elements[flat] = element(unravel(static_cast<int64_t>(flat), out.type.shape));
+    return {};
+  }
+
+  Status parameter(const Node& node, Value& out) {
+    int64_t ordinal = node.attrs[0].i;
+    if (ordinal < 0 || ordinal >= static_cast<int64_t>(inputs_.size()) || !(inputs_[ordinal].type == node.type))
+      return make_error(
+          fmt::format("precise evaluator: no input of type {} for parameter {}", to_string(node.type), ordinal));
+    const std::byte* data = inputs_[ordinal].data->data();
+    for (size_t i = 0; i < out.elements.size(); ++i) out.elements[i] = load(node.type.dtype, data, i);
+    return {};
+  }
+
+  static Real load(DType dtype, const std::byte* data, size_t i) {
+    auto read = [&]<class T>(T) {
+      T v;
+      std::memcpy(&v, data + i * sizeof(T), sizeof(T));
+      return static_cast<Real>(v);
+    };
+    switch (dtype) {
+      case DType::F32: return read(float{});
+      case DType::F64: return read(double{});
+      case DType::I32: return read(int32_t{});
+      case DType::I64: return read(int64_t{});
+      default: return read(uint8_t{}) != 0;
+    }
+  }
+
+  Status cast(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    bool exact = is_integral(x.type.dtype) && is_integral(out.type.dtype);
+    for (size_t i = 0; i < out.elements.size(); ++i)
+      out.elements[i] =
+          exact ? store_integer(out.type.dtype, as_integer(x.elements[i])) : store_real(out.type.dtype, x.elements[i]);
+    return {};
+  }
+
+  Status select(const Node& node, Value& out) {
+    const Value &p = operand(node, 0), &a = operand(node, 1), &b = operand(node, 2);
+    for (size_t i = 0; i < out.elements.size(); ++i)
+      out.elements[i] = p.elements[i] != 0 ? a.elements[i] : b.elements[i];
+    return {};
+  }
+
+  Status broadcast(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    const Ints& dims = node.attrs[0].ints;
+    Index strides = strides_of(x.type.shape);
+    return gather(out, [&](const Index& o) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < dims.size(); ++d)
+        if (x.type.shape[d] != 1) flat += o[dims[d]] * strides[d];
+      return x.elements[flat];
+    });
+  }
+
+  Status transpose(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    const Ints& perm = node.attrs[0].ints;
+    Index strides = strides_of(x.type.shape);
+    return gather(out, [&](const Index& o) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < perm.size(); ++d) flat += o[d] * strides[perm[d]];
+      return x.elements[flat];
+    });
+  }
+
+  Status slice(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    const Ints &start = node.attrs[0].ints, &stride = node.attrs[2].ints;
+    Index strides = strides_of(x.type.shape);
+    return gather(out, [&](const Index& o) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < o.size(); ++d) flat += (start[d] + o[d] * stride[d]) * strides[d];
+      return x.elements[flat];
+    });
+  }
+
+  Status concat(const Node& node, Value& out) {
+    int64_t axis = node.attrs[0].i;
+    return gather(out, [&](const Index& o) {
+      Index in = o;
+      for (size_t i = 0; i < node.operands.size(); ++i) {
+        const Value& x = operand(node, static_cast<int>(i));
+        if (in[axis] < x.type.shape[axis]) return x.elements[ravel(in, strides_of(x.type.shape))];
+        in[axis] -= x.type.shape[axis];
+      }
+      return Real(NAN);  // unreachable for a verified graph
+    });
+  }
+
+  Status unary(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    LongDoubleMath m;
+    for (size_t i = 0; i < out.elements.size(); ++i) {
+      long long exact = 0;
+      if (is_integral(x.type.dtype) &&
+          reference::apply_unary_int(static_cast<uint32_t>(node.op), as_integer(x.elements[i]), exact)) {
+        out.elements[i] = store_integer(out.type.dtype, exact);
+        continue;
+      }
+      Real result = 0;
+      if (!formulas::unary(m, static_cast<uint32_t>(node.op), x.elements[i], result))
+        return make_error(fmt::format("precise evaluator: no formula for '{}'", op_name(node.op)));
+      out.elements[i] = store_real(out.type.dtype, result);
+    }
+    return {};
+  }
+
+  Status binary(const Node& node, Value& out) {
+    const Value &a = operand(node, 0), &b = operand(node, 1);
+    uint32_t op = static_cast<uint32_t>(node.op);
+    bool integer = is_integral(a.type.dtype) && node.op != OpId::Pow && !ops::is_comparison(op);
+    LongDoubleMath m;
+    for (size_t i = 0; i < out.elements.size(); ++i) {
+      if (integer) {
+        long long exact = 0;
+        if (!reference::apply_binary_int(op, as_integer(a.elements[i]), as_integer(b.elements[i]), exact))
+          return make_error("integer division by zero");
+        out.elements[i] = store_integer(out.type.dtype, exact);
+        continue;
+      }
+      Real result = 0;
+      if (!formulas::binary(m, op, a.elements[i], b.elements[i], result))
+        return make_error(fmt::format("precise evaluator: no formula for '{}'", op_name(node.op)));
+      out.elements[i] = store_real(out.type.dtype, result);
+    }
+    return {};
+  }
+
+  // Each output element gathers its reduced positions.
+  Status reduce(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    const Dims& in_shape = x.type.shape;
+    std::vector<bool> reduced(in_shape.size(), false);
+    for (int64_t axis : node.attrs[0].ints) reduced[axis] = true;
+    bool keepdim = node.attrs[1].i != 0;
+    Dims reduced_shape;
+    for (size_t d = 0; d < in_shape.size(); ++d)
+      if (reduced[d]) reduced_shape.push_back(in_shape[d]);
+    int64_t count = 1;
+    for (int64_t d : reduced_shape) count *= d;
+    Index strides = strides_of(in_shape);
+    bool integer = is_integral(x.type.dtype);
+    if (integer && node.op == OpId::ReduceMean && count == 0 && !out.elements.empty())
+      return make_error("integer mean over no elements");
+    return gather(out, [&](const Index& o) {
+      Index in(in_shape.size(), 0);
+      for (size_t d = 0, kept = 0; d < in_shape.size(); ++d) {
+        if (!reduced[d]) in[d] = o[kept];
+        if (!reduced[d] || keepdim) ++kept;
+      }
+      Real acc = node.op == OpId::ReduceMax ? -INFINITY : node.op == OpId::ReduceMin ? INFINITY : 0;
+      long long acc_int = node.op == OpId::ReduceMax   ? std::numeric_limits<long long>::min()
+                          : node.op == OpId::ReduceMin ? std::numeric_limits<long long>::max()
+                                                       : 0;
+      for (int64_t r = 0; r < count; ++r) {
+        Index position = unravel(r, reduced_shape);
+        for (size_t d = 0, k = 0; d < in_shape.size(); ++d)
+          if (reduced[d]) in[d] = position[k++];
+        Real v = x.elements[ravel(in, strides)];
+        if (integer) {
+          long long iv = as_integer(v);
+          if (node.op == OpId::ReduceMax)
+            acc_int = std::max(acc_int, iv);
+          else if (node.op == OpId::ReduceMin)
+            acc_int = std::min(acc_int, iv);
+          else
+            reference::apply_binary_int(LAZYLAB_OP_Add, acc_int, iv, acc_int);
+        } else if (node.op == OpId::ReduceMax) {
+          acc = LongDoubleMath::max(acc, v);
+        } else if (node.op == OpId::ReduceMin) {
+          acc = LongDoubleMath::min(acc, v);
+        } else {
+          acc += v;
+        }
+      }
+      if (integer) return store_integer(out.type.dtype, node.op == OpId::ReduceMean ? acc_int / count : acc_int);
+      return store_real(out.type.dtype, node.op == OpId::ReduceMean ? acc / static_cast<Real>(count) : acc);
+    });
+  }
+
+  Status matmul(const Node& node, Value& out) {
+    const Value &a = operand(node, 0), &b = operand(node, 1);
+    size_t rank = a.type.shape.size();
+    int64_t k = a.type.shape[rank - 1];
+    Index a_strides = strides_of(a.type.shape), b_strides = strides_of(b.type.shape);
+    bool integer = is_integral(a.type.dtype);
+    return gather(out, [&](const Index& o) {
+      Index ia = o, ib = o;
+      Real acc = 0;
+      long long acc_int = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        ia[rank - 1] = p;
+        ib[rank - 2] = p;
+        Real x = a.elements[ravel(ia, a_strides)], y = b.elements[ravel(ib, b_strides)];
+        if (integer)  // wraps, as integer add and mul do
+          acc_int = static_cast<long long>(static_cast<unsigned long long>(acc_int) +
+                                           static_cast<unsigned long long>(as_integer(x)) *
+                                               static_cast<unsigned long long>(as_integer(y)));
+        else
+          acc += x * y;
+      }
+      return integer ? store_integer(out.type.dtype, acc_int) : store_real(out.type.dtype, acc);
+    });
+  }
+
+  Status softmax(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    int64_t axis = node.attrs[0].i, len = x.type.shape[axis];
+    Index strides = strides_of(x.type.shape);
+    return gather(out, [&](const Index& o) {
+      Index at = o;
+      auto element = [&](int64_t j) {
+        at[axis] = j;
+        return x.elements[ravel(at, strides)];
+      };
+      Real peak = -INFINITY, total = 0, self = x.elements[ravel(o, strides)];
+      for (int64_t j = 0; j < len; ++j) peak = LongDoubleMath::max(peak, element(j));
+      for (int64_t j = 0; j < len; ++j) total += std::exp(element(j) - peak);
+      return store_real(out.type.dtype, std::exp(self - peak) / total);
+    });
+  }
+
+  Status layernorm(const Node& node, Value& out) {
+    const Value &x = operand(node, 0), &w = operand(node, 1), &b = operand(node, 2);
+    int64_t len = x.type.shape.empty() ? 1 : x.type.shape.back();
+    Real eps = node.attrs[0].f;
+    return gather(out, [&](const Index& o) {
+      int64_t j = o.empty() ? 0 : o.back();
+      int64_t flat = ravel(o, strides_of(x.type.shape)), row = flat - j;
+      Real mean = 0, var = 0;
+      for (int64_t t = 0; t < len; ++t) mean += x.elements[row + t];
+      mean /= static_cast<Real>(len);
+      for (int64_t t = 0; t < len; ++t) var += (x.elements[row + t] - mean) * (x.elements[row + t] - mean);
+      Real normalized = (x.elements[flat] - mean) / std::sqrt(var / static_cast<Real>(len) + eps);
+      return store_real(out.type.dtype, normalized * w.elements[j] + b.elements[j]);
+    });
+  }
+
+  const Graph& graph_;
+  const std::vector<HostTensor>& inputs_;
+  std::vector<Value> values_;
+};
+
+}  // namespace
+
+Expected<ReferenceOutputs> evaluate_precisely(const Graph& graph, const std::vector<HostTensor>& inputs) {
+  return Evaluator(graph, inputs).run();
+}
+
+}  // namespace lazylab
