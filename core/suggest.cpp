@@ -29,6 +29,11 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string closest_name(std::string_view name, const std::vector<std::string>& candidates) {
+  // A typo is in a name people type; beyond this length a suggestion helps
+  // no one, and a sweep's thousands of long names would cost quadratic time
+  // each (found by the experiment-loader libFuzzer target).
+  constexpr size_t kLongestSuggested = 64;
+  if (name.size() > kLongestSuggested) return "";
   size_t limit = std::max<size_t>(2, name.size() / 3);
   std::string best;
   size_t best_distance = limit + 1;
@@ -36,7 +41,7 @@ std::string closest_name(std::string_view name, const std::vector<std::string>& 
     // The distance is at least the difference in length: skip the quadratic
     // work where it cannot be close (a long mistyped text, say).
     size_t length_gap = std::max(name.size(), candidate.size()) - std::min(name.size(), candidate.size());
-    if (length_gap >= best_distance) continue;
+    if (length_gap >= best_distance || candidate.size() > kLongestSuggested) continue;
     size_t distance = edit_distance(name, candidate);
     if (distance < best_distance && candidate != name) {
       best = candidate;

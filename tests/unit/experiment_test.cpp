@@ -1,5 +1,6 @@
 // Experiment YAML: every malformed input names the key path and line.
 #include "runner/experiment.h"
+#include "core/suggest.h"
 #include "runner/pipeline_sweep.h"
 #include "support.h"
 
@@ -245,4 +246,14 @@ TEST_CASE("sweeps are bounded and empty lists refused") {
   CHECK(error_of("name: t\nworkloads: [{name: softmax, params: {rows: " + ten + ", cols: " + ten + ", a: " + ten +
                  ", b: " + ten + ", c: [1, 2]}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
         "x.yaml:2: workloads[0].params: the sweep expands to more than 10000 workloads");
+}
+
+// Found by the experiment-loader libFuzzer target: a long mistyped baseline
+// against a sweep's thousands of pipeline names took 15 s in "did you mean".
+TEST_CASE("did-you-mean suggests for names people type, not for long texts") {
+  CHECK(closest_name("linear-scn", {"naive", "linear-scan"}) == "linear-scan");
+  std::string long_name(65, 'a'), candidate(65, 'a');
+  candidate.back() = 'b';
+  CHECK(closest_name(long_name, {candidate}).empty());
+  CHECK(closest_name("aaaa", {std::string(65, 'a'), "aaab"}) == "aaab");
 }
