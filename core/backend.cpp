@@ -16,11 +16,8 @@
 #include "core/suggest.h"
 #include "core/text_format.h"
 
-#ifndef LAZYLAB_BUILD_BACKENDS_DIR
-#define LAZYLAB_BUILD_BACKENDS_DIR ""
-#endif
-#ifndef LAZYLAB_INSTALL_PLUGIN_DIR
-#define LAZYLAB_INSTALL_PLUGIN_DIR ""
+#ifndef LAZYLAB_BUILD_ROOT
+#define LAZYLAB_BUILD_ROOT ""
 #endif
 
 namespace fs = std::filesystem;
@@ -157,6 +154,14 @@ Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
 
 }  // namespace
 
+std::string PluginSearch::library_directory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&PluginSearch::library_directory), &info) == 0 || !info.dli_fname) return {};
+  std::error_code ec;
+  fs::path library = fs::weakly_canonical(info.dli_fname, ec);
+  return ec ? std::string() : library.parent_path().string();
+}
+
 std::vector<std::string> PluginSearch::directories() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("LAZYLAB_PLUGIN_PATH")) {
@@ -165,11 +170,14 @@ std::vector<std::string> PluginSearch::directories() {
       if (!dir.empty()) dirs.push_back(dir);
   }
   std::error_code ec;
-  fs::path build_dir = LAZYLAB_BUILD_BACKENDS_DIR;
-  if (!build_dir.empty() && fs::is_directory(build_dir, ec))
-    for (const auto& entry : fs::directory_iterator(build_dir, ec))
+  fs::path library_dir = library_directory();
+  fs::path build_root = fs::weakly_canonical(LAZYLAB_BUILD_ROOT, ec);
+  if (!library_dir.empty() && !ec && library_dir == build_root) {
+    for (const auto& entry : fs::directory_iterator(build_root / "backends", ec))
       if (entry.is_directory()) dirs.push_back(entry.path().string());
-  if (std::string install = LAZYLAB_INSTALL_PLUGIN_DIR; !install.empty()) dirs.push_back(install);
+  } else if (!library_dir.empty()) {
+    dirs.push_back((library_dir / "lazylab").string());
+  }
   // A folder named twice (the path set twice, or also the build tree) is
   // searched once, where it first appears.
   std::vector<std::string> unique;

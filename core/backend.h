@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "core/buffer.h"
-#include "core/expected.h"
-#include "core/program.h"
+#include "buffer.h"
+#include "expected.h"
 #include "lazylab/backend_abi.h"
+#include "program.h"
 
 namespace lazylab {
 
@@ -119,8 +119,14 @@ class Backend {
 
 struct PluginSearch {
   // Where `load_backend` looks for "lazylab-backend-NAME.so", in order:
-  // LAZYLAB_PLUGIN_PATH (colon-separated), the build tree, the install dir.
+  // LAZYLAB_PLUGIN_PATH (colon-separated), then the shipped plugins: those of
+  // the build tree when this liblazylab is the build tree's, else the
+  // `lazylab` folder beside the installed library (LIBDIR/lazylab), so an
+  // installed lazylab never sees a build tree and a moved or staged
+  // (DESTDIR) install still finds its own plugins.
   static std::vector<std::string> directories();
+  // The folder this liblazylab was loaded from.
+  static std::string library_directory();
 };
 
 // `name_or_path`: a backend name ("interp") or a path to a .so file.

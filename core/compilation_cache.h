@@ -10,11 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/backend.h"
-#include "core/graph.h"
-#include "core/module.h"
-#include "core/pass_manager.h"
-#include "core/program_cost.h"
+#include "backend.h"
+#include "graph.h"
+#include "module.h"
+#include "pass_manager.h"
+#include "program_cost.h"
 
 namespace lazylab {
 

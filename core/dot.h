@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/graph.h"
+#include "graph.h"
 
 namespace lazylab {
 

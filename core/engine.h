@@ -4,10 +4,10 @@
 
 #include <memory>
 
-#include "core/backend.h"
-#include "core/compilation_cache.h"
-#include "core/metrics.h"
-#include "core/pipeline.h"
+#include "backend.h"
+#include "compilation_cache.h"
+#include "metrics.h"
+#include "pipeline.h"
 
 namespace lazylab {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/module.h"
+#include "module.h"
 
 namespace lazylab {
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "core/op_info.h"
+#include "op_info.h"
 
 namespace lazylab {
 

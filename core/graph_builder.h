@@ -6,7 +6,7 @@
 #include <functional>
 #include <optional>
 
-#include "core/graph.h"
+#include "graph.h"
 
 namespace lazylab {
 

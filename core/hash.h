@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/graph.h"
+#include "graph.h"
 
 namespace lazylab {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/expected.h"
-#include "core/graph.h"
+#include "expected.h"
+#include "graph.h"
 
 namespace lazylab {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/program.h"
+#include "program.h"
 
 namespace lazylab {
 

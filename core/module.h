@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.h"
-#include "core/program.h"
+#include "graph.h"
 #include "lazylab/backend_abi.h"
+#include "program.h"
 
 namespace lazylab {
 

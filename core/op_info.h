@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/expected.h"
-#include "core/tensor_type.h"
+#include "expected.h"
+#include "tensor_type.h"
 
 namespace lazylab {
 

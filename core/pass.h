@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/expected.h"
-#include "core/module.h"
+#include "expected.h"
+#include "module.h"
 
 namespace lazylab {
 

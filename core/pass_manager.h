@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/pipeline.h"
+#include "pipeline.h"
 
 namespace lazylab {
 

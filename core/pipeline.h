@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/pass.h"
+#include "pass.h"
 
 namespace lazylab {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.h"
-#include "core/kernel_description.h"
+#include "graph.h"
+#include "kernel_description.h"
 
 namespace lazylab {
 

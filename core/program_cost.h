@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/program.h"
+#include "program.h"
 
 namespace lazylab {
 

@@ -5,8 +5,8 @@
 #include <deque>
 #include <vector>
 
-#include "core/program.h"
 #include "lazylab/backend_abi.h"
+#include "program.h"
 
 namespace lazylab {
 

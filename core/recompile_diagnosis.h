@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "core/graph.h"
+#include "graph.h"
 
 namespace lazylab {
 

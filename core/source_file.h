@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/expected.h"
+#include "expected.h"
 
 namespace lazylab {
 

@@ -19,9 +19,9 @@
 #include <span>
 #include <vector>
 
-#include "core/buffer.h"
-#include "core/engine.h"
-#include "core/graph.h"
+#include "buffer.h"
+#include "engine.h"
+#include "graph.h"
 
 namespace lazylab {
 

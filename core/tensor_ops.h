@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor.h"
 
 namespace lazylab {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "core/dtype.h"
+#include "dtype.h"
 
 namespace lazylab {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/expected.h"
-#include "core/graph.h"
+#include "expected.h"
+#include "graph.h"
 
 namespace lazylab {
 

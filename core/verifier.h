@@ -1,7 +1,7 @@
 #pragma once
 
-#include "core/expected.h"
-#include "core/graph.h"
+#include "expected.h"
+#include "graph.h"
 
 namespace lazylab {
 

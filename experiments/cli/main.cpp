@@ -7,6 +7,8 @@
 #include <map>
 
 #include "commands.h"
+#include "core/backend.h"
+#include "core/version.h"
 
 namespace {
 
@@ -31,8 +33,21 @@ const std::map<std::string, Command>& commands() {
 }
 
 void print_usage(std::ostream& out) {
-  out << "usage: lazylab COMMAND [ARGS...]   (lazylab COMMAND --help for details)\n\ncommands:\n";
+  out << "usage: lazylab COMMAND [ARGS...]   (lazylab COMMAND --help for details)\n"
+         "       lazylab --version\n\ncommands:\n";
   for (auto& [name, command] : commands()) out << fmt::format("  {:<10} {}\n", name, command.summary);
+}
+
+void print_version() {
+  const lazylab::VersionInfo& info = lazylab::version_info();
+  std::cout << fmt::format("lazylab {}\n", info.version)
+            << fmt::format("  source:      {}\n  build:       {}, compiler {}\n", info.git_revision, info.build_type,
+                           info.compiler)
+            << fmt::format("  backend ABI: {}.{} (loads backend plugins built for {}.x)\n", info.backend_abi_major,
+                           info.backend_abi_minor, info.backend_abi_major)
+            << fmt::format("  library:     {}\n", lazylab::PluginSearch::library_directory());
+  for (const std::string& dir : lazylab::PluginSearch::directories())
+    std::cout << fmt::format("  plugin path: {}\n", dir);
 }
 
 }  // namespace
@@ -41,6 +56,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? lazylab::cli::kExitUsage : lazylab::cli::kExitOk;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    print_version();
+    return lazylab::cli::kExitOk;
   }
   auto it = commands().find(argv[1]);
   if (it == commands().end()) {

@@ -13,15 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "build_info.h"
+#include "core/version.h"
 #include "results_json.h"
-
-#ifndef LAZYLAB_VERSION
-#define LAZYLAB_VERSION "unknown"
-#endif
-#ifndef LAZYLAB_BUILD_TYPE
-#define LAZYLAB_BUILD_TYPE "unknown"
-#endif
 
 namespace lazylab {
 namespace {
@@ -155,8 +148,7 @@ RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
   info.machine = fmt::format("{}, {} hardware threads, {} memory, {} {} {}",
                              first_line_with("/proc/cpuinfo", "model name"), std::thread::hardware_concurrency(),
                              first_line_with("/proc/meminfo", "MemTotal"), names.sysname, names.release, names.machine);
-  info.build = fmt::format("lazylab {} ({}), {} build, compiler {}", LAZYLAB_VERSION, LAZYLAB_GIT_REVISION,
-                           LAZYLAB_BUILD_TYPE, __VERSION__);
+  info.build = build_description();
   info.backend_devices = backend_devices;
   return info;
 }

@@ -1,0 +1,14 @@
+// lazylab's C++ API in one include, for programs built against an installed
+// lazylab (`pkg-config --cflags --libs lazylab`, or CMake's
+// find_package(lazylab) and lazylab::lazylab): the lazy Tensor API, backends
+// loaded from plugins, pass pipelines, the engine that compiles and caches
+// traced graphs, the .lzir text format and the library's version.
+#pragma once
+
+#include "core/backend.h"
+#include "core/engine.h"
+#include "core/pipeline.h"
+#include "core/tensor.h"
+#include "core/tensor_ops.h"
+#include "core/text_format.h"
+#include "core/version.h"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The SDK as a researcher meets it: `meson install` into a staging folder,
+# then the installed CLI, the installed headers (each on its own), and the
+# Tensor API example built out of tree with pkg-config and with CMake, all
+# from outside the source and build trees.
+# usage: run_install_tests.sh BUILD_ROOT SOURCE_ROOT
+set -uo pipefail
+build=$(realpath "$1") src=$(realpath "$2")
+# An installed program finds liblazylab by its own run path, as on a user's
+# machine; meson test points LD_LIBRARY_PATH at the build tree.
+unset LD_LIBRARY_PATH LAZYLAB_PLUGIN_PATH
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; [[ -n ${2:-} ]] && head -20 "$2"; failed=$((failed + 1)); }
+
+# meson test has built everything install needs (the test's depends), so
+# install must not rebuild: that would race the other tests' builds.
+stage=$work/stage
+if meson install -C "$build" --destdir "$stage" --no-rebuild --quiet >"$work/install.log" 2>&1; then
+  ok "meson install --destdir"
+else
+  fail "meson install --destdir" "$work/install.log"
+  echo "$passed passed, $failed failed"; exit 1
+fi
+prefix=$stage$(meson introspect "$build" --buildoptions | python3 -c \
+  'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+libdir=$(dirname "$(find "$prefix" -name 'liblazylab.so' | head -1)")
+lazylab=$prefix/bin/lazylab
+cd "$work"  # nothing below may reach into the source or build tree by accident
+
+for file in "$lazylab" "$libdir/liblazylab.so" "$libdir/lazylab/lazylab-backend-interp.so" \
+  "$libdir/lazylab/lazylab-backend-cpu.so" "$libdir/pkgconfig/lazylab.pc" "$libdir/pkgconfig/lazylab-plugin.pc" \
+  "$libdir/cmake/lazylab/lazylabConfig.cmake" "$libdir/cmake/lazylab/lazylabConfigVersion.cmake" \
+  "$prefix/include/lazylab/lazylab.h" "$prefix/include/lazylab/core/tensor.h" "$prefix/include/lazylab/backend_abi.h" \
+  "$prefix/share/lazylab/experiments/quickstart.yaml" "$prefix/share/lazylab/experiments/workloads/axpy.lzir"; do
+  [[ -e $file ]] || { fail "installed: ${file#"$stage"}"; missing=1; }
+done
+if [[ -n ${missing:-} ]]; then
+  :
+elif find "$prefix" -name 'lazylab-unit-tests' -o -name 'lazylab-libfuzzer-*' -o -name 'lazylab-bench' \
+  -o -name 'lazylab-backend-failing.so' -o -name 'lazylab-example-mlp' | grep -q .; then
+  fail "install holds no tests or benchmarks"
+else
+  ok "install holds the SDK files and no tests or benchmarks"
+fi
+
+# The installed CLI: its own plugins only, never the build tree's.
+"$lazylab" --version >"$work/version" 2>&1
+if grep -q "^lazylab [0-9]" "$work/version" && grep -q "backend ABI: 2\." "$work/version" &&
+  grep -q "plugin path: $libdir/lazylab\$" "$work/version" && ! grep -q "$build" "$work/version"; then
+  ok "installed lazylab --version: version, ABI, its own plugin folder only"
+else
+  fail "installed lazylab --version" "$work/version"
+fi
+"$lazylab" backends >"$work/backends" 2>&1
+if [[ $(grep -c "^interp " "$work/backends") == 1 && $(grep -c "^cpu " "$work/backends") == 1 ]] &&
+  grep -q "file: $libdir/lazylab/lazylab-backend-cpu.so" "$work/backends" && ! grep -q "$build" "$work/backends"; then
+  ok "installed lazylab backends: each once, from the install"
+else
+  fail "installed lazylab backends" "$work/backends"
+fi
+cp -r "$prefix/share/lazylab/experiments" "$work/experiments"
+if "$lazylab" run "$work/experiments/quickstart.yaml" --filter 'workload=*axpy*' \
+  -o "$work/quickstart" >"$work/run" 2>&1 && [[ -s $work/quickstart/quickstart.json ]]; then
+  ok "installed lazylab runs the installed quickstart experiment"
+else
+  fail "installed lazylab runs the installed quickstart experiment" "$work/run"
+fi
+
+# pkg-config with nothing else: the staged prefix stands in for /usr/local.
+export PKG_CONFIG_PATH=$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage
+flags=$(pkg-config --cflags --libs lazylab)
+header_failures=0
+for header in "$prefix"/include/lazylab/core/*.h "$prefix/include/lazylab/lazylab.h"; do
+  name=${header#"$prefix/include/"}
+  echo "#include <$name>" >"$work/one.cpp"
+  g++ -std=c++20 -fsyntax-only $(pkg-config --cflags lazylab) "$work/one.cpp" 2>"$work/header.log" ||
+    { fail "<$name> compiles on its own" "$work/header.log"; header_failures=$((header_failures + 1)); }
+done
+((header_failures == 0)) && ok "each installed header compiles on its own"
+
+example=$src/plugins/examples/tensor-api
+if g++ -std=c++20 -O1 "$example/mlp.cpp" $flags -o "$work/mlp-pkgconfig" 2>"$work/build.log"; then
+  ok "example built with pkg-config --cflags --libs lazylab"
+  if LD_LIBRARY_PATH=$libdir "$work/mlp-pkgconfig" >"$work/mlp.out" 2>&1 &&
+    grep -q "eager vs fused: largest difference" "$work/mlp.out"; then
+    ok "example (pkg-config) runs two pipelines and they agree"
+  else
+    fail "example (pkg-config) runs two pipelines and they agree" "$work/mlp.out"
+  fi
+else
+  fail "example built with pkg-config --cflags --libs lazylab" "$work/build.log"
+fi
+
+if cmake -S "$example" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1 &&
+  cmake --build "$work/cmake" >>"$work/cmake.log" 2>&1; then
+  ok "example built with CMake find_package(lazylab)"
+  if "$work/cmake/mlp" >"$work/mlp-cmake.out" 2>&1; then
+    ok "example (CMake) runs"
+  else
+    fail "example (CMake) runs" "$work/mlp-cmake.out"
+  fi
+else
+  fail "example built with CMake find_package(lazylab)" "$work/cmake.log"
+fi
+
+echo "$passed passed, $failed failed"
+((failed == 0))
