@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "module.h"
+#include "pass.h"
 
 namespace lazylab {
 
@@ -29,7 +30,12 @@ struct FusionStrategyInfo {
   std::string summary;        // one line
   std::string legality;       // when it may fuse (lazylab passes prints these two)
   std::string profitability;  // when it chooses to
-  std::function<std::unique_ptr<FusionStrategy>()> create;
+  // Given the fuse invocation's options (`strategy` and this strategy's own,
+  // validated, defaults filled in).
+  std::function<std::unique_ptr<FusionStrategy>(const PassOptions&)> create;
+  // Its own options, set as fuse{strategy=NAME,OPTION=VALUE}.
+  std::vector<PassOptionSpec> options = {};
+  std::string provenance = {};  // "plugin NAME VERSION"; empty for built-ins
 };
 
 class FusionStrategyRegistry {

@@ -57,12 +57,24 @@ class Pass {
 // lowering), or the Program. A pipeline keeps this order.
 enum class PassStage { Graph, Lowering, Program };
 
+// What one option value brings with it: `fuse{strategy=capped}` takes the
+// `capped` strategy's own options, and where that strategy came from.
+struct OptionExtension {
+  std::vector<PassOptionSpec> options;
+  std::string provenance;  // "plugin NAME VERSION"; empty for built-ins
+};
+
 struct PassInfo {
   std::string name;
   std::string summary;
   std::vector<PassOptionSpec> options;
   std::function<std::unique_ptr<Pass>(const PassOptions&)> create;
   PassStage stage = PassStage::Graph;
+  // Given the values of `options`, further options the invocation accepts
+  // (and their provenance); null for none.
+  std::function<OptionExtension(const std::map<std::string, std::string>&)> extend = {};
+  // "plugin NAME VERSION" for a pass a plugin registered; empty for built-ins.
+  std::string provenance = {};
 };
 
 class PassRegistry {

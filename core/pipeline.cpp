@@ -43,33 +43,72 @@ std::vector<std::string> known_names(const PassRegistry& registry) {
   return names;
 }
 
-Expected<std::map<std::string, std::string>> parse_option_text(const PassInfo& info, std::string_view body) {
-  std::map<std::string, std::string> values, given;
-  for (const PassOptionSpec& spec : info.options) values[spec.name] = spec.default_value;
-  if (trim(body).empty()) return values;
-  auto items = split_top_level(body, ',');
-  if (!items) return make_error(fmt::format("pass '{}': {}", info.name, items.error().message));
-  for (std::string_view item : *items) {
-    size_t eq = item.find('=');
+const PassOptionSpec* find_spec(const std::vector<PassOptionSpec>& specs, const std::string& name) {
+  auto it = std::find_if(specs.begin(), specs.end(), [&](const PassOptionSpec& s) { return s.name == name; });
+  return it == specs.end() ? nullptr : &*it;
+}
+
+// "name=value" items, each name once, in the order given.
+Expected<std::vector<std::pair<std::string, std::string>>> split_options(const PassInfo& info, std::string_view body) {
+  std::vector<std::pair<std::string, std::string>> items;
+  if (trim(body).empty()) return items;
+  auto parts = split_top_level(body, ',');
+  if (!parts) return make_error(fmt::format("pass '{}': {}", info.name, parts.error().message));
+  for (std::string_view part : *parts) {
+    size_t eq = part.find('=');
     if (eq == std::string_view::npos)
-      return make_error(fmt::format("pass '{}': option '{}' needs the form name=value", info.name, item));
-    std::string name(trim(item.substr(0, eq)));
-    auto spec =
-        std::find_if(info.options.begin(), info.options.end(), [&](const PassOptionSpec& s) { return s.name == name; });
-    if (spec == info.options.end()) {
-      std::vector<std::string> known;
-      for (const PassOptionSpec& s : info.options) known.push_back(s.name);
-      return make_error(fmt::format("pass '{}' has no option '{}'{} (options: {})", info.name, name,
-                                    did_you_mean(name, known),
-                                    known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
-    }
-    auto value = check_option_value(*spec, std::string(trim(item.substr(eq + 1))));
-    if (!value) return make_error(fmt::format("pass '{}': {}", info.name, value.error().message));
-    if (!given.emplace(name, *value).second)
-      return make_error(fmt::format("pass '{}': option '{}' is given twice", info.name, name));
-    values[name] = *value;
+      return make_error(fmt::format("pass '{}': option '{}' needs the form name=value", info.name, part));
+    std::string name(trim(part.substr(0, eq)));
+    for (auto& [seen, value] : items)
+      if (seen == name) return make_error(fmt::format("pass '{}': option '{}' is given twice", info.name, name));
+    items.emplace_back(std::move(name), std::string(trim(part.substr(eq + 1))));
   }
-  return values;
+  return items;
+}
+
+struct ParsedOptions {
+  std::map<std::string, std::string> values;
+  std::string extension_provenance;
+};
+
+// Checks `items` against the pass's options, then against the options the
+// first ones bring (a strategy's own), filling in every default.
+Expected<ParsedOptions> parse_option_text(const PassInfo& info, std::string_view body) {
+  auto items = split_options(info, body);
+  if (!items) return items.error();
+  ParsedOptions parsed;
+  std::vector<PassOptionSpec> specs = info.options;
+  auto apply = [&](const std::vector<PassOptionSpec>& layer, bool last) -> Status {
+    for (const PassOptionSpec& spec : layer) parsed.values.try_emplace(spec.name, spec.default_value);
+    for (auto& [name, text] : *items) {
+      const PassOptionSpec* spec = find_spec(layer, name);
+      if (!spec && !last) continue;
+      if (!spec && !find_spec(specs, name)) {
+        std::vector<std::string> known;
+        for (const PassOptionSpec& s : specs) known.push_back(s.name);
+        return make_error(fmt::format("pass '{}' has no option '{}'{} (options: {})", info.name, name,
+                                      did_you_mean(name, known),
+                                      known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+      }
+      if (!spec) continue;
+      auto value = check_option_value(*spec, text);
+      if (!value) return make_error(fmt::format("pass '{}': {}", info.name, value.error().message));
+      parsed.values[name] = *value;
+    }
+    return {};
+  };
+  LAZYLAB_TRY(apply(info.options, !info.extend));
+  if (info.extend) {
+    OptionExtension extension = info.extend(parsed.values);
+    for (const PassOptionSpec& spec : extension.options)
+      if (find_spec(specs, spec.name))
+        return make_error(fmt::format("pass '{}': option '{}' of {} clashes with the pass's own", info.name, spec.name,
+                                      extension.provenance.empty() ? "a built-in" : extension.provenance));
+    specs.insert(specs.end(), extension.options.begin(), extension.options.end());
+    LAZYLAB_TRY(apply(extension.options, true));
+    parsed.extension_provenance = std::move(extension.provenance);
+  }
+  return parsed;
 }
 
 Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegistry& registry) {
@@ -84,12 +123,15 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
     if (item.back() != '}') return make_error(fmt::format("pass '{}': text after its options", name));
     body = item.substr(brace + 1, item.size() - brace - 2);
   }
-  auto values = parse_option_text(*info, body);
-  if (!values) return values.error();
+  auto parsed = parse_option_text(*info, body);
+  if (!parsed) return parsed.error();
   std::vector<std::string> spelled;
-  for (auto& [key, value] : *values) spelled.push_back(key + "=" + value);
+  for (auto& [key, value] : parsed->values) spelled.push_back(key + "=" + value);
   std::string canonical = spelled.empty() ? name : fmt::format("{}{{{}}}", name, fmt::join(spelled, ","));
-  return PassInvocation{info, PassOptions(std::move(*values)), std::move(canonical)};
+  std::vector<std::string> provenance;
+  for (const std::string* source : {&info->provenance, &std::as_const(parsed->extension_provenance)})
+    if (!source->empty()) provenance.push_back(*source);
+  return PassInvocation{info, PassOptions(std::move(parsed->values)), std::move(canonical), std::move(provenance)};
 }
 
 // The first pass out of stage order, named with the pass that it follows or
@@ -131,7 +173,14 @@ Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& reg
   pipeline.lowers = std::any_of(pipeline.passes.begin(), pipeline.passes.end(),
                                 [](const PassInvocation& p) { return p.info->stage == PassStage::Lowering; });
   pipeline.canonical = fmt::format("{}", fmt::join(canonical, ","));
-  pipeline.fingerprint = hash_bytes(pipeline.canonical.data(), pipeline.canonical.size());
+  for (const PassInvocation& pass : pipeline.passes)
+    for (const std::string& source : pass.provenance)
+      if (std::find(pipeline.provenance.begin(), pipeline.provenance.end(), source) == pipeline.provenance.end())
+        pipeline.provenance.push_back(source);
+  std::string identity = pipeline.provenance.empty()
+                             ? pipeline.canonical
+                             : fmt::format("{}|{}", pipeline.canonical, fmt::join(pipeline.provenance, ";"));
+  pipeline.fingerprint = hash_bytes(identity.data(), identity.size());
   return pipeline;
 }
 

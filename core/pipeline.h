@@ -14,13 +14,19 @@ struct PassInvocation {
   const PassInfo* info = nullptr;
   PassOptions options;    // validated, defaults filled in
   std::string canonical;  // "fuse{strategy=none}" with every option spelled out
+  // The plugins (name and version) that provide this pass or the strategy
+  // it runs; empty when all built in.
+  std::vector<std::string> provenance;
 };
 
 struct Pipeline {
   std::vector<PassInvocation> passes;
-  std::string canonical;     // the whole pipeline, canonical
-  uint64_t fingerprint = 0;  // hash of `canonical`: part of the cache key
-  bool lowers = false;       // it turns the graph into a Program (an engine needs one)
+  std::string canonical;                // the whole pipeline, canonical
+  std::vector<std::string> provenance;  // every plugin it uses, once, in order
+  // Hash of `canonical` and `provenance`: part of the cache key, so a new
+  // version of a plugin never hits the old one's entries.
+  uint64_t fingerprint = 0;
+  bool lowers = false;  // it turns the graph into a Program (an engine needs one)
 };
 
 // Unknown passes and options, and passes out of stage order (a graph pass

@@ -11,31 +11,41 @@ namespace {
 
 class Fuse : public Pass {
  public:
-  explicit Fuse(std::string strategy) : strategy_(std::move(strategy)) {}
+  explicit Fuse(PassOptions options) : options_(std::move(options)) {}
 
   Expected<bool> run(Module& module) override {
-    const FusionStrategyInfo* info = FusionStrategyRegistry::global().find(strategy_);
-    if (!info) return make_error(fmt::format("unknown fusion strategy '{}'", strategy_));
+    const std::string& strategy = options_.get("strategy");
+    const FusionStrategyInfo* info = FusionStrategyRegistry::global().find(strategy);
+    if (!info) return make_error(fmt::format("unknown fusion strategy '{}'", strategy));
     std::vector<int> before = module.kernel_of;
-    LAZYLAB_TRY(info->create()->partition(module));
+    LAZYLAB_TRY(info->create(options_)->partition(module));
     module.program.reset();
     return module.kernel_of != before;
   }
 
  private:
-  std::string strategy_;
+  PassOptions options_;
 };
 
-LAZYLAB_REGISTER_PASS(PassInfo{
-    "fuse",
-    "Partition the graph into kernels with a fusion strategy",
-    {{"strategy",
-      OptionKind::Enum,
-      "none",
-      "the fusion strategy",
-      {},
-      [] { return FusionStrategyRegistry::global().names(); }}},
-    [](const PassOptions& options) { return std::make_unique<Fuse>(options.get("strategy")); }});
+// fuse{strategy=NAME} accepts NAME's own options.
+OptionExtension strategy_options(const std::map<std::string, std::string>& values) {
+  auto it = values.find("strategy");
+  const FusionStrategyInfo* info = it == values.end() ? nullptr : FusionStrategyRegistry::global().find(it->second);
+  if (!info) return {};
+  return {info->options, info->provenance};
+}
+
+LAZYLAB_REGISTER_PASS(PassInfo{"fuse",
+                               "Partition the graph into kernels with a fusion strategy",
+                               {{"strategy",
+                                 OptionKind::Enum,
+                                 "none",
+                                 "the fusion strategy",
+                                 {},
+                                 [] { return FusionStrategyRegistry::global().names(); }}},
+                               [](const PassOptions& options) { return std::make_unique<Fuse>(options); },
+                               PassStage::Graph,
+                               strategy_options});
 
 }  // namespace
 }  // namespace lazylab

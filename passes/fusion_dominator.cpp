@@ -222,7 +222,7 @@ const FusionStrategyRegistrar kRegistrar{
      "TVM's rules (matmul into an elementwise post-dominator; elementwise and broadcast into a post-dominator reached "
      "through injective ops; injective through injective), each merged kernel then checked edge by edge with "
      "gemm-epilogue's decision; the whole path or none",
-     "whenever the rules and legality allow", [] { return std::make_unique<Dominator>(); }}};
+     "whenever the rules and legality allow", [](const PassOptions&) { return std::make_unique<Dominator>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -114,7 +114,7 @@ const FusionStrategyRegistrar kRegistrar{
      "producer-consumer, plus transposed operands and elementwise epilogues folded into matmul kernels",
      "producer-consumer, plus one matmul per kernel with transposes of its last two dims (used by nothing else) as "
      "operands and elementwise ops of its output shape as epilogue; backend fuses GEMM epilogues; size limit; no cycle",
-     "whenever legal", [] { return std::make_unique<GemmEpilogue>(); }}};
+     "whenever legal", [](const PassOptions&) { return std::make_unique<GemmEpilogue>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -50,7 +50,7 @@ const FusionStrategyRegistrar kRegistrar{
      "elementwise ops, broadcasts and constants with one result shape; backend runs both and fuses elementwise "
      "kernels; size limit; no cycle between kernels",
      "whenever legal: each fused edge saves writing and re-reading an intermediate",
-     [] { return std::make_unique<GreedyElementwise>(); }}};
+     [](const PassOptions&) { return std::make_unique<GreedyElementwise>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -81,7 +81,8 @@ const FusionStrategyRegistrar kRegistrar{
     {"horizontal", "producer-consumer, then independent kernels in one row space that read a common value merged",
      "producer-consumer, then two kernels that read a common value, neither reaching the other, in one row space; "
      "backend, size limit, no cycle",
-     "whenever legal: the shared value is read once", [] { return std::make_unique<Horizontal>(); }}};
+     "whenever legal: the shared value is read once",
+     [](const PassOptions&) { return std::make_unique<Horizontal>(); }}};
 
 }  // namespace
 }  // namespace lazylab

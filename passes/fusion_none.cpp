@@ -15,7 +15,8 @@ class NoFusion : public FusionStrategy {
 };
 
 const FusionStrategyRegistrar kRegistrar{{"none", "One kernel per op (the eager baseline)", "nothing is fused",
-                                          "never fuses", [] { return std::make_unique<NoFusion>(); }}};
+                                          "never fuses",
+                                          [](const PassOptions&) { return std::make_unique<NoFusion>(); }}};
 
 }  // namespace
 }  // namespace lazylab

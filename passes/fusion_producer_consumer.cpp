@@ -91,7 +91,7 @@ const FusionStrategyRegistrar kRegistrar{
      "elementwise kernels and (with a reduction) reduction prologues; size limit; no cycle",
      "whenever legal; a producer with several consumers joins the first and is written out for the others; only "
      "constants are duplicated",
-     [] { return std::make_unique<ProducerConsumer>(); }}};
+     [](const PassOptions&) { return std::make_unique<ProducerConsumer>(); }}};
 
 }  // namespace
 }  // namespace lazylab

@@ -118,7 +118,7 @@ class Lower : public Pass {
   Expected<bool> run(Module& module) override {
     const Graph& graph = module.graph;
     if (module.kernel_of.empty())
-      LAZYLAB_TRY(FusionStrategyRegistry::global().find("none")->create()->partition(module));
+      LAZYLAB_TRY(FusionStrategyRegistry::global().find("none")->create(PassOptions())->partition(module));
     LAZYLAB_TRY(check_partition(graph, module.kernel_of));
     auto order = order_kernels(graph, module.kernel_of, static_cast<int>(module.num_kernels()));
     if (!order) return order.error();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/pass_plugin.h"
 #include "runner/child_process.h"
 #include "runner/results_json.h"
 
@@ -62,6 +63,7 @@ CellResult run_cell_in_child(const CellIdentity& cell, const std::string& experi
                                    "--cell-output",
                                    output.string()};
   for (const std::string& set : sets) argv.insert(argv.end(), {"--set", set});
+  for (const LoadedPlugin& plugin : loaded_pass_plugins()) argv.insert(argv.end(), {"--load-plugin", plugin.path});
   ChildOptions options;
   options.stderr_file = errors.string();
   ChildOutcome outcome = run_child(argv, options);

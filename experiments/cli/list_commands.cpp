@@ -32,15 +32,22 @@ std::string kind_name(const PassOptionSpec& spec) {
 
 int passes_command(const Args& args) {
   if (auto exit = parse_no_args(args, "usage: lazylab passes")) return *exit;
-  for (const PassInfo* info : PassRegistry::global().list()) {
-    std::cout << fmt::format("{:<14} {}\n", info->name, info->summary);
-    for (const PassOptionSpec& spec : info->options)
-      std::cout << fmt::format("    {}={} (default {}): {}\n", spec.name, kind_name(spec), spec.default_value,
+  auto from = [](const std::string& provenance) { return provenance.empty() ? "" : " [" + provenance + "]"; };
+  auto print_options = [](const std::vector<PassOptionSpec>& options, const char* indent) {
+    for (const PassOptionSpec& spec : options)
+      std::cout << fmt::format("{}{}={} (default {}): {}\n", indent, spec.name, kind_name(spec), spec.default_value,
                                spec.help);
+  };
+  for (const PassInfo* info : PassRegistry::global().list()) {
+    std::cout << fmt::format("{:<14} {}{}\n", info->name, info->summary, from(info->provenance));
+    print_options(info->options, "    ");
     if (info->name != "fuse") continue;
-    for (const FusionStrategyInfo* strategy : FusionStrategyRegistry::global().list())
-      std::cout << fmt::format("    strategy {}: {}\n        legal: {}\n        fuses: {}\n", strategy->name,
-                               strategy->summary, strategy->legality, strategy->profitability);
+    for (const FusionStrategyInfo* strategy : FusionStrategyRegistry::global().list()) {
+      std::cout << fmt::format("    strategy {}: {}{}\n        legal: {}\n        fuses: {}\n", strategy->name,
+                               strategy->summary, from(strategy->provenance), strategy->legality,
+                               strategy->profitability);
+      print_options(strategy->options, "        option ");
+    }
   }
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "core/backend.h"
+#include "core/pass_plugin.h"
 #include "core/version.h"
 
 namespace {
@@ -34,7 +35,9 @@ const std::map<std::string, Command>& commands() {
 
 void print_usage(std::ostream& out) {
   out << "usage: lazylab COMMAND [ARGS...]   (lazylab COMMAND --help for details)\n"
-         "       lazylab --version\n\ncommands:\n";
+         "       lazylab --version\n\n"
+         "Any command takes --load-plugin PATH (repeatable): a pass or fusion strategy plugin to load first.\n\n"
+         "commands:\n";
   for (auto& [name, command] : commands()) out << fmt::format("  {:<10} {}\n", name, command.summary);
 }
 
@@ -48,6 +51,29 @@ void print_version() {
             << fmt::format("  library:     {}\n", lazylab::PluginSearch::library_directory());
   for (const std::string& dir : lazylab::PluginSearch::directories())
     std::cout << fmt::format("  plugin path: {}\n", dir);
+}
+
+// Takes every `--load-plugin PATH` (or `=PATH`) out of `args` and loads
+// those pass plugins, before any command parses a pipeline.
+bool load_plugins_from(std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string path;
+    if (args[i] == "--load-plugin" && i + 1 < args.size())
+      path = args[++i];
+    else if (args[i].starts_with("--load-plugin="))
+      path = args[i].substr(14);
+    else {
+      rest.push_back(args[i]);
+      continue;
+    }
+    if (auto loaded = lazylab::load_pass_plugin(path); !loaded) {
+      std::cerr << fmt::format("lazylab: {}\n", loaded.error().message);
+      return false;
+    }
+  }
+  args = std::move(rest);
+  return true;
 }
 
 }  // namespace
@@ -67,5 +93,7 @@ int main(int argc, char** argv) {
     print_usage(std::cerr);
     return lazylab::cli::kExitUsage;
   }
-  return it->second.run(lazylab::cli::Args(argv + 2, argv + argc));
+  lazylab::cli::Args args(argv + 2, argv + argc);
+  if (!load_plugins_from(args)) return lazylab::cli::kExitError;
+  return it->second.run(args);
 }

@@ -145,6 +145,7 @@ int run_command(const Args& args) {
                                : fmt::format(", {} cells resumed from {}", run_options.resumed.size(), paths->partial));
   RunInfo info = collect_run_info({});
   run_options.checkpoint = [&](const ExperimentResult& so_far) {
+    info.plugins = plugin_descriptions();
     if (Status saved = write_partial(so_far, info, *paths); !saved)
       std::cerr << "lazylab: partial results not saved: " << saved.error().message << "\n";
   };
@@ -154,6 +155,7 @@ int run_command(const Args& args) {
     return fail(
         fmt::format("no cell matches --filter {}\nlazylab: no report written", fmt::join(filters, " --filter ")));
   info.backend_devices = result->backend_devices;
+  info.plugins = plugin_descriptions();
   std::cout << report_console(*result);
   std::vector<std::string> written;
   if (Status status = write_reports(*result, info, *paths, written); !status) return fail(status.error().message);

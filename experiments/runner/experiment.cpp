@@ -217,6 +217,17 @@ Status read_backends(const Reader& r, const YAML::Node& list, Experiment& e) {
   return {};
 }
 
+Status read_plugins(const Reader& r, const YAML::Node& list, Experiment& e) {
+  if (!list.IsSequence()) return r.error(list, "plugins", "expected a list of plugin (.so) paths");
+  std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto path = r.scalar<std::string>(list[i], fmt::format("plugins[{}]", i), "a path");
+    if (!path) return path.error();
+    e.plugins.push_back({(folder / *path).lexically_normal().string(), line_of(list[i])});
+  }
+  return {};
+}
+
 Status read_peers(const Reader& r, const YAML::Node& map, Experiment& e) {
   if (!map.IsMap()) return r.error(map, "peers", "expected a mapping of name: [command, args...]");
   for (auto item : map) {
@@ -290,9 +301,10 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 }
 
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
-  LAZYLAB_TRY(r.expect_keys(root, "",
-                            {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
-                             "reference", "report", "cache", "peers", "peer-timeout", "openblas-core", "limits"}));
+  LAZYLAB_TRY(
+      r.expect_keys(root, "",
+                    {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
+                     "reference", "report", "cache", "peers", "peer-timeout", "openblas-core", "limits", "plugins"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -302,6 +314,7 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_pipelines(r, root["pipelines"], e));
   LAZYLAB_TRY(read_backends(r, root["backends"], e));
   if (root["peers"]) LAZYLAB_TRY(read_peers(r, root["peers"], e));
+  if (root["plugins"]) LAZYLAB_TRY(read_plugins(r, root["plugins"], e));
   LAZYLAB_TRY(read_optional(r, root, "", "peer-timeout", "a number of seconds", e.peer_timeout_s));
   if (!(e.peer_timeout_s > 0) || std::isinf(e.peer_timeout_s))
     return r.error(root["peer-timeout"], "peer-timeout",

@@ -55,6 +55,13 @@ struct Experiment {
   std::string baseline;  // a pipeline name
   std::vector<BackendEntry> backends;
   std::vector<PeerEntry> peers;
+  // Pass and strategy plugins (paths relative to the experiment file,
+  // resolved), loaded by the runner before it parses any pipeline.
+  struct Plugin {
+    std::string path;
+    int line = 0;
+  };
+  std::vector<Plugin> plugins;
   double peer_timeout_s = 3600;  // a peer still running then is killed and reported
   int64_t warmup = 2;
   int64_t runs = 10;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/pass_plugin.h"
 #include "core/version.h"
 #include "results_json.h"
 
@@ -139,6 +140,13 @@ std::string peers_text(const ExperimentResult& result, bool markdown) {
 
 }  // namespace
 
+std::vector<std::string> plugin_descriptions() {
+  std::vector<std::string> descriptions;
+  for (const LoadedPlugin& plugin : loaded_pass_plugins())
+    descriptions.push_back(fmt::format("{} {} ({})", plugin.name, plugin.version, plugin.path));
+  return descriptions;
+}
+
 RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
   RunInfo info;
   info.started_at = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
@@ -150,6 +158,7 @@ RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
                              first_line_with("/proc/meminfo", "MemTotal"), names.sysname, names.release, names.machine);
   info.build = build_description();
   info.backend_devices = backend_devices;
+  info.plugins = plugin_descriptions();
   return info;
 }
 
@@ -188,6 +197,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
           {"build", info.build},
           {"backend_devices", info.backend_devices},
           {"merged_from", info.merged_from},
+          {"plugins", info.plugins},
           {"all_correct", result.all_correct()},
           {"cell_counts",
            {{"total", result.cells.size()},
@@ -323,6 +333,7 @@ std::string report_markdown(const ExperimentResult& result, const RunInfo& info)
   out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
   for (const KeyOverride& o : e.overrides) out += fmt::format("- overridden: `--set {}={}`\n", o.key, o.value);
+  for (const std::string& plugin : info.plugins) out += fmt::format("- plugin: {}\n", plugin);
   out += fmt::format(
       "- repeats: {} warm-up + {} timed steps after the cold step{}; baseline pipeline `{}`\n- statistics: median "
       "with its 95% bootstrap interval ({} resamples); a speedup's interval resamples both cells, and where it "
@@ -470,9 +481,12 @@ Expected<LoadedReport> load_report(const std::string& path) {
       auto parsed = parse_key_override(text);
       if (parsed) report.overrides.push_back(*parsed);
     }
-    report.info = {json.value("started_at", ""), json.value("machine", ""), json.value("build", ""),
+    report.info = {json.value("started_at", ""),
+                   json.value("machine", ""),
+                   json.value("build", ""),
                    json.value("backend_devices", std::vector<std::string>{}),
-                   json.value("merged_from", std::vector<std::string>{})};
+                   json.value("merged_from", std::vector<std::string>{}),
+                   json.value("plugins", std::vector<std::string>{})};
     for (const nlohmann::json& p : json.value("peers", nlohmann::json::array())) {
       PeerResult peer{p.value("name", ""),
                       p.value("command", std::vector<std::string>{}),

@@ -20,9 +20,14 @@ struct RunInfo {
   std::vector<std::string> backend_devices;
   // A merged report's shards: "PATH: shard I/N on MACHINE, started AT".
   std::vector<std::string> merged_from;
+  // Pass and strategy plugins loaded for the run: "NAME VERSION (PATH)".
+  std::vector<std::string> plugins;
 };
 
 RunInfo collect_run_info(const std::vector<std::string>& backend_devices);
+// The pass plugins loaded so far, as RunInfo::plugins spells them (the
+// runner loads an experiment's plugins when it starts).
+std::vector<std::string> plugin_descriptions();
 
 nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info);
 std::string report_markdown(const ExperimentResult& result, const RunInfo& info);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cell_run.h"
+#include "core/pass_plugin.h"
 #include "openblas_runtime.h"
 
 namespace lazylab {
@@ -193,6 +194,9 @@ Expected<Pipeline> resolve_pipeline(const Experiment& e, int line, const std::st
 
 Expected<Resolved> resolve(const Experiment& e) {
   Resolved r;
+  for (size_t i = 0; i < e.plugins.size(); ++i)
+    if (auto loaded = load_pass_plugin(e.plugins[i].path); !loaded)
+      return experiment_error(e, e.plugins[i].line, fmt::format("plugins[{}]", i), loaded.error().message);
   auto reference_backend = load_backend(e.reference.backend);
   if (!reference_backend)
     return experiment_error(e, e.reference.line, "reference.backend", reference_backend.error().message);

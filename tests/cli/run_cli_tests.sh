@@ -217,6 +217,15 @@ experiment "$work/bad-option.yaml" "name: t" "workloads: [chain-tiny]" "pipeline
 check "bad pass option" 1 "option 'strategy' expects one of \{dominator, gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
 experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
 check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
+experiment "$work/bad-pass-plugin.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "plugins: [$test_build/lazylab-pass-wrong-api.so]"
+check "pass plugin for another API version" 1 \
+  "bad-pass-plugin.yaml:5: plugins\[0\]: pass plugin .*lazylab-pass-wrong-api.so: it was built for pass plugin API 42, this lazylab speaks 1" \
+  -- "$lazylab" run "$work/bad-pass-plugin.yaml"
+check "--load-plugin with a taken name" 1 "it registers pass 'cse', which a built-in provides already; nothing of it was registered" \
+  -- "$lazylab" passes --load-plugin "$test_build/lazylab-pass-duplicate.so"
+check "--load-plugin without the entry point" 1 "missing entry point 'lazylab_pass_plugin_info'" \
+  -- "$lazylab" show chain-tiny --pipeline lower --load-plugin="$test_build/lazylab-backend-failing.so"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
 check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 2.1" -- "$lazylab" run "$work/abi.yaml"
 experiment "$work/bad-param.yaml" "name: t" "workloads: [{name: softmax, params: {colums: 3}}]" "pipelines: {p: lower}" "backends: [interp]"

@@ -106,5 +106,59 @@ else
   fail "example built with CMake find_package(lazylab)" "$work/cmake.log"
 fi
 
+# A strategy plugin built out of tree with pkg-config, compared with the
+# built-ins in one report.
+plugin=$work/capped.so
+if g++ -std=c++20 -shared -fPIC "$src/plugins/examples/capped-strategy/capped.cpp" $flags -o "$plugin" \
+  2>"$work/plugin.log"; then
+  ok "strategy plugin built with pkg-config"
+else
+  fail "strategy plugin built with pkg-config" "$work/plugin.log"
+fi
+"$lazylab" passes --load-plugin "$plugin" >"$work/passes" 2>&1
+if grep -q "strategy capped: .*\[plugin capped-strategy 1.0\]" "$work/passes" &&
+  grep -q "option max-ops=int (default 8)" "$work/passes"; then
+  ok "lazylab passes --load-plugin lists the plugin's strategy with its option and origin"
+else
+  fail "lazylab passes --load-plugin lists the plugin's strategy" "$work/passes"
+fi
+cat >"$work/compare.yaml" <<YAML
+name: capped-vs-built-ins
+workloads: [{name: chain-small, params: {iters: 40}}, {name: softmax, params: {rows: 64, cols: 256}}]
+plugins: [capped.so]
+pipelines:
+  none: "decompose,fuse{strategy=none},lower"
+  greedy: "decompose,fuse{strategy=greedy-elementwise},lower"
+  capped-4: "decompose,fuse{strategy=capped,max-ops=4},lower"
+  capped-16: "decompose,fuse{strategy=capped,max-ops=16},lower"
+backends: [cpu]
+repeat: {warmup: 1, runs: 5}
+report: {json: compare.json}
+YAML
+if "$lazylab" run "$work/compare.yaml" -o "$work/compare" >"$work/compare.log" 2>&1 &&
+  python3 - "$work/compare/compare.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["plugins"] and report["plugins"][0].startswith("capped-strategy 1.0 ("), report["plugins"]
+cells = report["cells"]
+pipelines = {c["pipeline"] for c in cells}
+assert pipelines == {"none", "greedy", "capped-4", "capped-16"}, pipelines
+assert all(c["status"] == "ok" for c in cells), [c["status"] for c in cells]
+kernels = {(c["workload"], c["pipeline"]): c["kernels"] for c in cells}
+chain = "chain-small"
+assert kernels[(chain, "none")] > kernels[(chain, "capped-4")] > kernels[(chain, "capped-16")] >= kernels[(chain, "greedy")], kernels
+PY
+then
+  ok "a report compares the plugin strategy (two option values) with built-ins, every cell checked"
+else
+  fail "a report compares the plugin strategy with built-ins" "$work/compare.log"
+fi
+"$lazylab" passes --load-plugin "$work/missing.so" >"$work/refused" 2>&1
+if [[ $? == 1 ]] && grep -q "pass plugin $work/missing.so: no such file" "$work/refused"; then
+  ok "a missing plugin is refused, naming the file"
+else
+  fail "a missing plugin is refused, naming the file" "$work/refused"
+fi
+
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -52,7 +52,9 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
         "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, "
         "peer-timeout, "
-        "peers, pipelines, reference, repeat, report, seed, workloads)");
+        "peers, pipelines, plugins, reference, repeat, report, seed, workloads)");
+  CHECK(error_of(kValid + "plugins: capped.so\n") == "x.yaml:10: plugins: expected a list of plugin (.so) paths");
+  CHECK(error_of(kValid + "plugins: [[a]]\n") == "x.yaml:10: plugins[0]: expected a path");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") ==
         "x.yaml:10: repeat: needs 0 <= warmup <= 1000000 and 1 <= runs <= 1000000, got warmup 2, runs 0");
@@ -256,4 +258,13 @@ TEST_CASE("did-you-mean suggests for names people type, not for long texts") {
   candidate.back() = 'b';
   CHECK(closest_name(long_name, {candidate}).empty());
   CHECK(closest_name("aaaa", {std::string(65, 'a'), "aaab"}) == "aaab");
+}
+
+TEST_CASE("plugins are paths relative to the experiment file, loaded later by the runner") {
+  auto parsed = parse_experiment(kValid + "plugins: [lib/capped.so, /opt/x.so]\n", "dir/x.yaml");
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->plugins.size() == 2);
+  CHECK(parsed->plugins[0].path == "dir/lib/capped.so");
+  CHECK(parsed->plugins[1].path == "/opt/x.so");
+  CHECK(parsed->plugins[0].line == 10);
 }

@@ -1,0 +1,67 @@
+// Pass and strategy plugins: a .so built against liblazylab (pkg-config
+// lazylab) that adds passes and fusion strategies to the registries, as
+// LLVM's pass plugins do. It exports one entry point,
+//
+//   extern "C" LAZYLAB_PLUGIN_EXPORT lazylab::PassPluginInfo lazylab_pass_plugin_info();
+//
+// returning its API version, name, version and a function that registers
+// what it provides. The host calls that function only when the API version
+// is this library's: the plugin shares C++ types with liblazylab, so another
+// version is refused, naming both. What a plugin registers carries its name
+// and version into every pipeline that uses it (Pipeline::provenance and the
+// fingerprint), so the cache and the reports know what ran. A plugin stays
+// loaded until the process ends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "expected.h"
+#include "fusion_strategy.h"
+#include "pass.h"
+
+// Version of the C++ interface a pass plugin compiles against (PassInfo,
+// FusionStrategyInfo, Module, ...): raised on any change to it.
+#define LAZYLAB_PASS_PLUGIN_API_VERSION 1u
+#define LAZYLAB_PASS_PLUGIN_ENTRY "lazylab_pass_plugin_info"
+#define LAZYLAB_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+namespace lazylab {
+
+// Collects what a plugin registers; the host adds all of it, or none of it
+// when one name is taken already.
+class PluginRegistrar {
+ public:
+  void add_pass(PassInfo info) { passes_.push_back(std::move(info)); }
+  void add_fusion_strategy(FusionStrategyInfo info) { strategies_.push_back(std::move(info)); }
+
+  std::vector<PassInfo>& passes() { return passes_; }
+  std::vector<FusionStrategyInfo>& strategies() { return strategies_; }
+
+ private:
+  std::vector<PassInfo> passes_;
+  std::vector<FusionStrategyInfo> strategies_;
+};
+
+struct PassPluginInfo {
+  uint32_t api_version;  // LAZYLAB_PASS_PLUGIN_API_VERSION when built
+  const char* name;
+  const char* version;
+  void (*register_with)(PluginRegistrar& registrar);
+};
+
+using PassPluginEntry = PassPluginInfo (*)();
+
+struct LoadedPlugin {
+  std::string name, version, path;
+  std::vector<std::string> passes, strategies;  // what it registered
+};
+
+// Loads the plugin at `path` and registers what it provides. Loading the
+// same file again does nothing and returns it again.
+Expected<LoadedPlugin> load_pass_plugin(const std::string& path);
+// The plugins loaded so far, in load order.
+const std::vector<LoadedPlugin>& loaded_pass_plugins();
+
+}  // namespace lazylab
