@@ -14,28 +14,6 @@
 
 namespace lazylab {
 
-FusionStrategyRegistry& FusionStrategyRegistry::global() {
-  static FusionStrategyRegistry registry;
-  return registry;
-}
-
-const FusionStrategyInfo* FusionStrategyRegistry::find(const std::string& name) const {
-  auto it = strategies_.find(name);
-  return it == strategies_.end() ? nullptr : &it->second;
-}
-
-std::vector<std::string> FusionStrategyRegistry::names() const {
-  std::vector<std::string> names;
-  for (auto& [name, info] : strategies_) names.push_back(name);
-  return names;
-}
-
-std::vector<const FusionStrategyInfo*> FusionStrategyRegistry::list() const {
-  std::vector<const FusionStrategyInfo*> infos;
-  for (auto& [name, info] : strategies_) infos.push_back(&info);
-  return infos;
-}
-
 // Group roots as vertices; an edge where a node of one group reads a value of
 // another. `colors` stays white between searches.
 struct KernelGroups::GroupGraph {

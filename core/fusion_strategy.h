@@ -38,21 +38,9 @@ struct FusionStrategyInfo {
   std::string provenance = {};  // "plugin NAME VERSION"; empty for built-ins
 };
 
-class FusionStrategyRegistry {
- public:
-  static FusionStrategyRegistry& global();
-  void add(FusionStrategyInfo info) { strategies_.insert_or_assign(info.name, std::move(info)); }
-  const FusionStrategyInfo* find(const std::string& name) const;
-  std::vector<std::string> names() const;
-  std::vector<const FusionStrategyInfo*> list() const;
-
- private:
-  std::map<std::string, FusionStrategyInfo> strategies_;
-};
-
-struct FusionStrategyRegistrar {
-  explicit FusionStrategyRegistrar(FusionStrategyInfo info) { FusionStrategyRegistry::global().add(std::move(info)); }
-};
+using FusionStrategyRegistry = Registry<FusionStrategyInfo>;
+extern template class Registry<FusionStrategyInfo>;
+using FusionStrategyRegistrar = Registrar<FusionStrategyInfo>;
 
 // Nodes grouped into would-be kernels (union-find), with the checks every
 // strategy needs before merging two groups. The graph between groups is kept

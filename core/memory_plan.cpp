@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace lazylab {
 
 std::vector<LiveRange> arena_live_ranges(const Program& program) {
@@ -17,6 +19,13 @@ std::vector<LiveRange> arena_live_ranges(const Program& program) {
     for (NodeId id : program.kernels[k].inputs)
       if (index[id] >= 0) ranges[index[id]].last = std::max(ranges[index[id]].last, static_cast<int>(k));
   return ranges;
+}
+
+uint64_t peak_live_bytes(const Program& program) {
+  std::vector<uint64_t> live(program.kernels.size() + 1, 0);
+  for (const LiveRange& range : arena_live_ranges(program))
+    for (int k = range.first; k <= range.last; ++k) live[k] += range.bytes;
+  return *std::max_element(live.begin(), live.end());
 }
 
 std::string check_memory_plan(const Program& program) {

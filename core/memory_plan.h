@@ -16,6 +16,9 @@ struct LiveRange {
 
 std::vector<LiveRange> arena_live_ranges(const Program& program);
 
+// The largest sum of bytes live at one kernel: what any placement needs.
+uint64_t peak_live_bytes(const Program& program);
+
 // Two arena values overlap in memory while both are live: the error names
 // them; empty when the plan is sound.
 std::string check_memory_plan(const Program& program);

@@ -13,6 +13,7 @@
 
 #include "expected.h"
 #include "module.h"
+#include "registry.h"
 
 namespace lazylab {
 
@@ -77,23 +78,33 @@ struct PassInfo {
   std::string provenance = {};
 };
 
-class PassRegistry {
- public:
-  static PassRegistry& global();
-  void add(PassInfo info);
-  const PassInfo* find(std::string_view name) const;
-  std::vector<const PassInfo*> list() const;  // sorted by name
+using PassRegistry = Registry<PassInfo>;
+extern template class Registry<PassInfo>;
 
- private:
-  std::map<std::string, PassInfo, std::less<>> passes_;
-};
+// An enum option whose choices are a registry's names (fuse's strategy,
+// schedule's order, plan-memory's algo) ...
+template <class Info>
+PassOptionSpec registry_option(std::string name, std::string default_value, std::string help) {
+  return {std::move(name), OptionKind::Enum, std::move(default_value), std::move(help), {}, [] {
+            return Registry<Info>::global().names();
+          }};
+}
+
+// ... and the chosen entry's own options, with its provenance.
+template <class Info>
+std::function<OptionExtension(const std::map<std::string, std::string>&)> registry_extension(std::string option) {
+  return [option](const std::map<std::string, std::string>& values) -> OptionExtension {
+    auto it = values.find(option);
+    const Info* info = it == values.end() ? nullptr : Registry<Info>::global().find(it->second);
+    if (!info) return {};
+    return {info->options, info->provenance};
+  };
+}
 
 // Validates `text` against `spec`; returns the canonical value.
 Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::string& text);
 
-struct PassRegistrar {
-  explicit PassRegistrar(PassInfo info) { PassRegistry::global().add(std::move(info)); }
-};
+using PassRegistrar = Registrar<PassInfo>;
 
 }  // namespace lazylab
 

@@ -19,26 +19,28 @@ std::vector<LoadedPlugin>& plugins() {
 // The name's current owner: "a built-in" or "plugin NAME VERSION".
 std::string owner(const std::string& provenance) { return provenance.empty() ? "a built-in" : provenance; }
 
-// Every name the plugin registers must be free, in the registries and
-// within the plugin itself.
-Status check_names_free(PluginRegistrar& registrar) {
-  std::set<std::string> passes, strategies;
-  for (const PassInfo& info : registrar.passes()) {
-    if (const PassInfo* taken = PassRegistry::global().find(info.name))
+// Every name of one kind the plugin registers must be free, in the registry
+// and within the plugin itself.
+template <class Info>
+Status check_names_free(const std::vector<Info>& infos, const char* kind) {
+  std::set<std::string> names;
+  for (const Info& info : infos) {
+    if (const Info* taken = Registry<Info>::global().find(info.name))
       return make_error(
-          fmt::format("it registers pass '{}', which {} provides already", info.name, owner(taken->provenance)));
-    if (!passes.insert(info.name).second) return make_error(fmt::format("it registers pass '{}' twice", info.name));
-    if (!info.create) return make_error(fmt::format("its pass '{}' has no create function", info.name));
-  }
-  for (const FusionStrategyInfo& info : registrar.strategies()) {
-    if (const FusionStrategyInfo* taken = FusionStrategyRegistry::global().find(info.name))
-      return make_error(fmt::format("it registers fusion strategy '{}', which {} provides already", info.name,
-                                    owner(taken->provenance)));
-    if (!strategies.insert(info.name).second)
-      return make_error(fmt::format("it registers fusion strategy '{}' twice", info.name));
-    if (!info.create) return make_error(fmt::format("its fusion strategy '{}' has no create function", info.name));
+          fmt::format("it registers {} '{}', which {} provides already", kind, info.name, owner(taken->provenance)));
+    if (!names.insert(info.name).second) return make_error(fmt::format("it registers {} '{}' twice", kind, info.name));
+    if (!info.create) return make_error(fmt::format("its {} '{}' has no create function", kind, info.name));
   }
   return {};
+}
+
+template <class Info>
+void add_all(std::vector<Info>& infos, const char* kind, const std::string& provenance, LoadedPlugin& loaded) {
+  for (Info& info : infos) {
+    info.provenance = provenance;
+    loaded.registered.emplace_back(kind, info.name);
+    Registry<Info>::global().add(std::move(info));
+  }
 }
 
 Expected<PassPluginInfo> open_plugin(const std::string& path) {
@@ -79,21 +81,19 @@ Expected<LoadedPlugin> load_pass_plugin(const std::string& path) {
   if (!info) return make_error(fmt::format("pass plugin {}: {}", path, info.error().message));
   PluginRegistrar registrar;
   info->register_with(registrar);
-  if (Status free = check_names_free(registrar); !free)
+  Status free = check_names_free(registrar.passes(), "pass");
+  if (free) free = check_names_free(registrar.strategies(), "fusion strategy");
+  if (free) free = check_names_free(registrar.schedulers(), "scheduler");
+  if (free) free = check_names_free(registrar.planners(), "memory planner");
+  if (!free)
     return make_error(fmt::format("pass plugin {} ({} {}): {}; nothing of it was registered", path, info->name,
                                   info->version, free.error().message));
-  LoadedPlugin loaded{info->name, info->version, canonical, {}, {}};
+  LoadedPlugin loaded{info->name, info->version, canonical, {}};
   std::string provenance = fmt::format("plugin {} {}", info->name, info->version);
-  for (PassInfo& pass : registrar.passes()) {
-    pass.provenance = provenance;
-    loaded.passes.push_back(pass.name);
-    PassRegistry::global().add(std::move(pass));
-  }
-  for (FusionStrategyInfo& strategy : registrar.strategies()) {
-    strategy.provenance = provenance;
-    loaded.strategies.push_back(strategy.name);
-    FusionStrategyRegistry::global().add(std::move(strategy));
-  }
+  add_all(registrar.passes(), "pass", provenance, loaded);
+  add_all(registrar.strategies(), "fusion strategy", provenance, loaded);
+  add_all(registrar.schedulers(), "scheduler", provenance, loaded);
+  add_all(registrar.planners(), "memory planner", provenance, loaded);
   plugins().push_back(loaded);
   return loaded;
 }

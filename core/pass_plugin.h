@@ -5,12 +5,10 @@
 //   extern "C" LAZYLAB_PLUGIN_EXPORT lazylab::PassPluginInfo lazylab_pass_plugin_info();
 //
 // returning its API version, name, version and a function that registers
-// what it provides. The host calls that function only when the API version
-// is this library's: the plugin shares C++ types with liblazylab, so another
-// version is refused, naming both. What a plugin registers carries its name
-// and version into every pipeline that uses it (Pipeline::provenance and the
-// fingerprint), so the cache and the reports know what ran. A plugin stays
-// loaded until the process ends.
+// what it provides: passes, fusion strategies, schedulers, memory planners. The host calls that function only when the
+// API version is this library's: the plugin shares C++ types with liblazylab, so another version is refused, naming
+// both. What a plugin registers carries its name and version into every pipeline that uses it (Pipeline::provenance and
+// the fingerprint), so the cache and the reports know what ran. A plugin stays loaded until the process ends.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +17,9 @@
 
 #include "expected.h"
 #include "fusion_strategy.h"
+#include "memory_planner.h"
 #include "pass.h"
+#include "scheduler.h"
 
 // Version of the C++ interface a pass plugin compiles against (PassInfo,
 // FusionStrategyInfo, Module, ...): raised on any change to it.
@@ -35,13 +35,19 @@ class PluginRegistrar {
  public:
   void add_pass(PassInfo info) { passes_.push_back(std::move(info)); }
   void add_fusion_strategy(FusionStrategyInfo info) { strategies_.push_back(std::move(info)); }
+  void add_scheduler(SchedulerInfo info) { schedulers_.push_back(std::move(info)); }
+  void add_memory_planner(MemoryPlannerInfo info) { planners_.push_back(std::move(info)); }
 
   std::vector<PassInfo>& passes() { return passes_; }
   std::vector<FusionStrategyInfo>& strategies() { return strategies_; }
+  std::vector<SchedulerInfo>& schedulers() { return schedulers_; }
+  std::vector<MemoryPlannerInfo>& planners() { return planners_; }
 
  private:
   std::vector<PassInfo> passes_;
   std::vector<FusionStrategyInfo> strategies_;
+  std::vector<SchedulerInfo> schedulers_;
+  std::vector<MemoryPlannerInfo> planners_;
 };
 
 struct PassPluginInfo {
@@ -55,7 +61,9 @@ using PassPluginEntry = PassPluginInfo (*)();
 
 struct LoadedPlugin {
   std::string name, version, path;
-  std::vector<std::string> passes, strategies;  // what it registered
+  // What it registered, by kind ("pass", "fusion strategy", "scheduler",
+  // "memory planner"): names.
+  std::vector<std::pair<std::string, std::string>> registered;
 };
 
 // Loads the plugin at `path` and registers what it provides. Loading the

@@ -8,27 +8,6 @@
 
 namespace lazylab {
 
-PassRegistry& PassRegistry::global() {
-  static PassRegistry registry;
-  return registry;
-}
-
-void PassRegistry::add(PassInfo info) {
-  std::string name = info.name;
-  passes_.insert_or_assign(std::move(name), std::move(info));
-}
-
-const PassInfo* PassRegistry::find(std::string_view name) const {
-  auto it = passes_.find(name);
-  return it == passes_.end() ? nullptr : &it->second;
-}
-
-std::vector<const PassInfo*> PassRegistry::list() const {
-  std::vector<const PassInfo*> infos;
-  for (auto& [name, info] : passes_) infos.push_back(&info);
-  return infos;
-}
-
 Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::string& text) {
   switch (spec.kind) {
     case OptionKind::Int: {

@@ -1,134 +1,48 @@
-// plan-memory{algo=naive|greedy-by-size|linear-scan}: places the Program's
-// arena values, reusing space between values that are never live at the same
-// time (live ranges over the kernel order, core/memory_plan.h).
+// plan-memory{algo=NAME}: places the Program's arena values with a memory
+// planner from the registry (core/memory_planner.h), then sizes the arena to
+// the end of the highest value. The built-in planners:
 //   naive           every value in its own slot (the baseline for reports)
-//   linear-scan     values in order of definition, each at the lowest offset
-//                   free of the values live with it (first fit)
-//   greedy-by-size  the same placement, largest values first (TFLite's
-//                   greedy-by-size), which usually packs tighter
-// Peak arena bytes never exceed the naive plan's.
-#include <algorithm>
-#include <unordered_map>
+//   linear-scan     first fit in order of definition
+//   greedy-by-size  first fit, largest values first
+#include <fmt/format.h>
 
-#include "core/memory_plan.h"
-#include "core/pass.h"
+#include <algorithm>
+
+#include "core/memory_planner.h"
 
 namespace lazylab {
 namespace {
 
-// The placed values, found by live range: a segment tree over all ranges in
-// order of `first`, each node holding the largest `last` among its placed
-// ranges, so a query visits only subtrees that hold an overlapping placed
-// range (scanning every placed value made planning quadratic in the number
-// of kernels).
-class PlacedRanges {
- public:
-  explicit PlacedRanges(const std::vector<LiveRange>& ranges) : size_(ranges.size()) {
-    for (size_t i = 0; i < ranges.size(); ++i) by_first_.push_back(&ranges[i]);
-    std::stable_sort(by_first_.begin(), by_first_.end(),
-                     [](const LiveRange* a, const LiveRange* b) { return a->first < b->first; });
-    for (size_t i = 0; i < by_first_.size(); ++i) slot_of_[by_first_[i]] = i;
-    max_last_.assign(4 * std::max<size_t>(size_, 1), -1);
-  }
-
-  void place(const LiveRange& range) { update(1, 0, size_, slot_of_.at(&range), range.last); }
-
-  // Every placed range live at some kernel position of `range`.
-  template <class Visit>
-  void overlapping(const LiveRange& range, Visit&& visit) const {
-    size_t end = static_cast<size_t>(std::upper_bound(by_first_.begin(), by_first_.end(), range.last,
-                                                      [](int last, const LiveRange* r) { return last < r->first; }) -
-                                     by_first_.begin());
-    query(1, 0, size_, end, range.first, visit);
-  }
-
- private:
-  void update(size_t node, size_t lo, size_t hi, size_t slot, int last) {
-    max_last_[node] = std::max(max_last_[node], last);
-    if (hi - lo == 1) return;
-    size_t mid = (lo + hi) / 2;
-    if (slot < mid)
-      update(2 * node, lo, mid, slot, last);
-    else
-      update(2 * node + 1, mid, hi, slot, last);
-  }
-  // Slots [lo, hi) of this node, restricted to [0, end), whose placed range
-  // ends at or after `first`.
-  template <class Visit>
-  void query(size_t node, size_t lo, size_t hi, size_t end, int first, Visit& visit) const {
-    if (lo >= end || max_last_[node] < first) return;
-    if (hi - lo == 1) {
-      visit(*by_first_[lo]);
-      return;
-    }
-    size_t mid = (lo + hi) / 2;
-    query(2 * node, lo, mid, end, first, visit);
-    query(2 * node + 1, mid, hi, end, first, visit);
-  }
-
-  size_t size_;
-  std::vector<const LiveRange*> by_first_;
-  std::unordered_map<const LiveRange*, size_t> slot_of_;
-  std::vector<int> max_last_;  // -1: nothing placed below
-};
-
-// Lowest offset where `range` fits beside the already placed values that
-// are live with it.
-uint64_t first_fit(const LiveRange& range, const PlacedRanges& placed, const Program& program) {
-  std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, end)
-  placed.overlapping(range, [&](const LiveRange& other) {
-    uint64_t at = program.values[other.value].offset;
-    busy.emplace_back(at, at + other.bytes);
-  });
-  std::sort(busy.begin(), busy.end());
-  uint64_t offset = 0;
-  for (auto [begin, end] : busy) {
-    if (begin >= offset + range.bytes) break;
-    offset = std::max(offset, end);
-  }
-  return offset;
-}
-
 class PlanMemory : public Pass {
  public:
-  explicit PlanMemory(std::string algo) : algo_(std::move(algo)) {}
+  explicit PlanMemory(PassOptions options) : options_(std::move(options)) {}
 
   Expected<bool> run(Module& module) override {
     if (!module.program) return make_error("plan-memory needs a Program: run 'lower' first");
+    const std::string& algo = options_.get("algo");
+    const MemoryPlannerInfo* info = MemoryPlannerRegistry::global().find(algo);
+    if (!info) return make_error(fmt::format("unknown memory planner '{}'", algo));
     Program& program = *module.program;
-    std::vector<LiveRange> ranges = arena_live_ranges(program);
-    if (algo_ == "greedy-by-size")
-      std::stable_sort(ranges.begin(), ranges.end(),
-                       [](const LiveRange& a, const LiveRange& b) { return a.bytes > b.bytes; });
-    PlacedRanges placed(ranges);
-    uint64_t arena = 0, naive = 0;
-    for (const LiveRange& range : ranges) {
-      uint64_t offset = algo_ == "naive" ? naive : first_fit(range, placed, program);
-      program.values[range.value].offset = offset;
-      placed.place(range);
-      arena = std::max(arena, offset + range.bytes);
-      naive += range.bytes;
-    }
+    LAZYLAB_TRY(info->create(options_)->place(program));
+    uint64_t arena = 0;
+    for (const LiveRange& range : arena_live_ranges(program))
+      arena = std::max(arena, program.values[range.value].offset + range.bytes);
     bool changed = arena != program.arena_bytes;
     program.arena_bytes = arena;
     return changed;
   }
 
  private:
-  std::string algo_;
+  PassOptions options_;
 };
 
 LAZYLAB_REGISTER_PASS(PassInfo{
     "plan-memory",
-    "Place arena values, reusing space between values never live together",
-    {{"algo",
-      OptionKind::Enum,
-      "greedy-by-size",
-      "placement algorithm",
-      {"naive", "greedy-by-size", "linear-scan"},
-      {}}},
-    [](const PassOptions& options) { return std::make_unique<PlanMemory>(options.get("algo")); },
-    PassStage::Program});
+    "Place arena values with a memory planner, reusing space between values never live together",
+    {registry_option<MemoryPlannerInfo>("algo", "greedy-by-size", "the memory planner")},
+    [](const PassOptions& options) { return std::make_unique<PlanMemory>(options); },
+    PassStage::Program,
+    registry_extension<MemoryPlannerInfo>("algo")});
 
 }  // namespace
 }  // namespace lazylab

@@ -35,14 +35,12 @@ int probe_in_this_process(const std::string& path) {
 }
 
 void probe_in_child(BackendListing& listing, const fs::path& scratch, int index) {
-  std::error_code ec;
   fs::path output = scratch / fmt::format("probe-{}.json", index);
   ChildOptions options;
   options.stdout_file = output.string();
   options.stderr_file = (scratch / fmt::format("probe-{}.err", index)).string();
   options.timeout_s = kProbeTimeoutSeconds;
-  ChildOutcome outcome =
-      run_child({fs::read_symlink("/proc/self/exe", ec).string(), "backends", "--probe", listing.path}, options);
+  ChildOutcome outcome = run_child({self_executable(), "backends", "--probe", listing.path}, options);
   std::ifstream in(output);
   nlohmann::json json = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
   if (outcome.succeeded() && json.is_object()) {

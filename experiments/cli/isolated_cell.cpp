@@ -54,14 +54,8 @@ CellResult run_cell_in_child(const CellIdentity& cell, const std::string& experi
   if (ec)
     return CellResult::failure(CellStatus::Failed, fmt::format("cannot create {}: {}", scratch.string(), ec.message()));
   fs::path output = scratch / "cell.json", errors = scratch / "stderr.txt";
-  std::vector<std::string> argv = {fs::read_symlink("/proc/self/exe", ec).string(),
-                                   "run",
-                                   experiment_path,
-                                   "-q",
-                                   "--cell",
-                                   cell_argument(cell),
-                                   "--cell-output",
-                                   output.string()};
+  std::vector<std::string> argv = {self_executable(),   "run",           experiment_path, "-q", "--cell",
+                                   cell_argument(cell), "--cell-output", output.string()};
   for (const std::string& set : sets) argv.insert(argv.end(), {"--set", set});
   for (const LoadedPlugin& plugin : loaded_pass_plugins()) argv.insert(argv.end(), {"--load-plugin", plugin.path});
   ChildOptions options;

@@ -4,7 +4,9 @@
 
 #include "core/backend.h"
 #include "core/fusion_strategy.h"
+#include "core/memory_planner.h"
 #include "core/pass.h"
+#include "core/scheduler.h"
 #include "options.h"
 #include "runner/workload.h"
 
@@ -41,13 +43,21 @@ int passes_command(const Args& args) {
   for (const PassInfo* info : PassRegistry::global().list()) {
     std::cout << fmt::format("{:<14} {}{}\n", info->name, info->summary, from(info->provenance));
     print_options(info->options, "    ");
-    if (info->name != "fuse") continue;
-    for (const FusionStrategyInfo* strategy : FusionStrategyRegistry::global().list()) {
-      std::cout << fmt::format("    strategy {}: {}{}\n        legal: {}\n        fuses: {}\n", strategy->name,
-                               strategy->summary, from(strategy->provenance), strategy->legality,
-                               strategy->profitability);
-      print_options(strategy->options, "        option ");
-    }
+    if (info->name == "fuse")
+      for (const FusionStrategyInfo* strategy : FusionStrategyRegistry::global().list()) {
+        std::cout << fmt::format("    strategy {}: {}{}\n        legal: {}\n        fuses: {}\n", strategy->name,
+                                 strategy->summary, from(strategy->provenance), strategy->legality,
+                                 strategy->profitability);
+        print_options(strategy->options, "        option ");
+      }
+    auto print_entries = [&](const auto& registry, const char* label) {
+      for (const auto* entry : registry.list()) {
+        std::cout << fmt::format("    {} {}: {}{}\n", label, entry->name, entry->summary, from(entry->provenance));
+        print_options(entry->options, "        option ");
+      }
+    };
+    if (info->name == "schedule") print_entries(SchedulerRegistry::global(), "scheduler");
+    if (info->name == "plan-memory") print_entries(MemoryPlannerRegistry::global(), "planner");
   }
   return kExitOk;
 }

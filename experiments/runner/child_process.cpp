@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 extern char** environ;
@@ -89,6 +90,11 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions&
   outcome.started = true;
   wait_for(pid, options, outcome);
   return outcome;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
 }
 
 }  // namespace lazylab

@@ -33,4 +33,8 @@ struct ChildOutcome {
 
 ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions& options);
 
+// The running executable's path, to start a copy of it as a child (empty
+// where /proc cannot tell).
+std::string self_executable();
+
 }  // namespace lazylab

@@ -53,7 +53,7 @@ TEST_CASE("a strategy plugin registers a strategy with typed options of its own"
   auto loaded = load_pass_plugin(LAZYLAB_CAPPED_STRATEGY_PLUGIN);
   REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
   CHECK(loaded->name == "capped-strategy");
-  CHECK(loaded->strategies == std::vector<std::string>{"capped"});
+  CHECK(loaded->registered == std::vector<std::pair<std::string, std::string>>{{"fusion strategy", "capped"}});
   // Loading it again is a no-op.
   REQUIRE(load_pass_plugin(LAZYLAB_CAPPED_STRATEGY_PLUGIN).ok());
   CHECK(std::count_if(loaded_pass_plugins().begin(), loaded_pass_plugins().end(),
@@ -103,4 +103,26 @@ TEST_CASE("plugins for another API version, without the entry point or with take
         std::string::npos);
   // All or nothing: the plugin's other, free name was not registered either.
   CHECK(FusionStrategyRegistry::global().find("fresh-from-bad-plugin") == nullptr);
+}
+
+TEST_CASE("a plugin's scheduler and memory planner are selected like the built-ins, and checked") {
+  auto loaded = load_pass_plugin(kPluginDir + "/lazylab-pass-orders.so");
+  REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
+  CHECK(loaded->registered ==
+        std::vector<std::pair<std::string, std::string>>{{"scheduler", "reversed"}, {"memory planner", "spaced"}});
+  // Its planner's option and provenance.
+  auto spaced = parse_pipeline("lower,plan-memory{algo=spaced,gap=256}");
+  REQUIRE(spaced.ok());
+  CHECK(spaced->canonical == "lower,plan-memory{algo=spaced,gap=256}");
+  CHECK(spaced->provenance == std::vector<std::string>{"plugin orders 0.1"});
+  Module module = chain_module();
+  REQUIRE(run_pipeline(*parse_pipeline("fuse{strategy=none},lower,plan-memory{algo=spaced,gap=256}"), module, {}).ok());
+  // Five arena values (the sixth op writes the output), 64 bytes each, 256 apart.
+  CHECK(module.program->arena_bytes == 4 * (64 + 256) + 64);
+  // The pass checks a scheduler's order: reversing a chain runs readers first.
+  Module reversed = chain_module();
+  auto ran = run_pipeline(*parse_pipeline("fuse{strategy=none},lower,schedule{order=reversed}"), reversed, {});
+  REQUIRE_FALSE(ran.ok());
+  CHECK(ran.error().message.find(
+            "scheduler 'reversed': kernel 1 would run before kernel 0, which produces its input") != std::string::npos);
 }
