@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "expected.h"
@@ -32,19 +33,29 @@ struct PassOptionSpec {
   std::vector<std::string> allowed() const { return dynamic_choices ? dynamic_choices() : choices; }
 };
 
+// One option's value, parsed once from the pipeline text into its kind's
+// type: Int -> int64_t, Bool -> bool, Enum and String -> std::string.
+using OptionValue = std::variant<int64_t, bool, std::string>;
+
+// The canonical spelling of a value, as it appears in a pipeline.
+std::string option_text(const OptionValue& value);
+
 // Option values after validation against the pass's specs; every option has
-// a value (its default when the pipeline does not set it).
+// a value (its default when the pipeline does not set it). Asking for an
+// option under another kind than its spec's is a programming error and
+// throws std::bad_variant_access.
 class PassOptions {
  public:
   PassOptions() = default;
-  explicit PassOptions(std::map<std::string, std::string> values) : values_(std::move(values)) {}
-  const std::string& get(const std::string& name) const { return values_.at(name); }
-  int64_t get_int(const std::string& name) const { return std::stoll(get(name)); }
-  bool get_bool(const std::string& name) const { return get(name) == "true"; }
-  const std::map<std::string, std::string>& values() const { return values_; }
+  explicit PassOptions(std::map<std::string, OptionValue> values) : values_(std::move(values)) {}
+  const std::string& get(const std::string& name) const { return std::get<std::string>(values_.at(name)); }
+  int64_t get_int(const std::string& name) const { return std::get<int64_t>(values_.at(name)); }
+  bool get_bool(const std::string& name) const { return std::get<bool>(values_.at(name)); }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  const std::map<std::string, OptionValue>& values() const { return values_; }
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, OptionValue> values_;
 };
 
 class Pass {
@@ -73,7 +84,7 @@ struct PassInfo {
   PassStage stage = PassStage::Graph;
   // Given the values of `options`, further options the invocation accepts
   // (and their provenance); null for none.
-  std::function<OptionExtension(const std::map<std::string, std::string>&)> extend = {};
+  std::function<OptionExtension(const PassOptions&)> extend = {};
   // "plugin NAME VERSION" for a pass a plugin registered; empty for built-ins.
   std::string provenance = {};
 };
@@ -92,17 +103,16 @@ PassOptionSpec registry_option(std::string name, std::string default_value, std:
 
 // ... and the chosen entry's own options, with its provenance.
 template <class Info>
-std::function<OptionExtension(const std::map<std::string, std::string>&)> registry_extension(std::string option) {
-  return [option](const std::map<std::string, std::string>& values) -> OptionExtension {
-    auto it = values.find(option);
-    const Info* info = it == values.end() ? nullptr : Registry<Info>::global().find(it->second);
+std::function<OptionExtension(const PassOptions&)> registry_extension(std::string option) {
+  return [option](const PassOptions& values) -> OptionExtension {
+    const Info* info = values.has(option) ? Registry<Info>::global().find(values.get(option)) : nullptr;
     if (!info) return {};
     return {info->options, info->provenance};
   };
 }
 
-// Validates `text` against `spec`; returns the canonical value.
-Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::string& text);
+// Parses `text` as `spec`'s kind and checks it against the spec's limits.
+Expected<OptionValue> parse_option_value(const PassOptionSpec& spec, const std::string& text);
 
 using PassRegistrar = Registrar<PassInfo>;
 

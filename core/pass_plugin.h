@@ -23,7 +23,7 @@
 
 // Version of the C++ interface a pass plugin compiles against (PassInfo,
 // FusionStrategyInfo, Module, ...): raised on any change to it.
-#define LAZYLAB_PASS_PLUGIN_API_VERSION 1u
+#define LAZYLAB_PASS_PLUGIN_API_VERSION 2u
 #define LAZYLAB_PASS_PLUGIN_ENTRY "lazylab_pass_plugin_info"
 #define LAZYLAB_PLUGIN_EXPORT __attribute__((visibility("default")))
 

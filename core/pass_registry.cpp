@@ -8,7 +8,13 @@
 
 namespace lazylab {
 
-Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::string& text) {
+std::string option_text(const OptionValue& value) {
+  if (const auto* number = std::get_if<int64_t>(&value)) return std::to_string(*number);
+  if (const auto* flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
+  return std::get<std::string>(value);
+}
+
+Expected<OptionValue> parse_option_value(const PassOptionSpec& spec, const std::string& text) {
   switch (spec.kind) {
     case OptionKind::Int: {
       int64_t value = 0;
@@ -17,22 +23,22 @@ Expected<std::string> check_option_value(const PassOptionSpec& spec, const std::
         return make_error(fmt::format("option '{}' expects an integer, got '{}'", spec.name, text));
       if (value < spec.min_value)
         return make_error(fmt::format("option '{}' must be at least {}, got {}", spec.name, spec.min_value, value));
-      return std::to_string(value);
+      return OptionValue(value);
     }
     case OptionKind::Bool:
-      if (text == "true" || text == "1") return std::string("true");
-      if (text == "false" || text == "0") return std::string("false");
+      if (text == "true" || text == "1") return OptionValue(true);
+      if (text == "false" || text == "0") return OptionValue(false);
       return make_error(fmt::format("option '{}' expects true or false, got '{}'", spec.name, text));
     case OptionKind::Enum: {
       std::vector<std::string> allowed = spec.allowed();
       for (const std::string& choice : allowed)
-        if (choice == text) return text;
+        if (choice == text) return OptionValue(text);
       return make_error(fmt::format("option '{}' expects one of {{{}}}, got '{}'{}", spec.name,
                                     fmt::join(allowed, ", "), text, did_you_mean(text, allowed)));
     }
-    case OptionKind::String: return text;
+    case OptionKind::String: return OptionValue(text);
   }
-  return text;
+  return OptionValue(text);
 }
 
 }  // namespace lazylab

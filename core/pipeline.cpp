@@ -67,7 +67,7 @@ Expected<std::vector<std::pair<std::string, std::string>>> split_options(const P
 }
 
 struct ParsedOptions {
-  std::map<std::string, std::string> values;
+  std::map<std::string, OptionValue> values;
   std::string extension_provenance;
 };
 
@@ -79,7 +79,12 @@ Expected<ParsedOptions> parse_option_text(const PassInfo& info, std::string_view
   ParsedOptions parsed;
   std::vector<PassOptionSpec> specs = info.options;
   auto apply = [&](const std::vector<PassOptionSpec>& layer, bool last) -> Status {
-    for (const PassOptionSpec& spec : layer) parsed.values.try_emplace(spec.name, spec.default_value);
+    for (const PassOptionSpec& spec : layer) {
+      auto fallback = parse_option_value(spec, spec.default_value);
+      if (!fallback)
+        return make_error(fmt::format("pass '{}': the default of {}", info.name, fallback.error().message));
+      parsed.values.try_emplace(spec.name, std::move(*fallback));
+    }
     for (auto& [name, text] : *items) {
       const PassOptionSpec* spec = find_spec(layer, name);
       if (!spec && !last) continue;
@@ -91,15 +96,15 @@ Expected<ParsedOptions> parse_option_text(const PassInfo& info, std::string_view
                                       known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
       }
       if (!spec) continue;
-      auto value = check_option_value(*spec, text);
+      auto value = parse_option_value(*spec, text);
       if (!value) return make_error(fmt::format("pass '{}': {}", info.name, value.error().message));
-      parsed.values[name] = *value;
+      parsed.values[name] = std::move(*value);
     }
     return {};
   };
   LAZYLAB_TRY(apply(info.options, !info.extend));
   if (info.extend) {
-    OptionExtension extension = info.extend(parsed.values);
+    OptionExtension extension = info.extend(PassOptions(parsed.values));
     for (const PassOptionSpec& spec : extension.options)
       if (find_spec(specs, spec.name))
         return make_error(fmt::format("pass '{}': option '{}' of {} clashes with the pass's own", info.name, spec.name,
@@ -126,7 +131,7 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
   auto parsed = parse_option_text(*info, body);
   if (!parsed) return parsed.error();
   std::vector<std::string> spelled;
-  for (auto& [key, value] : parsed->values) spelled.push_back(key + "=" + value);
+  for (auto& [key, value] : parsed->values) spelled.push_back(key + "=" + option_text(value));
   std::string canonical = spelled.empty() ? name : fmt::format("{}{{{}}}", name, fmt::join(spelled, ","));
   std::vector<std::string> provenance;
   for (const std::string* source : {&info->provenance, &std::as_const(parsed->extension_provenance)})

@@ -27,25 +27,12 @@ class Fuse : public Pass {
   PassOptions options_;
 };
 
-// fuse{strategy=NAME} accepts NAME's own options.
-OptionExtension strategy_options(const std::map<std::string, std::string>& values) {
-  auto it = values.find("strategy");
-  const FusionStrategyInfo* info = it == values.end() ? nullptr : FusionStrategyRegistry::global().find(it->second);
-  if (!info) return {};
-  return {info->options, info->provenance};
-}
-
 LAZYLAB_REGISTER_PASS(PassInfo{"fuse",
                                "Partition the graph into kernels with a fusion strategy",
-                               {{"strategy",
-                                 OptionKind::Enum,
-                                 "none",
-                                 "the fusion strategy",
-                                 {},
-                                 [] { return FusionStrategyRegistry::global().names(); }}},
+                               {registry_option<FusionStrategyInfo>("strategy", "none", "the fusion strategy")},
                                [](const PassOptions& options) { return std::make_unique<Fuse>(options); },
                                PassStage::Graph,
-                               strategy_options});
+                               registry_extension<FusionStrategyInfo>("strategy")});
 
 }  // namespace
 }  // namespace lazylab

@@ -53,6 +53,29 @@ TEST_CASE("pipeline errors name the pass, the option and the value") {
   CHECK(pipeline_error("fuse{strategy}").find("needs the form name=value") != std::string::npos);
 }
 
+TEST_CASE("option values are parsed once into their kind's type") {
+  auto p = parse_pipeline("canonicalize{max-iterations=03},fuse{strategy=none}");
+  REQUIRE(p.ok());
+  const PassOptions& canonicalize = p->passes[0].options;
+  CHECK(std::holds_alternative<int64_t>(canonicalize.values().at("max-iterations")));
+  CHECK(canonicalize.get_int("max-iterations") == 3);
+  CHECK(p->canonical.find("max-iterations=3") != std::string::npos);  // the parsed value, respelled
+  CHECK_THROWS_AS(canonicalize.get("max-iterations"), std::bad_variant_access);
+  CHECK(p->passes[1].options.get("strategy") == "none");
+}
+
+TEST_CASE("a pass whose default does not parse is an error naming the pass and option") {
+  PassRegistry registry;
+  registry.add(PassInfo{"broken",
+                        "a pass registered with a bad default",
+                        {{"flag", OptionKind::Bool, "maybe", "a flag", {}, {}}},
+                        [](const PassOptions&) -> std::unique_ptr<Pass> { return nullptr; }});
+  auto parsed = parse_pipeline("broken", registry);
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.error().message.find("pass 'broken': the default of option 'flag' expects true or false, got 'maybe'") !=
+        std::string::npos);
+}
+
 TEST_CASE("the pass manager times passes, counts nodes and kernels, prints IR after") {
   Module module = module_from(R"(graph @g {
   %0 = parameter {ordinal = 0} : f32[4]
