@@ -29,5 +29,6 @@ int workloads_command(const Args& args);
 int compare_command(const Args& args);
 int merge_command(const Args& args);
 int fuzz_command(const Args& args);
+int report_command(const Args& args);
 
 }  // namespace lazylab::cli

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "options.h"
 #include "runner/merge.h"
@@ -36,9 +37,11 @@ int merge_command(const Args& args) {
   if (!paths) return fail(paths.error().message);
   paths->partial.clear();
   std::vector<std::string> written;
-  if (Status status = write_reports(merged->result, merged->info, *paths, written); !status)
-    return fail(status.error().message);
-  std::cout << report_console(merged->result);
+  nlohmann::json report = report_json(merged->result, merged->info);
+  auto loaded = report_from_json(report, paths->json);
+  if (!loaded) return fail(loaded.error().message);
+  if (Status status = write_reports(report, *paths, written); !status) return fail(status.error().message);
+  std::cout << render_report(*loaded, ReportFormat::Console);
   for (const std::string& path : written) std::cout << "wrote " << path << "\n";
   return kExitOk;
 }

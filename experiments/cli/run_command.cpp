@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "isolated_cell.h"
 #include "options.h"
@@ -112,8 +113,6 @@ int run_command(const Args& args) {
   if (!filter) return fail(filter.error().message);
   auto experiment = load_experiment(experiment_path, overrides);
   if (!experiment) return fail(experiment.error().message);
-  auto paths = plan_reports(*experiment, output_dir);
-  if (!paths) return fail(paths.error().message);
   RunOptions run_options;
   run_options.progress = vm.count("quiet") ? nullptr : &std::cerr;
   if (!shard.empty()) {
@@ -131,6 +130,8 @@ int run_command(const Args& args) {
     run_options.only_cell = *parsed;
     return run_only_cell(*experiment, run_options, cell_output);
   }
+  auto paths = plan_reports(*experiment, output_dir);
+  if (!paths) return fail(paths.error().message);
   if (!filter->empty()) run_options.select = [&](const CellIdentity& cell) { return filter->selects(cell); };
   if (!ceilings_path.empty())
     if (Status pinned = pin_ceilings(ceilings_path, *experiment, run_options); !pinned)
@@ -156,9 +157,12 @@ int run_command(const Args& args) {
         fmt::format("no cell matches --filter {}\nlazylab: no report written", fmt::join(filters, " --filter ")));
   info.backend_devices = result->backend_devices;
   info.plugins = plugin_descriptions();
-  std::cout << report_console(*result);
+  nlohmann::json report = report_json(*result, info);
+  auto loaded = report_from_json(report, paths->json);
+  if (!loaded) return fail(loaded.error().message);
+  std::cout << render_report(*loaded, ReportFormat::Console);
   std::vector<std::string> written;
-  if (Status status = write_reports(*result, info, *paths, written); !status) return fail(status.error().message);
+  if (Status status = write_reports(report, *paths, written); !status) return fail(status.error().message);
   for (const std::string& path : written) std::cout << "wrote " << path << "\n";
   int exit_code = exit_code_of(*result);
   if (exit_code == kExitCellsFailed)

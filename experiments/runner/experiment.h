@@ -77,6 +77,7 @@ struct Experiment {
   struct {
     std::string json;
     std::string markdown;
+    std::string csv;
   } report;
   // OpenBLAS kernels for the run (openblas_runtime.h): empty inherits
   // OPENBLAS_CORETYPE or lazylab's choice, "auto" is lazylab's choice, else

@@ -7,14 +7,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/pass_plugin.h"
 #include "core/version.h"
+#include "report_tables.h"
 #include "results_json.h"
 
 namespace lazylab {
@@ -35,51 +38,6 @@ std::string first_line_with(const char* file, const std::string& prefix) {
 // invalid bytes become U+FFFD instead of an exception after every cell ran.
 std::string json_text(const nlohmann::json& json, int indent) {
   return json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
-Status write_atomically(const std::filesystem::path& path, const std::string& text) {
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::filesystem::path temporary = path;
-  temporary += ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out << text;
-    if (!out.flush()) return make_error(fmt::format("{}: cannot write", temporary.string()));
-  }
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) return make_error(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
-  return {};
-}
-
-std::string correctness_text(const Correctness& c) {
-  return fmt::format("{} ({:.1e})", c.pass ? "ok" : "FAIL", c.max_abs_error);
-}
-
-// A peer's time beside the fastest correct lazylab cell on that workload.
-struct PeerComparison {
-  const PeerResult* peer;
-  const PeerCell* peer_cell;
-  const CellResult* best;  // null when no lazylab cell of that workload is correct
-};
-
-// Peers are given each workload's first entry (peers.h), so only that
-// entry's cells compare with them.
-std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
-  std::vector<PeerComparison> rows;
-  const std::vector<WorkloadEntry>& entries = result.experiment.workloads;
-  for (const PeerResult& peer : result.peers)
-    for (const PeerCell& pc : peer.cells) {
-      auto first =
-          std::find_if(entries.begin(), entries.end(), [&](const WorkloadEntry& w) { return w.name == pc.workload; });
-      size_t entry = static_cast<size_t>(first - entries.begin());
-      const CellResult* best = nullptr;
-      for (const CellResult& c : result.cells)
-        if (c.workload_entry == entry && c.status == CellStatus::Ok && (!best || c.time_ms() < best->time_ms()))
-          best = &c;
-      rows.push_back({&peer, &pc, best});
-    }
-  return rows;
 }
 
 nlohmann::json peers_json(const ExperimentResult& result) {
@@ -110,35 +68,22 @@ nlohmann::json peers_json(const ExperimentResult& result) {
   return peers;
 }
 
-std::string peers_text(const ExperimentResult& result, bool markdown) {
-  if (result.peers.empty()) return "";
-  std::string out = markdown ? "\n## Peers, measured in this run\n\nRatio: the peer's median step over the fastest "
-                               "correct lazylab cell's (above 1: lazylab is faster).\n\n"
-                             : "\n";
-  for (const PeerResult& peer : result.peers) {
-    std::string name = markdown ? "- `" + peer.name + "`: " : "peer " + peer.name + ": ";
-    std::string failed = markdown ? "**not run**: " : "NOT RUN: ";
-    out += name + (peer.error.empty() ? peer.description : failed + peer.error) + "\n";
-  }
-  std::vector<PeerComparison> rows = peer_comparisons(result);
-  if (rows.empty()) return out;
-  out += markdown ? "\n| workload | peer | peer ms | fastest lazylab | lazylab ms | peer / lazylab |\n"
-                    "|---|---|---:|---|---:|---:|\n"
-                  : fmt::format("{:<22} {:<14} {:>10} {:<26} {:>11} {:>8}\n", "workload", "peer", "peer ms",
-                                "fastest lazylab", "lazylab ms", "ratio");
-  for (const PeerComparison& row : rows) {
-    std::string where = row.best ? row.best->pipeline + " / " + row.best->backend_shown : "none correct";
-    double mine = row.best ? row.best->time_ms() : 0;
-    double ratio = row.best ? row.peer_cell->median_ms / mine : 0;
-    out += markdown ? fmt::format("| {} | {} | {:.4f} | {} | {:.4f} | {:.2f}x |\n", row.peer_cell->workload,
-                                  row.peer->name, row.peer_cell->median_ms, where, mine, ratio)
-                    : fmt::format("{:<22} {:<14} {:>10.4f} {:<26} {:>11.4f} {:>7.2f}x\n", row.peer_cell->workload,
-                                  row.peer->name, row.peer_cell->median_ms, where, mine, ratio);
-  }
-  return out;
-}
-
 }  // namespace
+
+Status write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  std::filesystem::path temporary = path;
+  temporary += ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    out << text;
+    if (!out.flush()) return make_error(fmt::format("{}: cannot write", temporary.string()));
+  }
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) return make_error(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
+  return {};
+}
 
 std::vector<std::string> plugin_descriptions() {
   std::vector<std::string> descriptions;
@@ -162,11 +107,36 @@ RunInfo collect_run_info(const std::vector<std::string>& backend_devices) {
   return info;
 }
 
+namespace {
+
 nlohmann::json overrides_json(const Experiment& e) {
   nlohmann::json list = nlohmann::json::array();
   for (const KeyOverride& o : e.overrides) list.push_back(o.key + "=" + o.value);
   return list;
 }
+
+// The experiment's entries, so a report renders without its YAML file.
+nlohmann::json entries_json(const Experiment& e) {
+  nlohmann::json workloads = nlohmann::json::array(), pipelines = nlohmann::json::array(),
+                 backends = nlohmann::json::array();
+  for (const WorkloadEntry& w : e.workloads)
+    workloads.push_back({{"name", w.name}, {"params", w.params}, {"label", w.label}});
+  for (const PipelineEntry& p : e.pipelines) pipelines.push_back({{"name", p.name}, {"text", p.text}});
+  for (const BackendEntry& b : e.backends)
+    backends.push_back({{"name", b.name}, {"options", b.options}, {"label", b.label}});
+  return {{"workloads", workloads}, {"pipelines", pipelines}, {"backends", backends}};
+}
+
+void read_entries(const nlohmann::json& experiment, Experiment& e) {
+  for (const nlohmann::json& w : experiment.value("workloads", nlohmann::json::array()))
+    e.workloads.push_back({w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""), 0});
+  for (const nlohmann::json& p : experiment.value("pipelines", nlohmann::json::array()))
+    e.pipelines.push_back({p.value("name", ""), p.value("text", ""), 0});
+  for (const nlohmann::json& b : experiment.value("backends", nlohmann::json::array()))
+    e.backends.push_back({b.value("name", ""), b.value("options", ""), b.value("label", ""), 0});
+}
+
+}  // namespace
 
 nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) {
   const Experiment& e = result.experiment;
@@ -175,6 +145,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
   return {{"schema_version", kReportSchemaVersion},
           {"experiment",
            {{"name", e.name},
+            {"description", e.description},
             {"path", e.path},
             {"hash", fmt::format("{:016x}", e.hash)},
             {"seed", e.seed},
@@ -189,7 +160,8 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
              {{"backend", e.reference.backend},
               {"pipeline", e.reference.pipeline},
               {"rtol", e.reference.rtol},
-              {"atol", e.reference.atol}}}}},
+              {"atol", e.reference.atol}}},
+            {"entries", entries_json(e)}}},
           {"started_at", info.started_at},
           {"ceilings", ceilings_to_json(result.ceilings)},
           {"device_ceilings", device_ceilings_to_json(result)},
@@ -213,198 +185,46 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
 
 namespace {
 
-std::string speedup_text(const CellResult& c, bool markdown) {
-  if (c.speedup.value <= 0) return "-";
-  if (c.speedup.low == c.speedup.high) return fmt::format("{:.2f}x", c.speedup.value);
-  std::string verdict = c.speedup_verdict != Verdict::NoSignificantDifference ? ""
-                        : markdown                                            ? " no significant difference"
-                                                                              : " n.s.";
-  return fmt::format("{:.2f}x [{:.2f}, {:.2f}]{}", c.speedup.value, c.speedup.low, c.speedup.high, verdict);
+// "quickstart" -> "quickstart"; "my run: 2" -> "my-run--2": a file name on
+// any system.
+std::string file_stem(const std::string& name) {
+  std::string stem;
+  for (char c : name) stem += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '-';
+  return stem.empty() ? "experiment" : stem;
 }
 
-std::string time_text(const CellResult& c) {
-  return fmt::format("{:.4f} [{:.4f}, {:.4f}]{}", c.time.value, c.time.low, c.time.high, c.noisy ? " NOISY" : "");
-}
-
-std::string recompile_text(const ExperimentResult& result, const CellResult& c) {
-  return recompile_warning(c, 1 + result.experiment.warmup + result.experiment.runs);
-}
-
-// One line per cell that recompiles on most steps, naming why.
-std::string recompile_lines(const ExperimentResult& result, const std::string& prefix) {
-  std::string out;
-  for (const CellResult& c : result.cells)
-    if (std::string text = recompile_text(result, c); !text.empty())
-      out += fmt::format("{}{} / {} / {}: {}\n", prefix, c.workload_shown, c.pipeline, c.backend_shown, text);
-  return out;
-}
-
-// Refusals by code, one row per cell that has any.
-std::string fusion_refusals_text(const ExperimentResult& result) {
-  std::string rows;
-  for (const CellResult& c : result.cells) {
-    if (c.fusion_refusals.empty()) continue;
-    std::vector<std::string> counts;
-    for (auto& [code, count] : c.fusion_refusals) counts.push_back(fmt::format("{} {}", code, count));
-    rows +=
-        fmt::format("| {} | {} | {} | {} |\n", c.workload_shown, c.pipeline, c.backend_shown, fmt::join(counts, ", "));
+// Without a `report:` key every format goes to one folder: -o DIR, or
+// lazylab-reports/NAME-TIME.
+ReportPaths default_paths(const Experiment& e, const std::string& output_dir) {
+  namespace fs = std::filesystem;
+  std::string stem = file_stem(e.name);
+  fs::path folder = output_dir;
+  if (folder.empty()) {
+    auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    folder = fs::path("lazylab-reports") / fmt::format("{}-{:%Y%m%d-%H%M%S}", stem, fmt::gmtime(now));
   }
-  if (rows.empty()) return "";
-  return "\n## Fusion refusals by reason\n\nPairs the fusion strategy declined, counted by reason code (`lazylab "
-         "show --explain-fusion` lists each with its detail).\n\n| workload | pipeline | backend | refusals |\n"
-         "|---|---|---|---|\n" +
-         rows;
+  return {(folder / (stem + ".json")).string(), (folder / (stem + ".md")).string(), (folder / (stem + ".csv")).string(),
+          ""};
 }
 
-std::string outcome_text(const CellResult& c) {
-  switch (c.status) {
-    case CellStatus::Ok: return correctness_text(c.correctness);
-    case CellStatus::Mismatch: return correctness_text(c.correctness) + ": " + c.correctness.problem;
-    case CellStatus::Failed: return "FAILED: " + c.error;
-    case CellStatus::Crashed: return "CRASHED: " + c.error;
-  }
-  return "";
-}
-
-// "2 of 12 cells failed, 1 mismatched; 3 too noisy to rank", or "".
-std::string outcome_summary(const ExperimentResult& result) {
-  std::vector<std::string> parts;
-  if (size_t failed = result.failed_cells())
-    parts.push_back(fmt::format("{} of {} cells failed", failed, result.cells.size()));
-  if (size_t mismatched = result.cells_with(CellStatus::Mismatch))
-    parts.push_back(fmt::format("{} of {} cells do not match the reference", mismatched, result.cells.size()));
-  size_t noisy = static_cast<size_t>(
-      std::count_if(result.cells.begin(), result.cells.end(), [](const CellResult& c) { return c.noisy; }));
-  size_t recompiling =
-      static_cast<size_t>(std::count_if(result.cells.begin(), result.cells.end(),
-                                        [&](const CellResult& c) { return !recompile_text(result, c).empty(); }));
-  if (recompiling)
-    parts.push_back(fmt::format("{} of {} cells recompile on most steps (see each cell's recompilations)", recompiling,
-                                result.cells.size()));
-  if (noisy)
-    parts.push_back(
-        fmt::format("{} of {} cells too noisy to rank (95% interval of the median wider than {:.0f}% "
-                    "of it): more runs or a quieter machine",
-                    noisy, result.cells.size(), 100 * kNoisyRelativeWidth));
-  return fmt::format("{}", fmt::join(parts, "; "));
+// Checked before hours of cells: the path is not a folder, and the nearest
+// folder on its way that exists takes new files (a probe file proves it).
+// Folders are created only when the reports are written.
+Status check_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return make_error(fmt::format("report path '{}' is a folder", path));
+  fs::path folder = fs::path(path).parent_path();
+  while (!folder.empty() && !fs::exists(folder, ec)) folder = folder.parent_path();
+  if (folder.empty()) folder = ".";
+  fs::path probe = folder / fmt::format(".lazylab-probe-{}", ::getpid());
+  if (!fs::is_directory(folder, ec) || !std::ofstream(probe))
+    return make_error(fmt::format("cannot write reports into '{}'", folder.string()));
+  fs::remove(probe, ec);
+  return {};
 }
 
 }  // namespace
-
-std::string report_console(const ExperimentResult& result) {
-  size_t workload_width = 8, pipeline_width = 8, backend_width = 7;
-  for (const CellResult& c : result.cells) {
-    workload_width = std::max(workload_width, std::min<size_t>(c.workload_shown.size(), 40));
-    pipeline_width = std::max(pipeline_width, c.pipeline.size());
-    backend_width = std::max(backend_width, c.backend_shown.size());
-  }
-  auto shorten = [&](const std::string& text) {
-    return text.size() > workload_width ? "..." + text.substr(text.size() - workload_width + 3) : text;
-  };
-  std::string out =
-      fmt::format("{:<{}} {:<{}} {:<{}} {:>7} {:>11} {:>32} {:>12} {:>26} {:>7}  {}\n", "workload", workload_width,
-                  "pipeline", pipeline_width, "backend", backend_width, "kernels", "compile ms", "time ms [95% CI]",
-                  "hit sync us", "speedup [95% CI]", "%floor", "correct (max abs err)");
-  for (const CellResult& c : result.cells) {
-    std::string identity = fmt::format("{:<{}} {:<{}} {:<{}}", shorten(c.workload_shown), workload_width, c.pipeline,
-                                       pipeline_width, c.backend_shown, backend_width);
-    if (!c.ran()) {
-      out += fmt::format("{} {}\n", identity, outcome_text(c));
-      continue;
-    }
-    out += fmt::format("{} {:>7} {:>11.3f} {:>32} {:>12.2f} {:>26} {:>6.1f}%  {}\n", identity, c.kernels, c.compile_ms,
-                       time_text(c), c.hit_sync_overhead_us.median, speedup_text(c, false), 100 * c.floor_fraction,
-                       outcome_text(c));
-  }
-  out +=
-      "time: the device time on a device backend, else the host step; n.s.: no significant difference from the "
-      "baseline (its 95% interval holds 1)\n";
-  if (std::string summary = outcome_summary(result); !summary.empty()) out += "WARNING: " + summary + "\n";
-  out += recompile_lines(result, "WARNING: ");
-  out += peers_text(result, false);
-  return out;
-}
-
-std::string report_markdown(const ExperimentResult& result, const RunInfo& info) {
-  const Experiment& e = result.experiment;
-  std::string out = fmt::format("# Experiment `{}`\n\n{}\n\n", e.name, e.description);
-  if (std::string summary = outcome_summary(result); !summary.empty()) out += "**Warning: " + summary + ".**\n\n";
-  if (std::string lines = recompile_lines(result, "- "); !lines.empty()) out += "Recompilations:\n\n" + lines + "\n";
-  out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
-                     e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
-  for (const KeyOverride& o : e.overrides) out += fmt::format("- overridden: `--set {}={}`\n", o.key, o.value);
-  for (const std::string& plugin : info.plugins) out += fmt::format("- plugin: {}\n", plugin);
-  out += fmt::format(
-      "- repeats: {} warm-up + {} timed steps after the cold step{}; baseline pipeline `{}`\n- statistics: median "
-      "with its 95% bootstrap interval ({} resamples); a speedup's interval resamples both cells, and where it "
-      "holds 1 the difference is not significant\n",
-      e.warmup, e.runs,
-      result.isolated ? ", each cell in its own child process, cell after cell"
-      : e.interleave  ? ", the cells of a workload interleaved (round-robin, shuffled each round)"
-                      : ", cell after cell",
-      e.baseline, kBootstrapResamples);
-  out += fmt::format(
-      "- ceilings: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({}); {}\n",
-      result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s, result.ceilings.blas,
-      result.ceilings.method);
-  for (size_t b = 0; b < result.device_ceilings.size(); ++b)
-    if (result.device_ceilings[b].measured())
-      out += fmt::format(
-          "- device ceilings of `{}`: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s ({}); its "
-          "cells are timed on the device (CUDA events) and their floors use these\n",
-          e.backends[b].name, result.device_ceilings[b].copy_gb_s, result.device_ceilings[b].gemm_gflop_s,
-          result.device_ceilings[b].method);
-  out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}\n", e.reference.backend, e.reference.pipeline,
-                     e.reference.rtol, e.reference.atol);
-  for (const PipelineEntry& p : e.pipelines) out += fmt::format("- pipeline `{}`: `{}`\n", p.name, p.text);
-  for (const BackendEntry& b : e.backends)
-    if (!b.options.empty() || !b.label.empty())
-      out +=
-          fmt::format("- backend {}: `{}` with options `{}`\n", b.label.empty() ? b.name : b.label, b.name, b.options);
-  out += "\n";
-  out +=
-      "| workload | pipeline | backend | kernels | arena KiB (naive) | compile ms (again) | time ms [95% CI] | min | "
-      "max | hit sync µs | speedup [95% CI] | correct | max abs err | max rel err |\n";
-  out += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n";
-  for (const CellResult& c : result.cells) {
-    if (!c.ran()) {
-      out += fmt::format("| {} | {} | {} | | | | | | | | | **{}** | | |\n", c.workload_shown, c.pipeline,
-                         c.backend_shown, outcome_text(c));
-      continue;
-    }
-    const Spread& spread = c.timed_on_device() ? c.device_ms : c.step_ms;
-    out += fmt::format(
-        "| {} | {} | {} | {} | {} ({}) | {:.3f} ({:.3f}) | {} | {:.4f} | {:.4f} | {:.2f} | {} | {} | {:.2e} | "
-        "{:.2e} |\n",
-        c.workload_shown, c.pipeline, c.backend_shown, c.kernels, c.arena_bytes / 1024, c.naive_arena_bytes / 1024,
-        c.compile_ms, c.recompile_ms, time_text(c), spread.min, spread.max, c.hit_sync_overhead_us.median,
-        speedup_text(c, true), c.status == CellStatus::Ok ? "yes" : "**no**", c.correctness.max_abs_error,
-        c.correctness.max_rel_error);
-  }
-  out +=
-      "\n## Traffic and floor\n\nBytes moved: what the kernels read and write across their boundaries. Floor: "
-      "the largest of the minimum bytes (inputs read once, outputs written once) at copy bandwidth, the matmul FLOPs "
-      "at the sgemm rate, and the elementwise ops (the fewest any pipeline here needed) at the elementwise rate. "
-      "A share of copy bandwidth above 100% means the step moved less through memory than its kernels' boundary "
-      "traffic: data stayed resident in cache between kernels (or steps), which the floor does not assume."
-      "\n\n| workload | pipeline | backend | MB moved | GB/s | % copy bandwidth | floor ms | % of "
-      "floor |\n|---|---|---|---:|---:|---:|---:|---:|\n";
-  for (const CellResult& c : result.cells)
-    if (c.ran())
-      out += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.1f}% | {:.3f} | {:.1f}% |\n", c.workload_shown,
-                         c.pipeline, c.backend_shown, static_cast<double>(c.cost.total_bytes) / 1e6, c.achieved_gb_s,
-                         100 * c.copy_bandwidth_fraction, c.floor_ms, 100 * c.floor_fraction);
-  out += peers_text(result, true);
-  out += fusion_refusals_text(result);
-  out +=
-      "\n## Passes (cold compile)\n\n| workload | pipeline | backend | pass | ms | nodes before → after | kernels "
-      "after |\n|---|---|---|---|---:|---:|---:|\n";
-  for (const CellResult& c : result.cells)
-    for (const PassStat& p : c.passes)
-      out += fmt::format("| {} | {} | {} | `{}` | {:.3f} | {} → {} | {} |\n", c.workload_shown, c.pipeline,
-                         c.backend_shown, p.pass, p.milliseconds, p.nodes_before, p.nodes_after, p.kernels_after);
-  return out;
-}
 
 Expected<ReportPaths> plan_reports(const Experiment& e, const std::string& output_dir) {
   namespace fs = std::filesystem;
@@ -414,34 +234,33 @@ Expected<ReportPaths> plan_reports(const Experiment& e, const std::string& outpu
         .lexically_normal()
         .string();
   };
-  ReportPaths paths{place(e.report.json), place(e.report.markdown), ""};
+  bool any = !e.report.json.empty() || !e.report.markdown.empty() || !e.report.csv.empty();
+  ReportPaths paths = any ? ReportPaths{place(e.report.json), place(e.report.markdown), place(e.report.csv), ""}
+                          : default_paths(e, output_dir);
   if (!paths.json.empty()) paths.partial = paths.json + ".partial";
-  if (!paths.json.empty() && paths.json == paths.markdown)
-    return make_error(fmt::format("{}: report.json and report.markdown are the same file '{}'", e.path, paths.json));
-  for (const std::string& path : {paths.json, paths.markdown}) {
-    if (path.empty()) continue;
-    fs::path folder = fs::path(path).parent_path();
-    if (folder.empty()) folder = ".";
-    std::error_code ec;
-    fs::create_directories(folder, ec);
-    if (fs::is_directory(path, ec)) return make_error(fmt::format("report path '{}' is a folder", path));
-    // A probe file proves the folder takes new files before hours of cells.
-    fs::path probe = folder / fmt::format(".lazylab-probe-{}", ::getpid());
-    if (!std::ofstream(probe)) return make_error(fmt::format("cannot write reports into '{}'", folder.string()));
-    fs::remove(probe, ec);
-  }
+  std::vector<std::string> all;
+  for (const std::string* path : {&paths.json, &paths.markdown, &paths.csv})
+    if (!path->empty()) {
+      if (std::find(all.begin(), all.end(), *path) != all.end())
+        return make_error(fmt::format("{}: two report formats would be written to the same file '{}'", e.path, *path));
+      all.push_back(*path);
+    }
+  for (const std::string& path : all) LAZYLAB_TRY(check_writable(path));
   return paths;
 }
 
-Status write_reports(const ExperimentResult& result, const RunInfo& info, const ReportPaths& paths,
-                     std::vector<std::string>& written) {
-  if (!paths.json.empty()) {
-    LAZYLAB_TRY(write_atomically(paths.json, json_text(report_json(result, info), 2)));
-    written.push_back(paths.json);
-  }
-  if (!paths.markdown.empty()) {
-    LAZYLAB_TRY(write_atomically(paths.markdown, report_markdown(result, info)));
-    written.push_back(paths.markdown);
+Status write_reports(const nlohmann::json& report, const ReportPaths& paths, std::vector<std::string>& written) {
+  auto loaded = report_from_json(report, paths.json.empty() ? "(this run)" : paths.json);
+  if (!loaded) return loaded.error();
+  std::pair<const std::string*, std::function<std::string()>> outputs[] = {
+      {&paths.json, [&] { return json_text(report, 2); }},
+      {&paths.markdown, [&] { return render_report(*loaded, ReportFormat::Markdown); }},
+      {&paths.csv, [&] { return render_report(*loaded, ReportFormat::Csv); }},
+  };
+  for (auto& [path, text] : outputs) {
+    if (path->empty()) continue;
+    LAZYLAB_TRY(write_file_atomically(*path, text()));
+    written.push_back(*path);
   }
   std::error_code ec;
   if (!paths.partial.empty()) std::filesystem::remove(paths.partial, ec);
@@ -450,7 +269,7 @@ Status write_reports(const ExperimentResult& result, const RunInfo& info, const 
 
 Status write_partial(const ExperimentResult& result, const RunInfo& info, const ReportPaths& paths) {
   if (paths.partial.empty()) return {};
-  return write_atomically(paths.partial, json_text(report_json(result, info), 1));
+  return write_file_atomically(paths.partial, json_text(report_json(result, info), 1));
 }
 
 std::vector<DeviceCeilings> LoadedReport::device_ceilings_for(const Experiment& experiment) const {
@@ -462,25 +281,70 @@ std::vector<DeviceCeilings> LoadedReport::device_ceilings_for(const Experiment& 
   return pinned;
 }
 
+namespace {
+
+// What the renderings need of the experiment, as the report recorded it.
+void read_experiment(const nlohmann::json& experiment, LoadedReport& report) {
+  report.experiment_hash = experiment.at("hash").get<std::string>();
+  report.experiment_path = experiment.value("path", "");
+  report.shard = experiment.value("shard", "");
+  report.isolated = experiment.value("isolate", false);
+  for (const std::string& text : experiment.value("overrides", std::vector<std::string>{})) {
+    auto parsed = parse_key_override(text);
+    if (parsed) report.overrides.push_back(*parsed);
+  }
+  Experiment& e = report.experiment;
+  e.name = experiment.value("name", "");
+  e.description = experiment.value("description", "");
+  e.path = report.experiment_path;
+  e.hash = std::strtoull(report.experiment_hash.c_str(), nullptr, 16);
+  e.seed = experiment.value("seed", uint64_t{0});
+  e.baseline = experiment.value("baseline", "");
+  e.warmup = experiment.value("warmup", int64_t{0});
+  e.runs = experiment.value("runs", int64_t{0});
+  e.interleave = experiment.value("interleave", false);
+  e.overrides = report.overrides;
+  nlohmann::json reference = experiment.value("reference", nlohmann::json::object());
+  e.reference.backend = reference.value("backend", "");
+  e.reference.pipeline = reference.value("pipeline", "");
+  e.reference.rtol = reference.value("rtol", 0.0);
+  e.reference.atol = reference.value("atol", 0.0);
+  read_entries(experiment.value("entries", nlohmann::json::object()), e);
+}
+
+}  // namespace
+
+ExperimentResult LoadedReport::result() const {
+  ExperimentResult r;
+  r.experiment = experiment;
+  r.shard = shard;
+  r.isolated = isolated;
+  r.ceilings = ceilings;
+  r.device_ceilings = device_ceilings_for(experiment);
+  r.cells = cells;
+  r.backend_devices = info.backend_devices;
+  r.peers = peers;
+  return r;
+}
+
 Expected<LoadedReport> load_report(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error(fmt::format("{}: cannot open report", path));
   nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
   if (json.is_discarded() || !json.is_object()) return make_error(fmt::format("{}: not a JSON report", path));
-  if (json.value("schema_version", 0) != kReportSchemaVersion)
-    return make_error(fmt::format("{}: report schema version {}, this lazylab reads version {}", path,
-                                  json.value("schema_version", 0), kReportSchemaVersion));
+  return report_from_json(json, path);
+}
+
+Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::string& path) {
+  const nlohmann::json* stated = json.contains("schema_version") ? &json["schema_version"] : nullptr;
+  int version = stated && stated->is_number_integer() ? stated->get<int>() : 0;
+  if (version < kOldestReadableSchemaVersion || version > kReportSchemaVersion)
+    return make_error(fmt::format("{}: report schema version {}, this lazylab reads versions {} to {}", path, version,
+                                  kOldestReadableSchemaVersion, kReportSchemaVersion));
   LoadedReport report;
   report.path = path;
   try {
-    const nlohmann::json& experiment = json.at("experiment");
-    report.experiment_hash = experiment.at("hash").get<std::string>();
-    report.experiment_path = experiment.value("path", "");
-    report.shard = experiment.value("shard", "");
-    for (const std::string& text : experiment.value("overrides", std::vector<std::string>{})) {
-      auto parsed = parse_key_override(text);
-      if (parsed) report.overrides.push_back(*parsed);
-    }
+    read_experiment(json.at("experiment"), report);
     report.info = {json.value("started_at", ""),
                    json.value("machine", ""),
                    json.value("build", ""),

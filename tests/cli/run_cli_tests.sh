@@ -33,7 +33,7 @@ experiment() {  # experiment FILE LINES...: writes a small experiment
 check "help lists commands" 0 "run +run an experiment" -- "$lazylab" --help
 check "no command is a usage error" 2 "usage: lazylab COMMAND" -- "$lazylab"
 check "unknown command" 2 "unknown command 'rn'" -- "$lazylab" rn
-for command in run show passes backends workloads compare merge fuzz; do
+for command in run show passes backends workloads compare merge fuzz report; do
   check "$command --help" 0 "usage: lazylab $command" -- "$lazylab" "$command" --help
 done
 check "run needs an experiment" 2 "required" -- "$lazylab" run
@@ -44,7 +44,7 @@ check "quickstart runs" 0 "wrote .*quickstart.json" -- "$lazylab" run experiment
 check "quickstart JSON is complete" 0 "ok" -- python3 -c "
 import json, sys
 r = json.load(open('$work/qs/quickstart.json'))
-assert r['schema_version'] == 2, r['schema_version']
+assert r['schema_version'] == 3, r['schema_version']
 assert r['all_correct'] is True
 assert len(r['cells']) == 32, len(r['cells'])
 assert len(r['experiment']['hash']) == 16
@@ -199,6 +199,69 @@ check "validation comes before any measurement" 1 "^lazylab: [^ ]*typo-workload.
   sh -c "'$lazylab' run '$work/typo-workload.yaml' 2>&1 | grep -v '^lazylab: running' | head -1; exit 1"
 check "an experiment path that is a folder" 1 "is a folder, not an experiment file" -- "$lazylab" run "$work"
 
+# The JSON report is the one source: it follows experiments/report.schema.json
+# (checked with Python's jsonschema, Debian's python3-jsonschema), and
+# `lazylab report` renders every format from it, as the run did.
+schema_python=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c "import jsonschema" 2>/dev/null; then schema_python=$candidate; break; fi
+done
+check "a Python with jsonschema is installed (bash .ci/setup)" 0 "" -- test -n "$schema_python"
+cat > "$work/validate.py" <<'PY'
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+validator = jsonschema.Draft202012Validator(schema)
+for path in sys.argv[2:]:
+    validator.validate(json.load(open(path)))
+broken = json.load(open(sys.argv[2]))
+broken["cells"][0]["status"] = "fine"
+del broken["experiment"]["entries"]
+assert len(list(validator.iter_errors(broken))) == 2, "the schema misses a broken report"
+print("valid:", len(sys.argv) - 2)
+PY
+check "reports follow the JSON schema" 0 "valid: 2" -- "${schema_python:-python3}" "$work/validate.py" \
+  experiments/report.schema.json "$work/qs/quickstart.json" tests/data/report-fixture.json
+check "the run's Markdown is the JSON rendered again" 0 "" -- \
+  bash -c "'$lazylab' report '$work/qs/quickstart.json' --format md | cmp - '$work/qs/quickstart.md'"
+check "the run's CSV is the JSON rendered again" 0 "" -- \
+  bash -c "'$lazylab' report '$work/qs/quickstart.json' --format csv | cmp - '$work/qs/quickstart.csv'"
+check "report writes a file" 0 "wrote $work/fixture.csv" -- \
+  "$lazylab" report tests/data/report-fixture.json -f csv -o "$work/fixture.csv"
+cat > "$work/read_csv.py" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+assert len(rows) == 8, len(rows)
+assert rows[0]["workload"] == 'soft|max "small"', rows[0]["workload"]
+assert rows[0]["pipeline_text"] == "decompose,fuse{strategy=none},lower", rows[0]
+assert float(rows[3]["time_ms"]) > 0 and float(rows[3]["speedup"]) > 1, rows[3]
+failed = rows[7]
+assert failed["status"] == "failed" and failed["time_ms"] == "" and failed["correct"] == "false", failed
+assert failed["error"].startswith("step 1: execute: cpu:"), failed["error"]
+print("csv rows:", len(rows))
+PY
+check "the CSV reads back with Python's csv module" 0 "csv rows: 8" -- python3 "$work/read_csv.py" "$work/fixture.csv"
+check "report prints the console table" 0 "peer jax: NOT RUN" -- "$lazylab" report tests/data/report-fixture.json
+check "report with an unknown format" 2 "unknown report format 'html' \(formats: console, md, csv\)" -- \
+  "$lazylab" report tests/data/report-fixture.json --format html
+check "report of a missing file" 1 "nothing.json: cannot open report" -- "$lazylab" report "$work/nothing.json"
+printf '{"schema_version": 1}' > "$work/old.json"
+check "report of an old schema" 1 "report schema version 1, this lazylab reads versions 2 to 3" -- \
+  "$lazylab" report "$work/old.json"
+
+# Without a report: key, every format goes to lazylab-reports/NAME-TIME (or
+# -o DIR), and the run says where.
+mkdir -p "$work/default"
+experiment "$work/default/e.yaml" "name: my run" "workloads: [{name: chain-tiny, params: {n: 16}}]" \
+  "pipelines: {p: lower}" "backends: [interp]" "repeat: {warmup: 0, runs: 1}"
+check "reports go to a default folder" 0 "wrote lazylab-reports/my-run-[0-9]{8}-[0-9]{6}/my-run.csv" -- \
+  bash -c "cd '$work/default' && '$lazylab' run e.yaml -q"
+check "the default folder has every format" 0 "my-run.md" -- \
+  bash -c "ls '$work/default'/lazylab-reports/my-run-*/my-run.json '$work/default'/lazylab-reports/my-run-*/my-run.md"
+check "-o DIR without a report: key" 0 "wrote $work/dflt/my-run.json" -- "$lazylab" run "$work/default/e.yaml" -q -o "$work/dflt"
+check "a run that fails leaves no folder" 2 "unknown pass 'bogus'|cannot access 'lazylab-reports'" -- \
+  bash -c "cd '$work/default' && rm -rf lazylab-reports && '$lazylab' run e.yaml --set 'pipelines={p: bogus}' -q; ls lazylab-reports"
+
 # Malformed experiments: a clear error, exit 1, and no report.
 experiment "$work/bad-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" "colour: blue" \
   "report: {json: r.json}"
@@ -286,9 +349,9 @@ print('ok')"
 # leaves an earlier report as it was.
 experiment "$work/samepath.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
   "report: {json: $work/same.txt, markdown: $work/same.txt}"
-check "one path for two reports is refused" 1 "report.json and report.markdown are the same file" -- \
+check "one path for two reports is refused" 1 "two report formats would be written to the same file" -- \
   "$lazylab" run "$work/samepath.yaml"
-check "an unwritable report folder is refused first" 1 "cannot write reports into '/proc/lazylab'" -- \
+check "an unwritable report folder is refused first" 1 "cannot write reports into '/proc'" -- \
   "$lazylab" run "$work/failing.yaml" -o /proc/lazylab
 experiment "$work/huge-runs.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
   "repeat: {runs: 4294967297}"
@@ -372,7 +435,7 @@ for f in files:
     assert len(nodes) <= 3, (f, nodes)
 print('ok')"
 check "the written experiment reproduces it" 4 "device on fire|cannot run" -- \
-  sh -c "'$lazylab' run \$(ls '$work'/fuzz/fuzz-*.yaml | head -1) -q"
+  sh -c "'$lazylab' run \$(ls '$work'/fuzz/fuzz-*.yaml | head -1) -q -o '$work/fuzz-run'"
 check "fuzz with a clean backend" 0 "fuzz: 20 graphs .* 0 failures" -- "$lazylab" fuzz --graphs 20 -q
 check "fuzz with a bad count" 2 "--graphs must be between 1 and 100000000" -- "$lazylab" fuzz --graphs 0
 

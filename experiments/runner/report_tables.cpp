@@ -1,0 +1,228 @@
+#include "report_tables.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace lazylab {
+namespace {
+
+using CellColumn = ReportColumn<CellResult>;
+
+// Measures of a cell that did not run stay blank.
+template <class Read>
+std::function<ReportValue(const CellResult&)> if_ran(Read read) {
+  return [read](const CellResult& c) { return c.ran() ? read(c) : ReportValue{}; };
+}
+
+ReportValue percent(double fraction) { return {fmt::format("{:.1f}%", 100 * fraction), fmt::format("{}", fraction)}; }
+
+std::string correctness_text(const Correctness& c) {
+  return fmt::format("{} ({:.1e})", c.pass ? "ok" : "FAIL", c.max_abs_error);
+}
+
+ReportValue time_value(const CellResult& c) {
+  return {fmt::format("{:.4f} [{:.4f}, {:.4f}]{}", c.time.value, c.time.low, c.time.high, c.noisy ? " NOISY" : ""),
+          fmt::format("{}", c.time.value)};
+}
+
+ReportValue speedup_value(const CellResult& c) {
+  if (c.speedup.value <= 0) return {"-", ""};
+  std::string raw = fmt::format("{}", c.speedup.value);
+  if (c.speedup.low == c.speedup.high) return {fmt::format("{:.2f}x", c.speedup.value), raw};
+  std::string verdict = c.speedup_verdict == Verdict::NoSignificantDifference ? " n.s." : "";
+  return {fmt::format("{:.2f}x [{:.2f}, {:.2f}]{}", c.speedup.value, c.speedup.low, c.speedup.high, verdict), raw};
+}
+
+const Spread& timed_spread(const CellResult& c) { return c.timed_on_device() ? c.device_ms : c.step_ms; }
+
+}  // namespace
+
+std::string outcome_text(const CellResult& c) {
+  switch (c.status) {
+    case CellStatus::Ok: return correctness_text(c.correctness);
+    case CellStatus::Mismatch: return correctness_text(c.correctness) + ": " + c.correctness.problem;
+    case CellStatus::Failed: return "FAILED: " + c.error;
+    case CellStatus::Crashed: return "CRASHED: " + c.error;
+  }
+  return "";
+}
+
+std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
+  // Peers are given each workload's first entry (peers.h), so only that
+  // entry's cells compare with them.
+  std::vector<PeerComparison> rows;
+  const std::vector<WorkloadEntry>& entries = result.experiment.workloads;
+  for (const PeerResult& peer : result.peers)
+    for (const PeerCell& pc : peer.cells) {
+      auto first =
+          std::find_if(entries.begin(), entries.end(), [&](const WorkloadEntry& w) { return w.name == pc.workload; });
+      size_t entry = static_cast<size_t>(first - entries.begin());
+      const CellResult* best = nullptr;
+      for (const CellResult& c : result.cells)
+        if (c.workload_entry == entry && c.status == CellStatus::Ok && (!best || c.time_ms() < best->time_ms()))
+          best = &c;
+      rows.push_back({&peer, &pc, best});
+    }
+  return rows;
+}
+
+const CellColumns& cell_identity_columns() {
+  static const CellColumns columns = {
+      {"workload", "workload", kEverywhere, false, [](const CellResult& c) { return report_text(c.workload_shown); }},
+      {"pipeline", "pipeline", kEverywhere, false, [](const CellResult& c) { return report_text(c.pipeline); }},
+      {"backend", "backend", kEverywhere, false, [](const CellResult& c) { return report_text(c.backend_shown); }},
+      {"", "pipeline_text", kCsv, false, [](const CellResult& c) { return report_text(c.pipeline_text); }},
+      {"", "status", kCsv, false, [](const CellResult& c) { return report_text(status_name(c.status)); }},
+  };
+  return columns;
+}
+
+const CellColumns& cell_measure_columns() {
+  static const CellColumns columns = {
+      {"kernels", "kernels", kEverywhere, true, if_ran([](const CellResult& c) { return report_count(c.kernels); })},
+      {"arena KiB (naive)", "", kMarkdown, true, if_ran([](const CellResult& c) {
+         return report_text(fmt::format("{} ({})", c.arena_bytes / 1024, c.naive_arena_bytes / 1024));
+       })},
+      {"", "arena_bytes", kCsv, true, if_ran([](const CellResult& c) { return report_count(c.arena_bytes); })},
+      {"", "naive_arena_bytes", kCsv, true,
+       if_ran([](const CellResult& c) { return report_count(c.naive_arena_bytes); })},
+      {"compile ms (again)", "", kPeople, true, if_ran([](const CellResult& c) {
+         return report_text(fmt::format("{:.3f} ({:.3f})", c.compile_ms, c.recompile_ms));
+       })},
+      {"", "compile_ms", kCsv, true, if_ran([](const CellResult& c) { return report_number(c.compile_ms, 3); })},
+      {"", "recompile_ms", kCsv, true, if_ran([](const CellResult& c) { return report_number(c.recompile_ms, 3); })},
+      {"time ms [95% CI]", "time_ms", kEverywhere, true, if_ran(time_value)},
+      {"", "time_ms_low", kCsv, true, if_ran([](const CellResult& c) { return report_number(c.time.low, 4); })},
+      {"", "time_ms_high", kCsv, true, if_ran([](const CellResult& c) { return report_number(c.time.high, 4); })},
+      {"", "timed_on_device", kCsv, false,
+       if_ran([](const CellResult& c) { return report_text(c.timed_on_device() ? "true" : "false"); })},
+      {"", "noisy", kCsv, false, if_ran([](const CellResult& c) { return report_text(c.noisy ? "true" : "false"); })},
+      {"min", "time_ms_min", kMarkdown | kCsv, true,
+       if_ran([](const CellResult& c) { return report_number(timed_spread(c).min, 4); })},
+      {"max", "time_ms_max", kMarkdown | kCsv, true,
+       if_ran([](const CellResult& c) { return report_number(timed_spread(c).max, 4); })},
+      {"hit sync µs", "hit_sync_us", kEverywhere, true,
+       if_ran([](const CellResult& c) { return report_number(c.hit_sync_overhead_us.median, 2); })},
+      {"speedup [95% CI]", "speedup", kEverywhere, true, if_ran(speedup_value)},
+      {"", "speedup_low", kCsv, true, if_ran([](const CellResult& c) { return report_number(c.speedup.low, 2); })},
+      {"", "speedup_high", kCsv, true, if_ran([](const CellResult& c) { return report_number(c.speedup.high, 2); })},
+      {"", "speedup_verdict", kCsv, false, if_ran([](const CellResult& c) {
+         return report_text(c.speedup.value > 0 ? verdict_name(c.speedup_verdict) : "");
+       })},
+  };
+  return columns;
+}
+
+const CellColumns& cell_traffic_columns() {
+  static const CellColumns columns = {
+      {"MB moved", "bytes_moved", kMarkdown | kCsv, true, if_ran([](const CellResult& c) {
+         return ReportValue{fmt::format("{:.1f}", static_cast<double>(c.cost.total_bytes) / 1e6),
+                            std::to_string(c.cost.total_bytes)};
+       })},
+      {"GB/s", "achieved_gb_s", kMarkdown | kCsv, true,
+       if_ran([](const CellResult& c) { return report_number(c.achieved_gb_s, 1); })},
+      {"% copy bandwidth", "copy_bandwidth_fraction", kMarkdown | kCsv, true,
+       if_ran([](const CellResult& c) { return percent(c.copy_bandwidth_fraction); })},
+      {"floor ms", "floor_ms", kMarkdown | kCsv, true,
+       if_ran([](const CellResult& c) { return report_number(c.floor_ms, 3); })},
+      {"% of floor", "floor_fraction", kEverywhere, true,
+       if_ran([](const CellResult& c) { return percent(c.floor_fraction); })},
+  };
+  return columns;
+}
+
+const CellColumns& cell_outcome_columns() {
+  static const CellColumns columns = {
+      {"correct (max abs err)", "correct", kEverywhere, false,
+       [](const CellResult& c) {
+         return ReportValue{outcome_text(c), c.status == CellStatus::Ok ? "true" : "false"};
+       }},
+      {"", "max_abs_error", kCsv, true,
+       if_ran([](const CellResult& c) { return report_text(fmt::format("{}", c.correctness.max_abs_error)); })},
+      {"max rel err", "max_rel_error", kMarkdown | kCsv, true, if_ran([](const CellResult& c) {
+         return ReportValue{fmt::format("{:.2e}", c.correctness.max_rel_error),
+                            fmt::format("{}", c.correctness.max_rel_error)};
+       })},
+      {"", "error", kCsv, false,
+       [](const CellResult& c) { return report_text(c.ran() ? c.correctness.problem : c.error); }},
+  };
+  return columns;
+}
+
+CellColumns join_columns(std::initializer_list<const CellColumns*> parts) {
+  CellColumns joined;
+  for (const CellColumns* part : parts) joined.insert(joined.end(), part->begin(), part->end());
+  return joined;
+}
+
+namespace {
+
+// A cell's columns, for rows that belong to a cell (a pass of its pipeline).
+template <class Row>
+std::vector<ReportColumn<Row>> columns_of_cell(const CellColumns& columns, const CellResult& (*cell_of)(const Row&)) {
+  std::vector<ReportColumn<Row>> adapted;
+  for (const CellColumn& column : columns)
+    adapted.push_back({column.heading, column.csv_name, column.shown_in, column.numeric,
+                       [read = column.value, cell_of](const Row& row) { return read(cell_of(row)); }});
+  return adapted;
+}
+
+std::vector<ReportColumn<PassRow>> pass_columns_with_cell() {
+  std::vector<ReportColumn<PassRow>> columns =
+      columns_of_cell<PassRow>(cell_identity_columns(), [](const PassRow& r) -> const CellResult& { return *r.cell; });
+  std::vector<ReportColumn<PassRow>> own = {
+      {"pass", "pass", kEverywhere, false, [](const PassRow& r) { return report_text("`" + r.pass->pass + "`"); }},
+      {"ms", "ms", kEverywhere, true, [](const PassRow& r) { return report_number(r.pass->milliseconds, 3); }},
+      {"nodes before → after", "nodes", kEverywhere, true,
+       [](const PassRow& r) { return report_text(fmt::format("{} → {}", r.pass->nodes_before, r.pass->nodes_after)); }},
+      {"kernels after", "kernels_after", kEverywhere, true,
+       [](const PassRow& r) { return report_count(r.pass->kernels_after); }},
+  };
+  columns.insert(columns.end(), own.begin(), own.end());
+  return columns;
+}
+
+}  // namespace
+
+const std::vector<ReportColumn<PassRow>>& pass_columns() {
+  static const std::vector<ReportColumn<PassRow>> columns = pass_columns_with_cell();
+  return columns;
+}
+
+const std::vector<ReportColumn<PeerComparison>>& peer_columns() {
+  static const std::vector<ReportColumn<PeerComparison>> columns = {
+      {"workload", "workload", kEverywhere, false,
+       [](const PeerComparison& r) { return report_text(r.peer_cell->workload); }},
+      {"peer", "peer", kEverywhere, false, [](const PeerComparison& r) { return report_text(r.peer->name); }},
+      {"peer ms", "peer_ms", kEverywhere, true,
+       [](const PeerComparison& r) { return report_number(r.peer_cell->median_ms, 4); }},
+      {"fastest lazylab", "lazylab_cell", kEverywhere, false,
+       [](const PeerComparison& r) {
+         return report_text(r.best ? r.best->pipeline + " / " + r.best->backend_shown : "none correct");
+       }},
+      {"lazylab ms", "lazylab_ms", kEverywhere, true,
+       [](const PeerComparison& r) { return r.best ? report_number(r.best->time_ms(), 4) : ReportValue{}; }},
+      {"peer / lazylab", "peer_over_lazylab", kEverywhere, true,
+       [](const PeerComparison& r) {
+         if (!r.best) return ReportValue{};
+         double ratio = r.peer_cell->median_ms / r.best->time_ms();
+         return ReportValue{fmt::format("{:.2f}x", ratio), fmt::format("{}", ratio)};
+       }},
+  };
+  return columns;
+}
+
+const CellColumns& refusal_columns() {
+  static const CellColumns counts = {{"refusals", "refusals", kEverywhere, false, [](const CellResult& c) {
+                                        std::vector<std::string> parts;
+                                        for (auto& [code, count] : c.fusion_refusals)
+                                          parts.push_back(fmt::format("{} {}", code, count));
+                                        return report_text(fmt::format("{}", fmt::join(parts, ", ")));
+                                      }}};
+  static const CellColumns columns = join_columns({&cell_identity_columns(), &counts});
+  return columns;
+}
+
+}  // namespace lazylab

@@ -1,0 +1,51 @@
+// The report's tables, each column described once (report_table.h). Which
+// table shows where:
+//   console:  cells (identity, measures, traffic, outcome: the console's
+//             columns), peers
+//   Markdown: cells (identity, measures, outcome), traffic (identity,
+//             traffic), peers, fusion refusals, passes
+//   CSV:      one row per cell: identity, measures, traffic, outcome (the
+//             CSV columns)
+#pragma once
+
+#include <vector>
+
+#include "report_table.h"
+#include "runner.h"
+
+namespace lazylab {
+
+// A peer's time beside the fastest correct lazylab cell on that workload.
+struct PeerComparison {
+  const PeerResult* peer;
+  const PeerCell* peer_cell;
+  const CellResult* best;  // null when no lazylab cell of that workload is correct
+};
+std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result);
+
+struct PassRow {
+  const CellResult* cell;
+  const PassStat* pass;
+};
+
+using CellColumns = std::vector<ReportColumn<CellResult>>;
+
+// Which workload, pipeline and backend a cell is.
+const CellColumns& cell_identity_columns();
+// Its compile and step times and speedup.
+const CellColumns& cell_measure_columns();
+// Whether it ran and matched the reference, and how closely.
+const CellColumns& cell_outcome_columns();
+// The bytes it moved and how close it came to its floor.
+const CellColumns& cell_traffic_columns();
+CellColumns join_columns(std::initializer_list<const CellColumns*> parts);
+
+const std::vector<ReportColumn<PassRow>>& pass_columns();
+const std::vector<ReportColumn<PeerComparison>>& peer_columns();
+// Fusion refusals by reason code, for cells that have any.
+const CellColumns& refusal_columns();
+
+// The text a cell's outcome column shows: "ok (1.2e-07)", "FAILED: why".
+std::string outcome_text(const CellResult& cell);
+
+}  // namespace lazylab

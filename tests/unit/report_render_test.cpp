@@ -1,0 +1,116 @@
+// The report's renderings from a fixed JSON report (tests/data): every
+// format, a cell that failed, a peer that did not run, text that must be
+// escaped; and the JSON round trip that makes the JSON the one source.
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runner/report.h"
+#include "support.h"
+
+using namespace lazylab;
+
+namespace {
+
+LoadedReport fixture() {
+  auto report = load_report(LAZYLAB_REPORT_FIXTURE);
+  REQUIRE_MESSAGE(report.ok(), (report.ok() ? "" : report.error().message));
+  return std::move(*report);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The lines of the Markdown table under `heading` (header and rule included).
+std::vector<std::string> markdown_table_after(const std::string& markdown, const std::string& heading) {
+  std::vector<std::string> table;
+  bool inside = heading.empty();
+  for (const std::string& line : lines_of(markdown)) {
+    if (!inside) {
+      inside = line == heading;
+      continue;
+    }
+    if (line.starts_with("|"))
+      table.push_back(line);
+    else if (!table.empty())
+      break;
+  }
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("the console report has a row per cell, failures and peers that did not run") {
+  std::string text = render_report(fixture(), ReportFormat::Console);
+  std::vector<std::string> lines = lines_of(text);
+  REQUIRE(lines.size() > 9);
+  CHECK(lines[0].starts_with("workload"));
+  CHECK(has(lines[0], "time ms [95% CI]"));
+  CHECK(has(lines[0], "% of floor"));
+  CHECK(lines[8].starts_with("layernorm"));
+  CHECK(has(lines[8], "FAILED: step 1: execute: cpu: kernel 0 needs 64 MiB, over the arena limit"));
+  CHECK(has(text, "WARNING: 1 of 8 cells failed"));
+  CHECK(has(text, "peer jax: NOT RUN: exited with status 1: ModuleNotFoundError"));
+  // 12.5 ms against the fastest correct softmax cell, fused / cpu.
+  CHECK(has(text, "fused / cpu"));
+  CHECK(has(text, "1.14x"));
+}
+
+TEST_CASE("the Markdown report's tables: every cell, the traffic of those that ran, escaped bars") {
+  std::string text = render_report(fixture(), ReportFormat::Markdown);
+  CHECK(text.starts_with("# Experiment `fixture`\n\nA fixed report for the rendering tests.\n"));
+  CHECK(has(text, "- pipeline `fused`: `decompose,fuse{strategy=greedy-elementwise},lower`"));
+  std::vector<std::string> cells = markdown_table_after(text,
+                                                        "- pipeline `fused`: `decompose,fuse{strategy=greedy-"
+                                                        "elementwise},lower`");
+  REQUIRE(cells.size() == 2 + 8);
+  CHECK(cells[1].starts_with("|---|---|---|---:|"));
+  CHECK(cells[2].starts_with("| soft\\|max \"small\" | eager | interp | 7 |"));
+  CHECK(has(cells[9], "| **no** |") == false);
+  CHECK(has(cells[9], "FAILED: step 1"));
+  std::vector<std::string> traffic = markdown_table_after(text, "## Traffic and floor");
+  CHECK(traffic.size() == 2 + 7);  // the failed cell moved nothing
+  CHECK(has(text, "- `jax`: **not run**: exited with status 1"));
+  std::vector<std::string> passes = markdown_table_after(text, "## Passes (cold compile)");
+  CHECK(passes.size() == 2 + 8 * 3);  // three passes in each cell's pipeline
+}
+
+TEST_CASE("the CSV report is RFC 4180: a header, a row per cell, quoted fields") {
+  std::vector<std::string> lines = lines_of(render_report(fixture(), ReportFormat::Csv));
+  REQUIRE(lines.size() == 1 + 8);
+  CHECK(lines[0].starts_with("workload,pipeline,backend,pipeline_text,status,kernels,"));
+  CHECK(lines[0].ends_with(",correct,max_abs_error,max_rel_error,error\r"));
+  CHECK(lines[1].starts_with("\"soft|max \"\"small\"\"\",eager,interp,\"decompose,fuse{strategy=none},lower\",ok,7,"));
+  CHECK(lines[8].starts_with("layernorm,fused,cpu,\"decompose,fuse{strategy=greedy-elementwise},lower\",failed,,"));
+  CHECK(lines[8].ends_with(",false,,,\"step 1: execute: cpu: kernel 0 needs 64 MiB, over the arena limit\"\r"));
+}
+
+TEST_CASE("rendering reads only the JSON: a report written again from its reading renders the same") {
+  LoadedReport first = fixture();
+  nlohmann::json again = report_json(first.result(), first.info);
+  auto second = report_from_json(again, "again");
+  REQUIRE(second.ok());
+  for (ReportFormat format : {ReportFormat::Console, ReportFormat::Markdown, ReportFormat::Csv})
+    CHECK(render_report(first, format) == render_report(*second, format));
+  CHECK(again["experiment"]["entries"]["workloads"][0]["label"] == "soft|max \"small\"");
+}
+
+TEST_CASE("report formats and schema versions are checked") {
+  CHECK(parse_report_format("md").ok());
+  CHECK(parse_report_format("csv").ok());
+  auto html = parse_report_format("pdf");
+  REQUIRE_FALSE(html.ok());
+  CHECK(html.error().message == "unknown report format 'pdf' (formats: console, md, csv)");
+  nlohmann::json future = {{"schema_version", kReportSchemaVersion + 1}};
+  auto refused = report_from_json(future, "future.json");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(has(refused.error().message, "future.json: report schema version 4, this lazylab reads versions 2 to 3"));
+  auto text_version = report_from_json(nlohmann::json{{"schema_version", "3"}}, "odd.json");
+  REQUIRE_FALSE(text_version.ok());
+  CHECK(has(text_version.error().message, "report schema version 0"));
+}
