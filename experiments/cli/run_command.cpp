@@ -93,7 +93,7 @@ int run_command(const Args& args) {
       "ending the run (cells then run one after another, not interleaved)")(
       "cell", po::value(&only_cell), "(internal, for --isolate) run only the cell W,B,P")(
       "cell-output", po::value(&cell_output), "(internal, for --isolate) write that cell's result here")(
-      "quiet,q", "no per-cell progress");
+      "quiet,q", "no progress (by default: a live line on a terminal, a line per finished cell elsewhere)");
   po::positional_options_description positional;
   positional.add("experiment", 1);
   po::variables_map vm;
@@ -114,7 +114,8 @@ int run_command(const Args& args) {
   auto experiment = load_experiment(experiment_path, overrides);
   if (!experiment) return fail(experiment.error().message);
   RunOptions run_options;
-  run_options.progress = vm.count("quiet") ? nullptr : &std::cerr;
+  Progress progress(std::cerr, stderr_is_terminal());
+  if (!vm.count("quiet")) run_options.progress = &progress;
   if (!shard.empty()) {
     auto parsed = parse_shard(shard);
     if (!parsed) return fail(parsed.error().message);
@@ -151,6 +152,7 @@ int run_command(const Args& args) {
       std::cerr << "lazylab: partial results not saved: " << saved.error().message << "\n";
   };
   auto result = run_experiment(*experiment, run_options);
+  progress.finish();
   if (!result) return fail(result.error().message + "\nlazylab: no report written");
   if (result->cells.empty() && !filters.empty())
     return fail(

@@ -60,10 +60,28 @@ std::string read_report(const fs::path& file, PeerResult& result) {
   return "";
 }
 
+// The end of a file, at most `limit` bytes.
+std::string tail_of(const fs::path& file, std::streamoff limit) {
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - limit));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The last line with text in it: a Python traceback ends with its reason.
+std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return "";
+  size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end + 1 - (start == std::string::npos ? 0 : start + 1));
+}
+
 }  // namespace
 
 PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core) {
-  PeerResult result{peer.name, peer.command, "", "", {}};
+  PeerResult result{peer.name, peer.command, "", "", "", {}};
   std::error_code ec;
   fs::path scratch = fs::temp_directory_path(ec) / fmt::format("lazylab-peer-{}-{}", getpid(), peer.name);
   fs::create_directories(scratch, ec);
@@ -79,8 +97,14 @@ PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const s
   options.unset_environment = {"OPENBLAS_CORETYPE"};
   if (!blas_core.empty()) options.set_environment = {"OPENBLAS_CORETYPE=" + blas_core};
   options.timeout_s = experiment.peer_timeout_s;
+  fs::path errors = scratch / "stderr.txt";
+  options.stderr_file = errors.string();
   result.error = run_child(result.command, options).describe(result.command[0]);
   if (result.error.empty()) result.error = read_report(out, result);
+  if (!result.error.empty()) {
+    result.stderr_text = tail_of(errors, 1 << 20);
+    if (std::string reason = last_line(result.stderr_text); !reason.empty()) result.error += ": " + reason;
+  }
   fs::remove_all(scratch, ec);
   return result;
 }

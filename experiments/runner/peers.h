@@ -29,7 +29,8 @@ struct PeerResult {
   std::string name;
   std::vector<std::string> command;  // as run, with the protocol's arguments
   std::string description;           // the peer's own, from its report
-  std::string error;                 // why it produced no cells; empty when it ran
+  std::string error;                 // why it produced no cells (one line); empty when it ran
+  std::string stderr_text;           // what a peer that failed wrote to stderr (its last 1 MiB)
   std::vector<PeerCell> cells;
 };
 

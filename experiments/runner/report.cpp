@@ -63,6 +63,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
                      {"command", peer.command},
                      {"description", peer.description},
                      {"error", peer.error},
+                     {"stderr", peer.stderr_text},
                      {"cells", std::move(cells)}});
   }
   return peers;
@@ -249,6 +250,26 @@ Expected<ReportPaths> plan_reports(const Experiment& e, const std::string& outpu
   return paths;
 }
 
+namespace {
+
+// A failed peer's whole stderr goes beside the report (REPORT.peer-NAME.stderr),
+// not into the progress output.
+Status write_peer_errors(const std::vector<PeerResult>& peers, const ReportPaths& paths,
+                         std::vector<std::string>& written) {
+  std::string beside = !paths.json.empty() ? paths.json : !paths.markdown.empty() ? paths.markdown : paths.csv;
+  if (beside.empty()) return {};
+  for (const PeerResult& peer : peers) {
+    if (peer.error.empty() || peer.stderr_text.empty()) continue;
+    std::filesystem::path path = beside;
+    path.replace_extension(fmt::format(".peer-{}.stderr", file_stem(peer.name)));
+    LAZYLAB_TRY(write_file_atomically(path, peer.stderr_text));
+    written.push_back(path.string());
+  }
+  return {};
+}
+
+}  // namespace
+
 Status write_reports(const nlohmann::json& report, const ReportPaths& paths, std::vector<std::string>& written) {
   auto loaded = report_from_json(report, paths.json.empty() ? "(this run)" : paths.json);
   if (!loaded) return loaded.error();
@@ -262,6 +283,7 @@ Status write_reports(const nlohmann::json& report, const ReportPaths& paths, std
     LAZYLAB_TRY(write_file_atomically(*path, text()));
     written.push_back(*path);
   }
+  LAZYLAB_TRY(write_peer_errors(loaded->peers, paths, written));
   std::error_code ec;
   if (!paths.partial.empty()) std::filesystem::remove(paths.partial, ec);
   return {};
@@ -352,11 +374,9 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::s
                    json.value("merged_from", std::vector<std::string>{}),
                    json.value("plugins", std::vector<std::string>{})};
     for (const nlohmann::json& p : json.value("peers", nlohmann::json::array())) {
-      PeerResult peer{p.value("name", ""),
-                      p.value("command", std::vector<std::string>{}),
-                      p.value("description", ""),
-                      p.value("error", ""),
-                      {}};
+      PeerResult peer{p.value("name", ""),        p.value("command", std::vector<std::string>{}),
+                      p.value("description", ""), p.value("error", ""),
+                      p.value("stderr", ""),      {}};
       for (const nlohmann::json& c : p.value("cells", nlohmann::json::array())) {
         nlohmann::json step = c.value("step_ms", nlohmann::json::object());
         peer.cells.push_back(

@@ -228,12 +228,12 @@ Expected<Resolved> resolve(const Experiment& e) {
 
 Status measure_all_ceilings(const Experiment& e, const Resolved& r, const RunOptions& options,
                             ExperimentResult& result) {
-  std::ostream* progress = options.progress;
+  Progress* progress = options.progress;
   result.ceilings = options.pinned_ceilings ? *options.pinned_ceilings : measure_ceilings();
   if (progress)
-    *progress << fmt::format("  ceilings{}: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s\n",
-                             options.pinned_ceilings ? " (pinned)" : "", result.ceilings.copy_gb_s,
-                             result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s);
+    progress->line(fmt::format("  ceilings{}: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s",
+                               options.pinned_ceilings ? " (pinned)" : "", result.ceilings.copy_gb_s,
+                               result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s));
   for (size_t b = 0; b < r.backends.size(); ++b) {
     if (options.pinned_device_ceilings && b < options.pinned_device_ceilings->size() &&
         (*options.pinned_device_ceilings)[b].measured()) {
@@ -244,8 +244,8 @@ Status measure_all_ceilings(const Experiment& e, const Resolved& r, const RunOpt
     if (!device) return make_error(fmt::format("backends[{}] ({}): {}", b, e.backends[b].name, device.error().message));
     result.device_ceilings.push_back({device->copy_gb_s, device->gemm_gflop_s, device->method});
     if (progress && result.device_ceilings.back().measured())
-      *progress << fmt::format("  {} device ceilings: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s\n", e.backends[b].name,
-                               device->copy_gb_s, device->gemm_gflop_s);
+      progress->line(fmt::format("  {} device ceilings: copy {:.0f} GB/s, f32 GEMM {:.0f} GFLOP/s", e.backends[b].name,
+                                 device->copy_gb_s, device->gemm_gflop_s));
   }
   return {};
 }
@@ -260,12 +260,16 @@ const CellResult* find_resumed(const RunOptions& options, const CellIdentity& id
 // A workload's cells are stepped in rounds: every cell once per round, in
 // an order shuffled per round (seeded), so drift of a shared machine falls
 // on them alike instead of on whichever cell ran last.
-void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs) {
+void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs,
+                Progress* progress) {
   for (auto& run : runs) run->step(0);
   std::vector<CellRun*> order;
   for (auto& run : runs) order.push_back(run.get());
   std::mt19937_64 rng(e.seed * 1000003 + workload_index);
   for (int64_t step = 1; step <= e.warmup + e.runs; ++step) {
+    if (progress)
+      progress->working_on(
+          fmt::format("{}, round {} of {}", e.workloads[workload_index].name, step + 1, 1 + e.warmup + e.runs));
     if (e.interleave) std::shuffle(order.begin(), order.end(), rng);
     for (CellRun* run : order) run->step(step);
   }
@@ -277,13 +281,13 @@ void run_in_sequence(const Experiment& e, std::vector<std::unique_ptr<CellRun>>&
     for (int64_t step = 0; step <= e.warmup + e.runs; ++step) run->step(step);
 }
 
-void report_cell(std::ostream* progress, const CellResult& c) {
+void report_cell(Progress* progress, const CellResult& c) {
   if (!progress) return;
   std::string outcome = c.ran()
                             ? fmt::format("{:.4f} ms{} {}", c.time_ms(), c.noisy ? " (noisy)" : "",
                                           c.status == CellStatus::Ok ? "ok" : "MISMATCH")
                             : fmt::format("{}: {}", c.status == CellStatus::Crashed ? "CRASHED" : "FAILED", c.error);
-  *progress << fmt::format("  {} / {} / {}: {}\n", c.workload_shown, c.pipeline, c.backend_shown, outcome);
+  progress->cell_done(fmt::format("{} / {} / {}", c.workload_shown, c.pipeline, c.backend_shown), outcome);
 }
 
 // The shard (0-based) of each (workload, backend) group, by w * backends +
@@ -360,6 +364,9 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
     }
   if (!pending.empty() && options.run_elsewhere) {
     for (size_t i = 0; i < pending.size(); ++i) {
+      if (options.progress)
+        options.progress->working_on(
+            fmt::format("{} / {} / {}", pending[i].workload_shown, pending[i].pipeline, pending[i].backend_shown));
       CellResult cell = options.run_elsewhere(pending[i]);
       static_cast<CellIdentity&>(cell) = pending[i];
       report_cell(options.progress, cell);
@@ -368,9 +375,11 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
     pending.clear();
   }
   if (!pending.empty()) {
-    if (options.progress)
-      *options.progress << fmt::format("  {}: {} cells, {} rounds{}\n", e.workloads[w].name, pending.size(),
-                                       1 + e.warmup + e.runs, e.interleave ? ", interleaved" : "");
+    if (options.progress) {
+      options.progress->line(fmt::format("  {}: {} cells, {} rounds{}", e.workloads[w].name, pending.size(),
+                                         1 + e.warmup + e.runs, e.interleave ? ", interleaved" : ""));
+      options.progress->working_on(e.workloads[w].name);
+    }
     std::vector<HostTensor> inputs = workload.make_inputs(e.seed);
     auto reference = run_reference({e, workload, inputs, *r.reference_backend, r.reference_pipeline});
     std::vector<std::unique_ptr<CellRun>> runs;
@@ -380,7 +389,7 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
                                                *reference, pending[i]));
     }
     if (e.interleave)
-      run_rounds(e, w, runs);
+      run_rounds(e, w, runs, options.progress);
     else
       run_in_sequence(e, runs);
     for (size_t i = 0; i < pending.size(); ++i) {
@@ -395,6 +404,16 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
   for (auto& [at, cell] : done) cells.push_back(std::move(cell));
 }
 
+// How many cells the run will report, resumed ones included.
+size_t count_cells(const Experiment& e, const Resolved& r, const RunOptions& options) {
+  size_t total = 0;
+  for (size_t w = 0; w < r.workloads.size(); ++w) {
+    std::vector<bool> wanted = selected_cells(e, r, w, options);
+    total += static_cast<size_t>(std::count(wanted.begin(), wanted.end(), true));
+  }
+  return total;
+}
+
 }  // namespace
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions& options) {
@@ -402,7 +421,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   // a backend plugin loads it (it then finds it loaded; openblas_runtime.h).
   std::string not_chosen;
   if (!e.openblas_core.empty() && !openblas::choose_core(e.openblas_core, not_chosen) && options.progress)
-    *options.progress << "  openblas-core " << e.openblas_core << " not applied: " << not_chosen << "\n";
+    options.progress->line("  openblas-core " + e.openblas_core + " not applied: " + not_chosen);
   std::string no_openblas;  // the ceilings report it
   openblas::runtime(no_openblas);
   auto resolved = resolve(e);
@@ -413,6 +432,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
     LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
   else
     result.device_ceilings.resize(e.backends.size());
+  if (options.progress) options.progress->start(count_cells(e, *resolved, options));
   for (size_t w = 0; w < resolved->workloads.size(); ++w) {
     run_workload(e, *resolved, w, options, result.cells);
     if (options.checkpoint) options.checkpoint(result);
@@ -423,12 +443,12 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   if (options.shard) result.shard = fmt::format("{}/{}", options.shard->index, options.shard->count);
   for (const PeerEntry& peer : e.peers) {
     if ((options.shard && options.shard->index != 1) || options.only_cell) break;
-    if (options.progress) *options.progress << fmt::format("  peer {} ...", peer.name) << std::flush;
+    if (options.progress) options.progress->working_on("peer " + peer.name);
     result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));
     if (options.progress)
-      *options.progress << (result.peers.back().error.empty()
-                                ? fmt::format(" {} workloads\n", result.peers.back().cells.size())
-                                : " failed: " + result.peers.back().error + "\n");
+      options.progress->line(result.peers.back().error.empty()
+                                 ? fmt::format("  peer {}: {} workloads", peer.name, result.peers.back().cells.size())
+                                 : fmt::format("  peer {}: failed: {}", peer.name, result.peers.back().error));
   }
   return result;
 }

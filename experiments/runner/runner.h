@@ -18,6 +18,7 @@
 #include "experiment.h"
 #include "output_check.h"
 #include "peers.h"
+#include "progress.h"
 #include "statistics.h"
 
 namespace lazylab {
@@ -139,7 +140,7 @@ struct ExperimentResult {
 };
 
 struct RunOptions {
-  std::ostream* progress = nullptr;
+  Progress* progress = nullptr;  // null: say nothing
   // Ceilings to use instead of measuring them (--ceilings, or a resumed run's);
   // a backend without pinned device ceilings has its own measured.
   std::optional<Ceilings> pinned_ceilings;

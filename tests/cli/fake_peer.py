@@ -24,6 +24,9 @@ args = ap.parse_args()
 while args.hang:
     time.sleep(1)
 if args.fail:
+    # As a real peer fails: a traceback-like stderr whose last line says why.
+    print("Traceback (most recent call last):\n  File fake_peer.py\n" + "noise line\n" * 50
+          + "RuntimeError: the fake peer was told to fail", file=sys.stderr)
     sys.exit(args.fail)
 params = dict(item.split("=") for item in args.param)
 cells = []

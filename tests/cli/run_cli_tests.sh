@@ -259,6 +259,10 @@ check "reports go to a default folder" 0 "wrote lazylab-reports/my-run-[0-9]{8}-
 check "the default folder has every format" 0 "my-run.md" -- \
   bash -c "ls '$work/default'/lazylab-reports/my-run-*/my-run.json '$work/default'/lazylab-reports/my-run-*/my-run.md"
 check "-o DIR without a report: key" 0 "wrote $work/dflt/my-run.json" -- "$lazylab" run "$work/default/e.yaml" -q -o "$work/dflt"
+check "progress in a pipe: a line per cell with its count and times" 0 \
+  "^  \[1/1\] chain-tiny / p / interp: [0-9.]+ ms ok \([0-9]+:[0-9]{2} elapsed\)$" -- \
+  "$lazylab" run "$work/default/e.yaml" -o "$work/dflt2"
+check "--quiet: no progress" 1 "" -- bash -c "'$lazylab' run '$work/default/e.yaml' -o '$work/dflt3' -q 2>&1 | grep -F '[1/1]'"
 check "a run that fails leaves no folder" 2 "unknown pass 'bogus'|cannot access 'lazylab-reports'" -- \
   bash -c "cd '$work/default' && rm -rf lazylab-reports && '$lazylab' run e.yaml --set 'pipelines={p: bogus}' -q; ls lazylab-reports"
 
@@ -458,13 +462,20 @@ experiment "$work/peers.yaml" "name: peers" "workloads: [{name: chain-tiny, para
   "report: {json: $work/peers.json, markdown: $work/peers.md}"
 cp experiments/workloads/axpy.lzir "$work/axpy.lzir"
 check "peers run beside the cells" 0 "chain-tiny +fake +[0-9.]+ +(eager|fused) / interp" -- "$lazylab" run "$work/peers.yaml"
-check "a failing peer is reported, not fatal" 0 "peer broken: NOT RUN: 'python3' exited with status 3" -- \
+check "a failing peer is reported, not fatal" 0 \
+  "peer broken: NOT RUN: 'python3' exited with status 3: RuntimeError: the fake peer was told to fail" -- \
   "$lazylab" run "$work/peers.yaml" -q
+check "a failing peer is one progress line; its stderr goes beside the report" 0 \
+  "^  peer broken: failed: .*status 3: RuntimeError: the fake peer was told to fail$" -- \
+  bash -c "'$lazylab' run '$work/peers.yaml' 2>&1 >/dev/null; grep -c 'noise line' '$work/peers.peer-broken.stderr'"
+check "a failing peer's stderr is not in the progress output" 1 "" -- \
+  bash -c "'$lazylab' run '$work/peers.yaml' 2>&1 >/dev/null | grep -F -e 'noise line' -e Traceback"
 check "peer report sections" 0 "ok" -- python3 -c "
 import json
 r = json.load(open('$work/peers.json'))
 fake, broken = r['peers']
-assert fake['error'] == '' and broken['error'].endswith('status 3'), r['peers']
+assert fake['error'] == '' and broken['error'].endswith('status 3: RuntimeError: the fake peer was told to fail'), r['peers']
+assert broken['stderr'].count('noise line') == 50 and fake['stderr'] == '', r['peers']
 assert 'cwd ' + '$(basename "$work")' in fake['description'], fake['description']
 assert \"['chain-tiny.n']\" in fake['description'], fake['description']
 assert '--workloads=chain-tiny' in fake['command'] and '--runs=3' in fake['command'], fake['command']
