@@ -13,12 +13,12 @@ int report_command(const Args& args) {
   po::options_description options("lazylab report options");
   std::string input, format_name, output;
   options.add_options()("report", po::value(&input)->required(), "a JSON report written by lazylab run or merge")(
-      "format,f", po::value(&format_name)->default_value("console"), "console, md (Markdown) or csv")(
+      "format,f", po::value(&format_name)->default_value("console"), "console, md (Markdown), csv or html")(
       "output,o", po::value(&output), "write to this file instead of standard output");
   po::positional_options_description positional;
   positional.add("report", 1);
   po::variables_map vm;
-  if (auto exit = parse_args(args, "usage: lazylab report RUN.json [--format console|md|csv] [-o FILE]", options,
+  if (auto exit = parse_args(args, "usage: lazylab report RUN.json [--format console|md|csv|html] [-o FILE]", options,
                              positional, vm))
     return *exit;
   auto format = parse_report_format(format_name);

@@ -283,10 +283,11 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
                        fmt::format("must be a finite number >= 0, got {}", value));
   }
   if (YAML::Node report = root["report"]) {
-    LAZYLAB_TRY(r.expect_keys(report, "report", {"json", "markdown", "csv"}));
+    LAZYLAB_TRY(r.expect_keys(report, "report", {"json", "markdown", "csv", "html"}));
     LAZYLAB_TRY(read_optional(r, report, "report", "json", "a path", e.report.json));
     LAZYLAB_TRY(read_optional(r, report, "report", "markdown", "a path", e.report.markdown));
     LAZYLAB_TRY(read_optional(r, report, "report", "csv", "a path", e.report.csv));
+    LAZYLAB_TRY(read_optional(r, report, "report", "html", "a path", e.report.html));
   }
   if (YAML::Node limits = root["limits"]) {
     LAZYLAB_TRY(r.expect_keys(limits, "limits", {"buffer-bytes", "arena-bytes"}));

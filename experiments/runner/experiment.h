@@ -78,6 +78,7 @@ struct Experiment {
     std::string json;
     std::string markdown;
     std::string csv;
+    std::string html;
   } report;
   // OpenBLAS kernels for the run (openblas_runtime.h): empty inherits
   // OPENBLAS_CORETYPE or lazylab's choice, "auto" is lazylab's choice, else

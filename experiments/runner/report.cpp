@@ -204,8 +204,8 @@ ReportPaths default_paths(const Experiment& e, const std::string& output_dir) {
     auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     folder = fs::path("lazylab-reports") / fmt::format("{}-{:%Y%m%d-%H%M%S}", stem, fmt::gmtime(now));
   }
-  return {(folder / (stem + ".json")).string(), (folder / (stem + ".md")).string(), (folder / (stem + ".csv")).string(),
-          ""};
+  auto file = [&](const char* extension) { return (folder / (stem + extension)).string(); };
+  return {file(".json"), file(".md"), file(".csv"), file(".html"), ""};
 }
 
 // Checked before hours of cells: the path is not a folder, and the nearest
@@ -235,12 +235,13 @@ Expected<ReportPaths> plan_reports(const Experiment& e, const std::string& outpu
         .lexically_normal()
         .string();
   };
-  bool any = !e.report.json.empty() || !e.report.markdown.empty() || !e.report.csv.empty();
-  ReportPaths paths = any ? ReportPaths{place(e.report.json), place(e.report.markdown), place(e.report.csv), ""}
-                          : default_paths(e, output_dir);
+  bool any = !e.report.json.empty() || !e.report.markdown.empty() || !e.report.csv.empty() || !e.report.html.empty();
+  ReportPaths paths =
+      any ? ReportPaths{place(e.report.json), place(e.report.markdown), place(e.report.csv), place(e.report.html), ""}
+          : default_paths(e, output_dir);
   if (!paths.json.empty()) paths.partial = paths.json + ".partial";
   std::vector<std::string> all;
-  for (const std::string* path : {&paths.json, &paths.markdown, &paths.csv})
+  for (const std::string* path : {&paths.json, &paths.markdown, &paths.csv, &paths.html})
     if (!path->empty()) {
       if (std::find(all.begin(), all.end(), *path) != all.end())
         return make_error(fmt::format("{}: two report formats would be written to the same file '{}'", e.path, *path));
@@ -277,6 +278,7 @@ Status write_reports(const nlohmann::json& report, const ReportPaths& paths, std
       {&paths.json, [&] { return json_text(report, 2); }},
       {&paths.markdown, [&] { return render_report(*loaded, ReportFormat::Markdown); }},
       {&paths.csv, [&] { return render_report(*loaded, ReportFormat::Csv); }},
+      {&paths.html, [&] { return render_report(*loaded, ReportFormat::Html); }},
   };
   for (auto& [path, text] : outputs) {
     if (path->empty()) continue;

@@ -40,11 +40,11 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info);
 
 // Where a run's reports go: the experiment's `report:` paths, or their file
 // names in an output folder (-o DIR); without a `report:` key, every format
-// as NAME.json, NAME.md and NAME.csv in DIR or in
+// as NAME.json, NAME.md, NAME.csv and NAME.html in DIR or in
 // lazylab-reports/NAME-YYYYMMDD-HHMMSS. `partial` holds the cells finished
 // so far while the run goes on (the JSON's path + ".partial"), for --resume.
 struct ReportPaths {
-  std::string json, markdown, csv, partial;
+  std::string json, markdown, csv, html, partial;
 };
 
 // Checked before anything runs: distinct paths, folders that can be created
@@ -98,7 +98,7 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& report, const std:
 
 // A report rendered for people (console, Markdown) or programs (CSV).
 std::string render_report(const LoadedReport& report, ReportFormat format);
-// "console", "md" or "markdown", "csv".
+// "console", "md" or "markdown", "csv", "html".
 Expected<ReportFormat> parse_report_format(const std::string& name);
 
 }  // namespace lazylab

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "report.h"
+#include "report_html.h"
 #include "report_tables.h"
 
 namespace lazylab {
@@ -16,40 +17,6 @@ std::vector<const CellResult*> all_cells(const ExperimentResult& result) {
   std::vector<const CellResult*> rows;
   for (const CellResult& c : result.cells) rows.push_back(&c);
   return rows;
-}
-
-std::string recompile_text(const ExperimentResult& result, const CellResult& c) {
-  return recompile_warning(c, 1 + result.experiment.warmup + result.experiment.runs);
-}
-
-// One line per cell that recompiles on most steps, naming why.
-std::string recompile_lines(const ExperimentResult& result, const std::string& prefix) {
-  std::string out;
-  for (const CellResult& c : result.cells)
-    if (std::string text = recompile_text(result, c); !text.empty())
-      out += fmt::format("{}{} / {} / {}: {}\n", prefix, c.workload_shown, c.pipeline, c.backend_shown, text);
-  return out;
-}
-
-// "2 of 12 cells failed, 1 mismatched; 3 too noisy to rank", or "".
-std::string outcome_summary(const ExperimentResult& result) {
-  std::vector<std::string> parts;
-  size_t total = result.cells.size();
-  if (size_t failed = result.failed_cells()) parts.push_back(fmt::format("{} of {} cells failed", failed, total));
-  if (size_t mismatched = result.cells_with(CellStatus::Mismatch))
-    parts.push_back(fmt::format("{} of {} cells do not match the reference", mismatched, total));
-  auto count = [&](auto predicate) {
-    return static_cast<size_t>(std::count_if(result.cells.begin(), result.cells.end(), predicate));
-  };
-  if (size_t recompiling = count([&](const CellResult& c) { return !recompile_text(result, c).empty(); }))
-    parts.push_back(
-        fmt::format("{} of {} cells recompile on most steps (see each cell's recompilations)", recompiling, total));
-  if (size_t noisy = count([](const CellResult& c) { return c.noisy; }))
-    parts.push_back(fmt::format(
-        "{} of {} cells too noisy to rank (95% interval of the median wider than {:.0f}% of it): more runs or a "
-        "quieter machine",
-        noisy, total, 100 * kNoisyRelativeWidth));
-  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 std::string peers_text(const ExperimentResult& result, ReportFormat format) {
@@ -160,6 +127,7 @@ std::string render_report(const LoadedReport& report, ReportFormat format) {
   switch (format) {
     case ReportFormat::Console: return console(result);
     case ReportFormat::Markdown: return markdown(result, report.info);
+    case ReportFormat::Html: return render_html(result, report.info);
     case ReportFormat::Csv:
       return render_table(join_columns({&cell_identity_columns(), &cell_measure_columns(), &cell_traffic_columns(),
                                         &cell_outcome_columns()}),
@@ -172,7 +140,8 @@ Expected<ReportFormat> parse_report_format(const std::string& name) {
   if (name == "console") return ReportFormat::Console;
   if (name == "md" || name == "markdown") return ReportFormat::Markdown;
   if (name == "csv") return ReportFormat::Csv;
-  return make_error(fmt::format("unknown report format '{}' (formats: console, md, csv)", name));
+  if (name == "html") return ReportFormat::Html;
+  return make_error(fmt::format("unknown report format '{}' (formats: console, md, csv, html)", name));
 }
 
 }  // namespace lazylab

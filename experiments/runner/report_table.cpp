@@ -10,6 +10,18 @@ ReportValue report_number(double value, int decimals) {
 
 ReportValue report_count(uint64_t value) { return {std::to_string(value), {}}; }
 
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  return out;
+}
+
 namespace report_table_detail {
 namespace {
 
@@ -94,12 +106,25 @@ std::string csv(const Grid& grid) {
   return out;
 }
 
+std::string html(const Grid& grid) {
+  auto row = [&](const std::vector<std::string>& cells, const char* tag) {
+    std::string out = "<tr>";
+    for (size_t i = 0; i < cells.size(); ++i)
+      out += fmt::format("<{0}{1}>{2}</{0}>", tag, grid.numeric[i] ? " class=\"num\"" : "", html_escape(cells[i]));
+    return out + "</tr>\n";
+  };
+  std::string out = "<table>\n<thead>" + row(grid.headings, "th") + "</thead>\n<tbody>\n";
+  for (const auto& cells : grid.rows) out += row(cells, "td");
+  return out + "</tbody>\n</table>\n";
+}
+
 }  // namespace
 
 bool shown(unsigned shown_in, ReportFormat format) {
   switch (format) {
     case ReportFormat::Console: return shown_in & kConsole;
-    case ReportFormat::Markdown: return shown_in & kMarkdown;
+    case ReportFormat::Markdown:
+    case ReportFormat::Html: return shown_in & kMarkdown;
     case ReportFormat::Csv: return shown_in & kCsv;
   }
   return false;
@@ -110,6 +135,7 @@ std::string render(const Grid& grid, ReportFormat format) {
     case ReportFormat::Console: return console(grid);
     case ReportFormat::Markdown: return markdown(grid);
     case ReportFormat::Csv: return csv(grid);
+    case ReportFormat::Html: return html(grid);
   }
   return "";
 }

@@ -13,9 +13,9 @@
 
 namespace lazylab {
 
-enum class ReportFormat { Console, Markdown, Csv };
+enum class ReportFormat { Console, Markdown, Csv, Html };
 
-// Where a column shows; a bit set.
+// Where a column shows; a bit set. HTML tables show the Markdown columns.
 enum ShownIn : unsigned { kConsole = 1, kMarkdown = 2, kCsv = 4, kPeople = kConsole | kMarkdown, kEverywhere = 7 };
 
 // A value as people read it (`text`: rounded, with units folded into the
@@ -28,6 +28,8 @@ struct ReportValue {
 ReportValue report_number(double value, int decimals);
 ReportValue report_count(uint64_t value);
 inline ReportValue report_text(std::string text) { return {std::move(text), {}}; }
+// Text safe inside HTML elements and quoted attributes.
+std::string html_escape(const std::string& text);
 
 template <class Row>
 struct ReportColumn {

@@ -49,6 +49,40 @@ std::string outcome_text(const CellResult& c) {
   return "";
 }
 
+std::string recompile_text(const ExperimentResult& result, const CellResult& c) {
+  return recompile_warning(c, 1 + result.experiment.warmup + result.experiment.runs);
+}
+
+// One line per cell that recompiles on most steps, naming why.
+std::string recompile_lines(const ExperimentResult& result, const std::string& prefix) {
+  std::string out;
+  for (const CellResult& c : result.cells)
+    if (std::string text = recompile_text(result, c); !text.empty())
+      out += fmt::format("{}{} / {} / {}: {}\n", prefix, c.workload_shown, c.pipeline, c.backend_shown, text);
+  return out;
+}
+
+// "2 of 12 cells failed, 1 mismatched; 3 too noisy to rank", or "".
+std::string outcome_summary(const ExperimentResult& result) {
+  std::vector<std::string> parts;
+  size_t total = result.cells.size();
+  if (size_t failed = result.failed_cells()) parts.push_back(fmt::format("{} of {} cells failed", failed, total));
+  if (size_t mismatched = result.cells_with(CellStatus::Mismatch))
+    parts.push_back(fmt::format("{} of {} cells do not match the reference", mismatched, total));
+  auto count = [&](auto predicate) {
+    return static_cast<size_t>(std::count_if(result.cells.begin(), result.cells.end(), predicate));
+  };
+  if (size_t recompiling = count([&](const CellResult& c) { return !recompile_text(result, c).empty(); }))
+    parts.push_back(
+        fmt::format("{} of {} cells recompile on most steps (see each cell's recompilations)", recompiling, total));
+  if (size_t noisy = count([](const CellResult& c) { return c.noisy; }))
+    parts.push_back(fmt::format(
+        "{} of {} cells too noisy to rank (95% interval of the median wider than {:.0f}% of it): more runs or a "
+        "quieter machine",
+        noisy, total, 100 * kNoisyRelativeWidth));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
   // Peers are given each workload's first entry (peers.h), so only that
   // entry's cells compare with them.

@@ -45,6 +45,13 @@ const std::vector<ReportColumn<PeerComparison>>& peer_columns();
 // Fusion refusals by reason code, for cells that have any.
 const CellColumns& refusal_columns();
 
+// A cell's recompile warning (runner.h), given the experiment's step count.
+std::string recompile_text(const ExperimentResult& result, const CellResult& cell);
+// One line per cell that recompiles on most steps, naming why.
+std::string recompile_lines(const ExperimentResult& result, const std::string& prefix);
+// "2 of 12 cells failed; 3 of 12 cells too noisy to rank ...", or "".
+std::string outcome_summary(const ExperimentResult& result);
+
 // The text a cell's outcome column shows: "ok (1.2e-07)", "FAILED: why".
 std::string outcome_text(const CellResult& cell);
 

@@ -226,6 +226,8 @@ check "the run's Markdown is the JSON rendered again" 0 "" -- \
   bash -c "'$lazylab' report '$work/qs/quickstart.json' --format md | cmp - '$work/qs/quickstart.md'"
 check "the run's CSV is the JSON rendered again" 0 "" -- \
   bash -c "'$lazylab' report '$work/qs/quickstart.json' --format csv | cmp - '$work/qs/quickstart.csv'"
+check "the run's HTML is the JSON rendered again" 0 "" -- \
+  bash -c "'$lazylab' report '$work/qs/quickstart.json' --format html | cmp - '$work/qs/quickstart.html'"
 check "report writes a file" 0 "wrote $work/fixture.csv" -- \
   "$lazylab" report tests/data/report-fixture.json -f csv -o "$work/fixture.csv"
 cat > "$work/read_csv.py" <<'PY'
@@ -242,8 +244,8 @@ print("csv rows:", len(rows))
 PY
 check "the CSV reads back with Python's csv module" 0 "csv rows: 8" -- python3 "$work/read_csv.py" "$work/fixture.csv"
 check "report prints the console table" 0 "peer jax: NOT RUN" -- "$lazylab" report tests/data/report-fixture.json
-check "report with an unknown format" 2 "unknown report format 'html' \(formats: console, md, csv\)" -- \
-  "$lazylab" report tests/data/report-fixture.json --format html
+check "report with an unknown format" 2 "unknown report format 'pdf' \(formats: console, md, csv, html\)" -- \
+  "$lazylab" report tests/data/report-fixture.json --format pdf
 check "report of a missing file" 1 "nothing.json: cannot open report" -- "$lazylab" report "$work/nothing.json"
 printf '{"schema_version": 1}' > "$work/old.json"
 check "report of an old schema" 1 "report schema version 1, this lazylab reads versions 2 to 3" -- \
@@ -256,8 +258,8 @@ experiment "$work/default/e.yaml" "name: my run" "workloads: [{name: chain-tiny,
   "pipelines: {p: lower}" "backends: [interp]" "repeat: {warmup: 0, runs: 1}"
 check "reports go to a default folder" 0 "wrote lazylab-reports/my-run-[0-9]{8}-[0-9]{6}/my-run.csv" -- \
   bash -c "cd '$work/default' && '$lazylab' run e.yaml -q"
-check "the default folder has every format" 0 "my-run.md" -- \
-  bash -c "ls '$work/default'/lazylab-reports/my-run-*/my-run.json '$work/default'/lazylab-reports/my-run-*/my-run.md"
+check "the default folder has every format" 0 "my-run.html" -- \
+  bash -c "ls '$work/default'/lazylab-reports/my-run-*/my-run.{json,md,csv,html}"
 check "-o DIR without a report: key" 0 "wrote $work/dflt/my-run.json" -- "$lazylab" run "$work/default/e.yaml" -q -o "$work/dflt"
 check "progress in a pipe: a line per cell with its count and times" 0 \
   "^  \[1/1\] chain-tiny / p / interp: [0-9.]+ ms ok \([0-9]+:[0-9]{2} elapsed\)$" -- \

@@ -103,9 +103,10 @@ TEST_CASE("rendering reads only the JSON: a report written again from its readin
 TEST_CASE("report formats and schema versions are checked") {
   CHECK(parse_report_format("md").ok());
   CHECK(parse_report_format("csv").ok());
+  CHECK(parse_report_format("html").ok());
   auto html = parse_report_format("pdf");
   REQUIRE_FALSE(html.ok());
-  CHECK(html.error().message == "unknown report format 'pdf' (formats: console, md, csv)");
+  CHECK(html.error().message == "unknown report format 'pdf' (formats: console, md, csv, html)");
   nlohmann::json future = {{"schema_version", kReportSchemaVersion + 1}};
   auto refused = report_from_json(future, "future.json");
   REQUIRE_FALSE(refused.ok());

@@ -1,0 +1,251 @@
+// The HTML report: one self-contained file (Chart.js inlined, no fetches)
+// with a chart per workload of every cell's time with its 95% interval,
+// the peers beside them and the floor as a line; the memory plan's peak
+// against no reuse; and the tables of the other formats (report_tables.h).
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "report.h"
+#include "report_html.h"
+#include "report_tables.h"
+
+extern const char kChartJs[];  // generated from libjs-chart.js (experiments/meson.build)
+
+namespace lazylab {
+namespace {
+
+constexpr const char* kStyle = R"css(
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #1d1d1f; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
+dt { font-weight: 600; } dd { margin: 0; } code { font-size: 12px; }
+.warning { background: #fff3cd; padding: .5em 1em; border-left: 4px solid #e0a800; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
+figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: .3em; }
+#errors { color: #b00020; }
+)css";
+
+// Draws each bar's 95% interval, records that a chart rendered (the browser
+// test reads data-drawn), and shows script errors on the page.
+constexpr const char* kScript = R"js(
+const errors = document.getElementById('errors');
+window.addEventListener('error', e => { errors.hidden = false; errors.textContent += e.message + '\n'; });
+const data = JSON.parse(document.getElementById('report-data').textContent);
+const intervalBars = { id: 'intervalBars', afterDatasetsDraw(chart) {
+  const ctx = chart.ctx, y = chart.scales.y;
+  chart.data.datasets.forEach((set, i) => {
+    if (!set.intervals) return;
+    ctx.save(); ctx.strokeStyle = '#222'; ctx.lineWidth = 1.2;
+    chart.getDatasetMeta(i).data.forEach((bar, j) => {
+      const range = set.intervals[j]; if (!range) return;
+      const top = y.getPixelForValue(range[1]), bottom = y.getPixelForValue(range[0]);
+      ctx.beginPath(); ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
+      ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
+      ctx.moveTo(bar.x - 4, bottom); ctx.lineTo(bar.x + 4, bottom); ctx.stroke();
+    });
+    ctx.restore();
+  });
+} };
+const drawnMark = { id: 'drawnMark', afterRender(chart) { chart.canvas.dataset.drawn = 'true'; } };
+function chart(id, config) {
+  const canvas = document.getElementById(id);
+  config.options = Object.assign({ animation: false, responsive: false }, config.options || {});
+  config.plugins = [intervalBars, drawnMark];
+  new Chart(canvas, config);
+}
+data.workloads.forEach((w, k) => {
+  const bars = w.cells.concat(w.peers);
+  chart('time-' + k, { type: 'bar', data: { labels: bars.map(b => b.label), datasets: [
+      { label: 'median step, ms, with its 95% interval', data: bars.map(b => b.time),
+        backgroundColor: bars.map(b => b.peer ? '#a0a0a0' : b.noisy ? '#f0b27a' : '#5b8def'),
+        intervals: bars.map(b => [b.low, b.high]), order: 2 },
+      { type: 'line', label: 'floor, ms', data: bars.map(b => b.floor), borderColor: '#d9534f',
+        borderWidth: 3, pointRadius: 22, pointStyle: 'line', showLine: false, order: 1 }] },
+    options: { scales: { y: { type: 'logarithmic', title: { display: true, text: 'ms per step (log)' } } },
+      plugins: { tooltip: { callbacks: { afterLabel: c => bars[c.dataIndex].detail } } } } });
+  chart('memory-' + k, { type: 'bar', data: { labels: w.cells.map(c => c.label), datasets: [
+      { label: 'arena KiB, planned', data: w.cells.map(c => c.arena_kib), backgroundColor: '#5b8def' },
+      { label: 'arena KiB, no reuse', data: w.cells.map(c => c.naive_kib), backgroundColor: '#c7c7c7' }] },
+    options: { scales: { y: { beginAtZero: true, title: { display: true, text: 'KiB' } } } } });
+});
+)js";
+
+// JSON inside <script>: "</" would end the element.
+std::string script_safe(const std::string& json) {
+  std::string out;
+  for (size_t i = 0; i < json.size(); ++i) {
+    out += json[i];
+    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') out += '\\';
+  }
+  return out;
+}
+
+nlohmann::json cell_bar(const CellResult& c) {
+  return {{"label", c.pipeline + " / " + c.backend_shown},
+          {"time", c.time.value},
+          {"low", c.time.low},
+          {"high", c.time.high},
+          {"floor", c.floor_ms > 0 ? nlohmann::json(c.floor_ms) : nlohmann::json()},
+          {"noisy", c.noisy},
+          {"peer", false},
+          {"detail", fmt::format("{} kernels, {:.1f}% of floor, speedup {:.2f}x", c.kernels, 100 * c.floor_fraction,
+                                 c.speedup.value)},
+          {"arena_kib", static_cast<double>(c.arena_bytes) / 1024},
+          {"naive_kib", static_cast<double>(c.naive_arena_bytes) / 1024}};
+}
+
+// One chart's data per workload as shown (an entry with its parameters); a
+// peer's bar goes beside the cells it was compared with.
+nlohmann::json chart_data(const ExperimentResult& result) {
+  std::vector<std::string> order;
+  std::map<std::string, nlohmann::json> groups;
+  for (const CellResult& c : result.cells) {
+    if (!groups.count(c.workload_shown)) {
+      order.push_back(c.workload_shown);
+      groups[c.workload_shown] = {
+          {"name", c.workload_shown}, {"cells", nlohmann::json::array()}, {"peers", nlohmann::json::array()}};
+    }
+    if (c.ran()) groups[c.workload_shown]["cells"].push_back(cell_bar(c));
+  }
+  for (const PeerComparison& row : peer_comparisons(result)) {
+    std::string shown = row.best ? row.best->workload_shown : row.peer_cell->workload;
+    if (!groups.count(shown)) continue;
+    groups[shown]["peers"].push_back({{"label", "peer " + row.peer->name},
+                                      {"time", row.peer_cell->median_ms},
+                                      {"low", row.peer_cell->min_ms},
+                                      {"high", row.peer_cell->max_ms},
+                                      {"floor", nullptr},
+                                      {"peer", true},
+                                      {"detail", "min to max of the peer's steps"}});
+  }
+  nlohmann::json workloads = nlohmann::json::array();
+  for (const std::string& name : order) workloads.push_back(groups[name]);
+  return {{"workloads", workloads}};
+}
+
+std::string reproduce_command(const Experiment& e) {
+  std::string command = "lazylab run " + e.path;
+  for (const KeyOverride& o : e.overrides) command += fmt::format(" --set '{}={}'", o.key, o.value);
+  return command;
+}
+
+std::string run_facts(const ExperimentResult& result, const RunInfo& info) {
+  const Experiment& e = result.experiment;
+  std::string out = "<dl>\n";
+  auto fact = [&](const std::string& name, const std::string& value) {
+    out += fmt::format("<dt>{}</dt><dd>{}</dd>\n", html_escape(name), value);
+  };
+  fact("reproduce", "<code>" + html_escape(reproduce_command(e)) + "</code>");
+  fact("experiment",
+       fmt::format("<code>{}</code>, hash <code>{:016x}</code>, seed {}", html_escape(e.path), e.hash, e.seed));
+  fact("started", html_escape(info.started_at));
+  fact("machine", html_escape(info.machine));
+  fact("build", html_escape(info.build));
+  for (const std::string& device : info.backend_devices) fact("device", html_escape(device));
+  for (const std::string& plugin : info.plugins) fact("plugin", html_escape(plugin));
+  fact("repeats", fmt::format("{} warm-up + {} timed steps after the cold step; baseline <code>{}</code>", e.warmup,
+                              e.runs, html_escape(e.baseline)));
+  fact("reference",
+       fmt::format("<code>{}</code> with <code>{}</code>, rtol {}, atol {}", html_escape(e.reference.backend),
+                   html_escape(e.reference.pipeline), e.reference.rtol, e.reference.atol));
+  fact("ceilings", html_escape(fmt::format("copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({})",
+                                           result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
+                                           result.ceilings.sgemm_gflop_s, result.ceilings.method)));
+  for (const PipelineEntry& p : e.pipelines) fact("pipeline " + p.name, "<code>" + html_escape(p.text) + "</code>");
+  return out + "</dl>\n";
+}
+
+// A heading, a sentence, and one canvas per workload (ids KIND-0, KIND-1...).
+std::string chart_section(const nlohmann::json& data, const std::string& kind, const std::string& heading,
+                          const std::string& intro, int height) {
+  std::string out = fmt::format("<h2>{}</h2>\n<p>{}</p>\n<div class=\"charts\">\n", heading, intro);
+  for (size_t k = 0; k < data["workloads"].size(); ++k)
+    out += fmt::format(
+        "<figure><figcaption>{}</figcaption><canvas id=\"{}-{}\" data-chart=\"{}\" width=\"560\" "
+        "height=\"{}\"></canvas></figure>\n",
+        html_escape(data["workloads"][k]["name"].get<std::string>()), kind, k, kind, height);
+  return out + "</div>\n";
+}
+
+std::string charts(const nlohmann::json& data) {
+  return chart_section(data, "time", "Time per step",
+                       "Each cell's median step with its 95% bootstrap interval (orange: too noisy to rank), the "
+                       "peers timed in the same run in grey, and each cell's floor as a red mark.",
+                       320) +
+         chart_section(data, "memory", "Memory plan",
+                       "Peak arena bytes of the memory plan beside the same values without reuse.", 240);
+}
+
+template <class Row>
+std::string section(const std::string& title, const std::string& intro, const std::vector<ReportColumn<Row>>& columns,
+                    const std::vector<const Row*>& rows) {
+  if (rows.empty()) return "";
+  return fmt::format("<h2>{}</h2>\n<p>{}</p>\n", html_escape(title), html_escape(intro)) +
+         render_table(columns, rows, ReportFormat::Html);
+}
+
+std::string peers_section(const ExperimentResult& result) {
+  if (result.peers.empty()) return "";
+  std::string out = "<h2>Peers, measured in this run</h2>\n<ul>\n";
+  for (const PeerResult& peer : result.peers)
+    out += fmt::format(
+        "<li><code>{}</code>: {}</li>\n", html_escape(peer.name),
+        peer.error.empty() ? html_escape(peer.description) : "<strong>not run</strong>: " + html_escape(peer.error));
+  std::vector<PeerComparison> rows = peer_comparisons(result);
+  std::vector<const PeerComparison*> pointers;
+  for (const PeerComparison& row : rows) pointers.push_back(&row);
+  return out + "</ul>\n" + (pointers.empty() ? "" : render_table(peer_columns(), pointers, ReportFormat::Html));
+}
+
+}  // namespace
+
+std::string render_html(const ExperimentResult& result, const RunInfo& info) {
+  const Experiment& e = result.experiment;
+  std::vector<const CellResult*> cells, ran, refused;
+  for (const CellResult& c : result.cells) {
+    cells.push_back(&c);
+    if (c.ran()) ran.push_back(&c);
+    if (!c.fusion_refusals.empty()) refused.push_back(&c);
+  }
+  std::vector<PassRow> passes;
+  for (const CellResult* c : cells)
+    for (const PassStat& p : c->passes) passes.push_back({c, &p});
+  std::vector<const PassRow*> pass_rows;
+  for (const PassRow& row : passes) pass_rows.push_back(&row);
+  nlohmann::json data = chart_data(result);
+
+  std::string out = fmt::format(
+      "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>lazylab: {}</title>\n<style>{}"
+      "</style>\n<script>{}</script>\n</head>\n<body>\n<pre id=\"errors\" hidden></pre>\n<h1>Experiment <code>{}</code>"
+      "</h1>\n<p>{}</p>\n",
+      html_escape(e.name), kStyle, kChartJs, html_escape(e.name), html_escape(e.description));
+  if (std::string summary = outcome_summary(result); !summary.empty())
+    out += "<p class=\"warning\">" + html_escape(summary) + "</p>\n";
+  out += run_facts(result, info) + charts(data);
+  out += section("Cells",
+                 "time: the device time on a device backend, else the host step; n.s.: no significant "
+                 "difference from the baseline (its 95% interval holds 1).",
+                 join_columns({&cell_identity_columns(), &cell_measure_columns(), &cell_outcome_columns()}), cells);
+  out += section("Traffic and floor",
+                 "Bytes the kernels read and write across their boundaries, and the floor: minimum bytes at copy "
+                 "bandwidth, matmul FLOPs at the sgemm rate or elementwise ops at the elementwise rate, the largest.",
+                 join_columns({&cell_identity_columns(), &cell_traffic_columns()}), ran);
+  out += peers_section(result);
+  out += section("Fusion refusals by reason",
+                 "Pairs the fusion strategy declined, counted by reason code (lazylab show --explain-fusion lists "
+                 "each).",
+                 refusal_columns(), refused);
+  if (std::string lines = recompile_lines(result, ""); !lines.empty())
+    out += "<h2>Recompilations</h2>\n<pre>" + html_escape(lines) + "</pre>\n";
+  out += section("Passes (cold compile)", "Each pass's time and what it changed.", pass_columns(), pass_rows);
+  out += "<script type=\"application/json\" id=\"report-data\">" + script_safe(data.dump()) + "</script>\n";
+  out += fmt::format("<script>{}</script>\n</body>\n</html>\n", kScript);
+  return out;
+}
+
+}  // namespace lazylab

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The HTML report in a real browser: headless Chromium (Debian's chromium)
+# loads the page from a file with every host name unresolvable, and the test
+# checks that each chart rendered, that no script error or console error
+# occurred, and saves a screenshot (BUILD/tests/html-report.png) for a person.
+# usage: run_html_test.sh LAZYLAB SOURCE_ROOT TESTS_BUILD_DIR
+set -uo pipefail
+lazylab=$(realpath "$1") src=$2 test_build=$(realpath "$3")
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z $browser ]]; then
+  echo "SKIP: no chromium (install Debian's chromium: bash .ci/setup)"; exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+
+"$lazylab" report "$src/tests/data/report-fixture.json" --format html -o "$work/report.html" >/dev/null || fail "render"
+offline=(--headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run --virtual-time-budget=10000
+         "--host-resolver-rules=MAP * ~NOTFOUND" --enable-logging=stderr --v=0)
+timeout 120 "$browser" "${offline[@]}" --dump-dom "file://$work/report.html" > "$work/dom.html" 2> "$work/console.txt"
+timeout 120 "$browser" "${offline[@]}" --window-size=1280,2400 --screenshot="$test_build/html-report.png" \
+  "file://$work/report.html" > /dev/null 2>&1
+
+charts=$(grep -o '<canvas[^>]*data-chart=' "$work/dom.html" | wc -l)
+drawn=$(grep -o '<canvas[^>]*data-drawn="true"' "$work/dom.html" | wc -l)
+if [[ $charts -eq 4 && $drawn -eq 4 ]]; then ok "all 4 charts rendered"; else fail "charts rendered: $drawn of $charts (want 4)"; fi
+if grep -q '<pre id="errors" hidden=""></pre>' "$work/dom.html"; then ok "no script errors on the page"
+else fail "script errors: $(grep -o '<pre id="errors".*</pre>' "$work/dom.html")"; fi
+if grep -E 'CONSOLE.*(Uncaught|Error)' "$work/console.txt"; then fail "console errors"; else ok "no console errors"; fi
+if grep -Eq '(src|href)="(https?:)?//' "$work/report.html"; then fail "the page fetches from the network"; else ok "nothing fetched"; fi
+tables=$(grep -c '<table>' "$work/dom.html")
+if [[ $tables -ge 5 ]]; then ok "$tables tables (cells, traffic, peers, refusals or passes)"; else fail "only $tables tables"; fi
+if grep -q 'FAILED: step 1: execute: cpu' "$work/dom.html" && grep -q '<strong>not run</strong>: exited' "$work/dom.html"; then
+  ok "the failed cell and the peer that did not run are shown"
+else fail "failed cell or peer missing"; fi
+if [[ -s $test_build/html-report.png ]]; then ok "screenshot at $test_build/html-report.png"; else fail "no screenshot"; fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
