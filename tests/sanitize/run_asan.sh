@@ -15,6 +15,7 @@ ninja -C "$build" -j2 tests/lazylab-unit-tests experiments/lazylab backends/cpu/
   backends/interp/lazylab-backend-interp.so tests/lazylab-backend-failing.so tests/lazylab-backend-counting.so \
   tests/lazylab-backend-wrongabi.so tests/lazylab-backend-noentry.so plugins/lazylab-backend-example.so \
   plugins/capped.so tests/lazylab-pass-wrong-api.so tests/lazylab-pass-duplicate.so tests/lazylab-pass-no-name.so \
+  tests/lazylab-pass-orders.so \
   tests/libfuzzer/lazylab-libfuzzer-lzir-parser tests/libfuzzer/lazylab-libfuzzer-pipeline-parser \
   tests/libfuzzer/lazylab-libfuzzer-experiment-loader \
   >"$build/ninja.log" 2>&1 || { tail -30 "$build/ninja.log"; exit 1; }
