@@ -18,6 +18,10 @@
 
 namespace lazylab {
 
+// Programs with more kernels than this keep no kernel graph: too many
+// boxes to read, and too much text for every report.
+inline constexpr size_t kKernelGraphLimit = 200;
+
 struct CompiledGraph {
   std::unique_ptr<Executable> executable;
   // For compiled parameter i, the ordinal it had in the trace that produced
@@ -32,6 +36,9 @@ struct CompiledGraph {
   uint64_t arena_bytes = 0;
   uint64_t naive_arena_bytes = 0;
   ProgramCost cost;
+  // The kernels after fusion as Graphviz DOT (dot.h), for the reports;
+  // empty above kKernelGraphLimit kernels.
+  std::string kernel_graph;
   double compile_ms = 0;
   // The fusion strategy's refusals, counted by code (module.h).
   std::array<uint32_t, kRefusalCodes> fusion_refusals{};

@@ -3,11 +3,17 @@
 #include <string>
 
 #include "graph.h"
+#include "program.h"
 
 namespace lazylab {
 
 // Graphviz DOT of the nodes reachable from the roots, written through
 // Boost.Graph. `kernel_of` (optional, by node id) clusters nodes by kernel.
 std::string to_dot(const Graph& graph, const std::vector<int>* kernel_of = nullptr);
+
+// Graphviz DOT of a Program's kernels: one box per kernel (its ops and the
+// bytes it reads and writes, `kernel_bytes` by kernel), an edge where a
+// kernel reads what another wrote, and the parameters and outputs.
+std::string kernel_graph_dot(const Program& program, const Graph& graph, const std::vector<uint64_t>& kernel_bytes);
 
 }  // namespace lazylab

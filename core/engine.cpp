@@ -1,10 +1,13 @@
 #include "core/engine.h"
 
+#include "core/dot.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 
+#include "core/dot.h"
 #include "core/hash.h"
 #include "core/module.h"
 #include "core/pass_manager.h"
@@ -85,6 +88,8 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   compiled->arena_bytes = module.program->arena_bytes;
   compiled->naive_arena_bytes = module.program->naive_arena_bytes;
   compiled->cost = program_cost(*module.program, module.graph);
+  if (compiled->num_kernels <= kKernelGraphLimit)
+    compiled->kernel_graph = kernel_graph_dot(*module.program, module.graph, compiled->cost.kernel_bytes);
   for (const FusionCandidate& candidate : module.fusion_log)
     if (!candidate.decision) ++compiled->fusion_refusals[static_cast<size_t>(candidate.decision.code)];
   compiled->compile_ms = milliseconds_since(start);

@@ -111,6 +111,7 @@ void CellRun::record_compilation() {
     result_.arena_bytes = compiled->arena_bytes;
     result_.naive_arena_bytes = compiled->naive_arena_bytes;
     result_.cost = compiled->cost;
+    result_.kernel_graph = compiled->kernel_graph;
     for (int code = 1; code < kRefusalCodes; ++code)
       if (uint32_t count = compiled->fusion_refusals[code])
         result_.fusion_refusals[refusal_code_name(static_cast<RefusalCode>(code))] = count;

@@ -4,9 +4,16 @@
 // against no reuse; and the tables of the other formats (report_tables.h).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "child_process.h"
 #include "report.h"
 #include "report_html.h"
 #include "report_tables.h"
@@ -202,6 +209,44 @@ std::string peers_section(const ExperimentResult& result) {
   return out + "</ul>\n" + (pointers.empty() ? "" : render_table(peer_columns(), pointers, ReportFormat::Html));
 }
 
+// Graphviz's `dot` draws the kernel graph as inline SVG (each kernel's ops
+// and bytes in its box and on hover); without Graphviz the DOT text shows.
+std::string kernel_graph_svg(const std::string& dot_text, const std::string& scratch) {
+  namespace fs = std::filesystem;
+  std::string dot_path = scratch + ".dot", svg_path = scratch + ".svg";
+  std::ofstream(dot_path) << dot_text;
+  ChildOptions options;
+  options.stdout_file = svg_path;
+  options.stderr_file = scratch + ".err";
+  options.timeout_s = 60;
+  ChildOutcome drawn = run_child({"dot", "-Tsvg", dot_path}, options);
+  std::stringstream svg;
+  svg << std::ifstream(svg_path).rdbuf();
+  std::error_code ec;
+  for (const char* extension : {".dot", ".svg", ".err"}) fs::remove(scratch + extension, ec);
+  std::string text = svg.str();
+  size_t start = text.find("<svg");
+  if (!drawn.succeeded() || start == std::string::npos)
+    return "<p>Graphviz's <code>dot</code> could not draw it (" + html_escape(drawn.describe("dot")) +
+           "; install graphviz); its DOT:</p>\n<pre>" + html_escape(dot_text) + "</pre>\n";
+  return text.substr(start);
+}
+
+std::string kernel_graphs(const ExperimentResult& result) {
+  std::string out;
+  std::string scratch = (std::filesystem::temp_directory_path() / fmt::format("lazylab-graph-{}", ::getpid())).string();
+  for (const CellResult& c : result.cells) {
+    if (c.kernel_graph.empty()) continue;
+    out += fmt::format("<details data-kernel-graph><summary>{} / {} / {}: {} kernels</summary>\n{}</details>\n",
+                       html_escape(c.workload_shown), html_escape(c.pipeline), html_escape(c.backend_shown), c.kernels,
+                       kernel_graph_svg(c.kernel_graph, scratch));
+  }
+  if (out.empty()) return "";
+  return "<h2>Kernels after fusion</h2>\n<p>Each cell's kernels in execution order, with their ops and the bytes "
+         "they read and write (on hover too); an edge where a kernel reads what another wrote. Programs of more than " +
+         std::to_string(kKernelGraphLimit) + " kernels are not drawn.</p>\n" + out;
+}
+
 }  // namespace
 
 std::string render_html(const ExperimentResult& result, const RunInfo& info) {
@@ -243,6 +288,7 @@ std::string render_html(const ExperimentResult& result, const RunInfo& info) {
   if (std::string lines = recompile_lines(result, ""); !lines.empty())
     out += "<h2>Recompilations</h2>\n<pre>" + html_escape(lines) + "</pre>\n";
   out += section("Passes (cold compile)", "Each pass's time and what it changed.", pass_columns(), pass_rows);
+  out += kernel_graphs(result);
   out += "<script type=\"application/json\" id=\"report-data\">" + script_safe(data.dump()) + "</script>\n";
   out += fmt::format("<script>{}</script>\n</body>\n</html>\n", kScript);
   return out;

@@ -121,6 +121,7 @@ json cell_to_json(const CellResult& c) {
                {"speedup_vs_baseline", speedup},
                {"passes", passes_json(c.passes)},
                {"fusion_refusals", c.fusion_refusals},
+               {"kernel_graph_dot", c.kernel_graph},
                {"metrics", metrics}};
   if (c.ops_per_step > 0) cell["step_us_per_op"] = c.step_ms.median * 1e3 / static_cast<double>(c.ops_per_step);
   return cell;
@@ -181,6 +182,7 @@ Expected<CellResult> cell_from_json(const json& j) {
     }
     c.passes = passes_from(j.value("passes", json::array()));
     c.fusion_refusals = j.value("fusion_refusals", std::map<std::string, uint64_t>{});
+    c.kernel_graph = j.value("kernel_graph_dot", "");
     json metrics = j.value("metrics", json::object());
     visit_metrics(c.metrics, [&](const char* key, auto& value) { value = metrics.value(key, value); });
     return c;

@@ -81,6 +81,7 @@ struct CellResult : CellIdentity {
   std::vector<PassStat> passes;
   std::map<std::string, uint64_t> fusion_refusals;  // by refusal code name, nonzero only
   ProgramCost cost;
+  std::string kernel_graph;  // Graphviz DOT of the kernels after fusion; empty when too many to draw
   // From the run's measured ceilings: traffic over the median step, and the
   // floor (minimum bytes at copy bandwidth, or FLOPs at the sgemm rate).
   double achieved_gb_s = 0;

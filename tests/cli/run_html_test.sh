@@ -35,6 +35,16 @@ if [[ $tables -ge 5 ]]; then ok "$tables tables (cells, traffic, peers, refusals
 if grep -q 'FAILED: step 1: execute: cpu' "$work/dom.html" && grep -q '<strong>not run</strong>: exited' "$work/dom.html"; then
   ok "the failed cell and the peer that did not run are shown"
 else fail "failed cell or peer missing"; fi
+graphs=$(grep -c '<details data-kernel-graph' "$work/dom.html")
+drawn_graphs=$(grep -c '<svg width=' "$work/report.html")
+if command -v dot >/dev/null; then
+  if [[ $graphs -eq 7 && $drawn_graphs -eq 7 ]]; then ok "7 kernel graphs drawn by Graphviz"
+  else fail "kernel graphs: $graphs, drawn $drawn_graphs (want 7 of each)"; fi
+else
+  if [[ $graphs -eq 7 ]] && grep -q 'could not draw it' "$work/report.html"; then ok "without Graphviz, 7 kernel graphs as DOT"
+  else fail "kernel graphs without Graphviz: $graphs"; fi
+fi
+if grep -q 'kernel 0: reduce_mean; reads and writes 25.199 MB' "$work/dom.html"; then ok "a kernel's ops and bytes on hover"; else fail "kernel tooltips"; fi
 if [[ -s $test_build/html-report.png ]]; then ok "screenshot at $test_build/html-report.png"; else fail "no screenshot"; fi
 
 echo "$passed passed, $failed failed"

@@ -1,6 +1,7 @@
 // Textual pipelines, typed options, and the pass manager's bookkeeping.
 #include <sstream>
 
+#include "core/dot.h"
 #include "core/pass_manager.h"
 #include "core/text_format.h"
 #include "support.h"
@@ -98,6 +99,23 @@ TEST_CASE("the pass manager times passes, counts nodes and kernels, prints IR af
   CHECK(ir.str().find("IR after fuse") == std::string::npos);
   REQUIRE(module.program);
   CHECK(module.program->kernels.size() == 2);
+}
+
+TEST_CASE("the kernel graph has a box per kernel with its ops and bytes, and the edges between kernels") {
+  Module module = module_from(R"(graph @g {
+  %0 = parameter {ordinal = 0} : f32[4]
+  %1 = exp(%0) : f32[4]
+  %2 = neg(%1) : f32[4]
+  %3 = add(%2, %0) : f32[4]
+  return %3
+})");
+  REQUIRE(run_pipeline(*parse_pipeline("fuse{strategy=none},lower"), module, {}).ok());
+  std::string dot = kernel_graph_dot(*module.program, module.graph, {32, 32, 48});
+  CHECK(dot.find("k0 [label=\"k0: exp\\n0.000 MB\"") != std::string::npos);
+  CHECK(dot.find("tooltip=\"kernel 2: add; reads and writes 0.000 MB\"") != std::string::npos);
+  for (const char* edge : {"p0 -> k0;", "k0 -> k1;", "k1 -> k2;", "p0 -> k2;", "k2 -> o0;"})
+    CHECK_MESSAGE(dot.find(edge) != std::string::npos, edge);
+  CHECK(dot.find("k0 -> k2") == std::string::npos);
 }
 
 TEST_CASE("lower refuses a partition with a cycle between kernels") {

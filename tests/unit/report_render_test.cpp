@@ -95,7 +95,7 @@ TEST_CASE("rendering reads only the JSON: a report written again from its readin
   nlohmann::json again = report_json(first.result(), first.info);
   auto second = report_from_json(again, "again");
   REQUIRE(second.ok());
-  for (ReportFormat format : {ReportFormat::Console, ReportFormat::Markdown, ReportFormat::Csv})
+  for (ReportFormat format : {ReportFormat::Console, ReportFormat::Markdown, ReportFormat::Csv, ReportFormat::Html})
     CHECK(render_report(first, format) == render_report(*second, format));
   CHECK(again["experiment"]["entries"]["workloads"][0]["label"] == "soft|max \"small\"");
 }
