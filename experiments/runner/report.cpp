@@ -71,7 +71,8 @@ nlohmann::json peers_json(const ExperimentResult& result) {
 
 }  // namespace
 
-Status write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+Status write_file_atomically(const std::string& path_text, const std::string& text) {
+  std::filesystem::path path = path_text;
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   std::filesystem::path temporary = path;
@@ -263,7 +264,7 @@ Status write_peer_errors(const std::vector<PeerResult>& peers, const ReportPaths
     if (peer.error.empty() || peer.stderr_text.empty()) continue;
     std::filesystem::path path = beside;
     path.replace_extension(fmt::format(".peer-{}.stderr", file_stem(peer.name)));
-    LAZYLAB_TRY(write_file_atomically(path, peer.stderr_text));
+    LAZYLAB_TRY(write_file_atomically(path.string(), peer.stderr_text));
     written.push_back(path.string());
   }
   return {};

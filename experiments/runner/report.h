@@ -1,10 +1,9 @@
 // Experiment reports. The JSON report (versioned schema,
 // experiments/report.schema.json) is the one source: the console table,
-// Markdown and CSV are rendered from it (read back, as `lazylab report`
-// does), through the table descriptions in report_tables.h.
+// Markdown, CSV and HTML are rendered from it (read back, as `lazylab
+// report` does), through the table descriptions in report_tables.h.
 #pragma once
 
-#include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -53,7 +52,7 @@ Expected<ReportPaths> plan_reports(const Experiment& experiment, const std::stri
 
 // Writes `text` to a temporary file beside `path`, then renames it into
 // place: a reader never sees half a report.
-Status write_file_atomically(const std::filesystem::path& path, const std::string& text);
+Status write_file_atomically(const std::string& path, const std::string& text);
 
 // Writes the JSON report and the formats rendered from it, each atomically
 // (temporary file + rename), and removes the partial results once the JSON

@@ -207,7 +207,7 @@ std::vector<ReportColumn<PassRow>> pass_columns_with_cell() {
   std::vector<ReportColumn<PassRow>> columns =
       columns_of_cell<PassRow>(cell_identity_columns(), [](const PassRow& r) -> const CellResult& { return *r.cell; });
   std::vector<ReportColumn<PassRow>> own = {
-      {"pass", "pass", kEverywhere, false, [](const PassRow& r) { return report_text("`" + r.pass->pass + "`"); }},
+      {"pass", "pass", kEverywhere, false, [](const PassRow& r) { return report_text(r.pass->pass); }},
       {"ms", "ms", kEverywhere, true, [](const PassRow& r) { return report_number(r.pass->milliseconds, 3); }},
       {"nodes before → after", "nodes", kEverywhere, true,
        [](const PassRow& r) { return report_text(fmt::format("{} → {}", r.pass->nodes_before, r.pass->nodes_after)); }},
