@@ -21,8 +21,15 @@ constexpr const char* kUsage =
 
 // --resume: the cells in the partial results of an interrupted run of the
 // same experiment file, and its ceilings (so its floors stay comparable).
-Status resume_from(const ReportPaths& paths, const Experiment& experiment, RunOptions& options) {
+Status resume_from(const ReportPaths& paths, const Experiment& experiment, const std::string& output_dir,
+                   RunOptions& options) {
   if (paths.partial.empty()) return make_error("--resume needs a JSON report path (report.json) to resume from");
+  bool default_folder = experiment.report.json.empty() && experiment.report.markdown.empty() &&
+                        experiment.report.csv.empty() && experiment.report.html.empty() && output_dir.empty();
+  if (default_folder)
+    return make_error(
+        "--resume: this experiment has no report: key, so each run writes to a new lazylab-reports/NAME-TIME "
+        "folder; give the interrupted run's folder with -o DIR");
   auto partial = load_report(paths.partial);
   if (!partial) return make_error(fmt::format("--resume: {}", partial.error().message));
   if (partial->experiment_hash != fmt::format("{:016x}", experiment.hash))
@@ -138,7 +145,8 @@ int run_command(const Args& args) {
     if (Status pinned = pin_ceilings(ceilings_path, *experiment, run_options); !pinned)
       return fail(pinned.error().message);
   if (vm.count("resume"))
-    if (Status resumed = resume_from(*paths, *experiment, run_options); !resumed) return fail(resumed.error().message);
+    if (Status resumed = resume_from(*paths, *experiment, output_dir, run_options); !resumed)
+      return fail(resumed.error().message);
   std::cerr << fmt::format("lazylab: running experiment '{}' ({} workloads x {} pipelines x {} backends{})\n",
                            experiment->name, experiment->workloads.size(), experiment->pipelines.size(),
                            experiment->backends.size(),

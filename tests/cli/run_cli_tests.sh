@@ -265,6 +265,8 @@ check "progress in a pipe: a line per cell with its count and times" 0 \
   "^  \[1/1\] chain-tiny / p / interp: [0-9.]+ ms ok \([0-9]+:[0-9]{2} elapsed\)$" -- \
   "$lazylab" run "$work/default/e.yaml" -o "$work/dflt2"
 check "--quiet: no progress" 1 "" -- bash -c "'$lazylab' run '$work/default/e.yaml' -o '$work/dflt3' -q 2>&1 | grep -F '[1/1]'"
+check "--resume without a report: key needs -o DIR" 1 "give the interrupted run's folder with -o DIR" -- \
+  bash -c "cd '$work/default' && '$lazylab' run e.yaml --resume -q"
 check "a run that fails leaves no folder" 2 "unknown pass 'bogus'|cannot access 'lazylab-reports'" -- \
   bash -c "cd '$work/default' && rm -rf lazylab-reports && '$lazylab' run e.yaml --set 'pipelines={p: bogus}' -q; ls lazylab-reports"
 
