@@ -404,12 +404,17 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
   for (auto& [at, cell] : done) cells.push_back(std::move(cell));
 }
 
-// How many cells the run will report, resumed ones included.
+// How many cells the run will measure: the selected ones, less those taken
+// from a resumed run (progress counts only what it waits for).
 size_t count_cells(const Experiment& e, const Resolved& r, const RunOptions& options) {
   size_t total = 0;
   for (size_t w = 0; w < r.workloads.size(); ++w) {
     std::vector<bool> wanted = selected_cells(e, r, w, options);
-    total += static_cast<size_t>(std::count(wanted.begin(), wanted.end(), true));
+    for (size_t b = 0; b < r.backends.size(); ++b)
+      for (size_t p = 0; p < r.pipelines.size(); ++p)
+        if (wanted[b * r.pipelines.size() + p] &&
+            !find_resumed(options, identify(e, w, p, b, r.workloads[w]->params())))
+          ++total;
   }
   return total;
 }

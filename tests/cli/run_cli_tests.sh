@@ -396,7 +396,9 @@ r = json.load(open('$work/failing.before'))
 r['cells'] = [c for c in r['cells'] if c['workload'] == 'chain-tiny']
 for c in r['cells']: c['compile_ms'] = 12345.5
 json.dump(r, open('$work/resumed/failing.json.partial', 'w'))"
-check "resume takes the finished cells" 4 "4 cells resumed from" -- "$lazylab" run "$work/failing.yaml" -o "$work/resumed" --resume
+check "resume takes the finished cells" 4 "4 cells resumed from" -- \
+  bash -c "set -o pipefail; '$lazylab' run '$work/failing.yaml' -o '$work/resumed' --resume 2>&1 | tee '$work/resumed.log'"
+check "progress counts only the cells a resumed run measures" 0 "^  \[4/4\] " -- cat "$work/resumed.log"
 check "resumed and new cells are in one report" 0 "ok" -- python3 -c "
 import json
 r = json.load(open('$work/resumed/failing.json'))
