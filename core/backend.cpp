@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -93,6 +95,15 @@ std::string refused_version(lazylab_backend_entry_fn entry) {
   return "its entry point returned no API (it refused this host's ABI version)";
 }
 
+// ABI 2.0's table: later minor versions append optional entries, which the
+// host reads only where the plugin's struct_size covers them.
+constexpr size_t kMinimumApiBytes = offsetof(lazylab_backend_api, free_error) + sizeof(void*);
+
+template <class Entry>
+bool has_optional_entry(const lazylab_backend_api& api, size_t offset, Entry entry) {
+  return api.struct_size >= offset + sizeof(void*) && entry != nullptr;
+}
+
 // The name of the first entry of the table that is missing, or empty.
 std::string missing_entry(const lazylab_backend_api& api) {
   const std::pair<const void*, const char*> entries[] = {
@@ -140,9 +151,9 @@ Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
   else if (api->abi_major != LAZYLAB_ABI_MAJOR)
     problem = fmt::format("it was built for plugin ABI {}.{}, this lazylab speaks {}.{}; rebuild it", api->abi_major,
                           api->abi_minor, LAZYLAB_ABI_MAJOR, LAZYLAB_ABI_MINOR);
-  else if (api->struct_size < sizeof(lazylab_backend_api))
+  else if (api->struct_size < kMinimumApiBytes)
     problem = fmt::format("its API table has {} bytes, ABI {}.0 needs {}", api->struct_size, LAZYLAB_ABI_MAJOR,
-                          sizeof(lazylab_backend_api));
+                          kMinimumApiBytes);
   else if (std::string missing = missing_entry(*api); !missing.empty())
     problem = fmt::format("its API table has no '{}'", missing);
   if (!problem.empty()) {
@@ -213,6 +224,19 @@ Status DeviceEvent::wait() {
 
 double DeviceEvent::elapsed_ms() const { return backend_->api().event_elapsed_ms(handle_); }
 
+std::vector<double> DeviceEvent::kernel_ms() const {
+  const lazylab_backend_api& api = backend_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, event_kernel_times), api.event_kernel_times)) return {};
+  std::vector<double> times(64);
+  uint32_t count = api.event_kernel_times(handle_, times.data(), static_cast<uint32_t>(times.size()));
+  if (count > times.size()) {
+    times.resize(count);
+    count = api.event_kernel_times(handle_, times.data(), count);
+  }
+  times.resize(std::min<size_t>(count, times.size()));
+  return times;
+}
+
 Executable::Executable(std::shared_ptr<BackendInstance> backend, lazylab_executable* handle,
                        std::vector<TensorType> output_types, int32_t device)
     : backend_(std::move(backend)), handle_(handle), output_types_(std::move(output_types)), device_(device) {}
@@ -220,7 +244,7 @@ Executable::Executable(std::shared_ptr<BackendInstance> backend, lazylab_executa
 Executable::~Executable() { backend_->api().destroy_executable(handle_); }
 
 Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const DeviceBuffer* const> parameters,
-                                                           std::unique_ptr<DeviceEvent>* done) {
+                                                           std::unique_ptr<DeviceEvent>* done, bool profile_kernels) {
   boost::container::small_vector<lazylab_buffer*, 8> inputs;
   for (const DeviceBuffer* parameter : parameters) inputs.push_back(parameter->handle());
   boost::container::small_vector<lazylab_buffer*, 8> outputs(output_types_.size(), nullptr);
@@ -231,7 +255,8 @@ Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const Devic
                             inputs.data(),
                             static_cast<uint32_t>(outputs.size()),
                             outputs.data(),
-                            done ? &event : nullptr};
+                            done ? &event : nullptr,
+                            profile_kernels ? 1u : 0u};
   char* error = nullptr;
   if (backend_->api().execute(backend_->handle, &args, &error) != 0) return backend_->take_error(error, "execute");
   std::vector<DeviceBufferPtr> results;
@@ -315,9 +340,7 @@ Expected<BufferPtr> Backend::download(const DeviceBufferPtr& buffer) {
 Expected<lazylab_ceilings> Backend::measure_ceilings(int32_t device) {
   lazylab_ceilings ceilings{sizeof(lazylab_ceilings), 0, 0, ""};
   const lazylab_backend_api& api = instance_->api();
-  bool has_entry = api.struct_size >= offsetof(lazylab_backend_api, measure_ceilings) + sizeof(void*) &&
-                   api.measure_ceilings != nullptr;
-  if (!has_entry) return ceilings;
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, measure_ceilings), api.measure_ceilings)) return ceilings;
   char* error = nullptr;
   if (api.measure_ceilings(instance_->handle, device, &ceilings, &error) != 0)
     return instance_->take_error(error, "measure ceilings");

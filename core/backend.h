@@ -51,6 +51,9 @@ class DeviceEvent {
   Status wait();
   // Device milliseconds of the execution (after wait); negative when unknown.
   double elapsed_ms() const;
+  // Milliseconds per kernel in the Program's order (after wait), for an
+  // execution run with profile_kernels; empty when the backend gave none.
+  std::vector<double> kernel_ms() const;
 
  private:
   std::shared_ptr<BackendInstance> backend_;
@@ -67,9 +70,10 @@ class Executable {
 
   // Parameters by ordinal, on this executable's device; one new buffer per
   // output. May return before the device is done; `done` (when given)
-  // receives the execution's completion.
+  // receives the execution's completion, with per-kernel times when
+  // `profile_kernels` asks for them and the backend can (ABI 2.2).
   Expected<std::vector<DeviceBufferPtr>> execute(std::span<const DeviceBuffer* const> parameters,
-                                                 std::unique_ptr<DeviceEvent>* done);
+                                                 std::unique_ptr<DeviceEvent>* done, bool profile_kernels = false);
 
  private:
   std::shared_ptr<BackendInstance> backend_;

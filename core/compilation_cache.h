@@ -39,6 +39,7 @@ struct CompiledGraph {
   // The kernels after fusion as Graphviz DOT (dot.h), for the reports;
   // empty above kKernelGraphLimit kernels.
   std::string kernel_graph;
+  std::vector<std::string> kernel_labels;  // each kernel's ops (dot.h's kernel_label), for per-kernel reports
   double compile_ms = 0;
   // The fusion strategy's refusals, counted by code (module.h).
   std::array<uint32_t, kRefusalCodes> fusion_refusals{};

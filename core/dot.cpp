@@ -46,10 +46,7 @@ std::string to_dot(const Graph& graph, const std::vector<int>* kernel_of) {
   return out.str();
 }
 
-namespace {
-
-// "exp, sub, div" or "exp, sub, ... (12 ops)": short enough for a box.
-std::string kernel_ops(const Kernel& kernel, const Graph& graph) {
+std::string kernel_label(const Kernel& kernel, const Graph& graph) {
   std::vector<std::string> names;
   for (NodeId id : kernel.ops) {
     std::string name(op_name(graph.node(id).op));
@@ -61,8 +58,6 @@ std::string kernel_ops(const Kernel& kernel, const Graph& graph) {
   return kernel.ops.size() > 1 ? fmt::format("{} ({} ops)", shown, kernel.ops.size()) : shown;
 }
 
-}  // namespace
-
 std::string kernel_graph_dot(const Program& program, const Graph& graph, const std::vector<uint64_t>& kernel_bytes) {
   std::ostringstream out;
   out << "digraph kernels {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"Helvetica\", fontsize=10];\n";
@@ -71,7 +66,7 @@ std::string kernel_graph_dot(const Program& program, const Graph& graph, const s
                        to_string(graph.node(program.parameters[i]).type));
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     double megabytes = k < kernel_bytes.size() ? static_cast<double>(kernel_bytes[k]) / 1e6 : 0;
-    std::string ops = kernel_ops(program.kernels[k], graph);
+    std::string ops = kernel_label(program.kernels[k], graph);
     out << fmt::format(
         "  k{0} [label=\"k{0}: {1}\\n{2:.3f} MB\", tooltip=\"kernel {0}: {1}; reads and writes {2:.3f} MB\", "
         "fillcolor={3}];\n",

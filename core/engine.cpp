@@ -90,6 +90,8 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   compiled->cost = program_cost(*module.program, module.graph);
   if (compiled->num_kernels <= kKernelGraphLimit)
     compiled->kernel_graph = kernel_graph_dot(*module.program, module.graph, compiled->cost.kernel_bytes);
+  for (const Kernel& kernel : module.program->kernels)
+    compiled->kernel_labels.push_back(kernel_label(kernel, module.graph));
   for (const FusionCandidate& candidate : module.fusion_log)
     if (!candidate.decision) ++compiled->fusion_refusals[static_cast<size_t>(candidate.decision.code)];
   compiled->compile_ms = milliseconds_since(start);
@@ -102,8 +104,9 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
 Expected<std::vector<DeviceBufferPtr>> Engine::execute(CompiledGraph& compiled,
                                                        std::span<const DeviceBuffer* const> parameters) {
   auto start = std::chrono::steady_clock::now();
-  auto outputs = compiled.executable->execute(parameters, &last_execution_);
+  auto outputs = compiled.executable->execute(parameters, &last_execution_, profile_kernels_);
   metrics_.execute_ms += milliseconds_since(start);
+  last_executed_ = &compiled;
   return outputs;
 }
 
@@ -111,6 +114,7 @@ Status Engine::wait() {
   if (!last_execution_) return backend_.synchronize(options_.device);
   std::unique_ptr<DeviceEvent> execution = std::move(last_execution_);
   LAZYLAB_TRY(execution->wait());
+  if (profile_kernels_) last_kernel_times_ = {last_executed_, execution->kernel_ms()};
   double ms = execution->elapsed_ms();
   if (ms >= 0) {
     metrics_.device_execute_ms += ms;

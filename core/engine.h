@@ -47,6 +47,16 @@ class Engine {
   // Waits until the last execution is complete and records its device time.
   Status wait();
 
+  // Asks the backend to time each kernel of the executions that follow. It
+  // may slow them down: for steps outside the timed ones.
+  void set_profile_kernels(bool on) { profile_kernels_ = on; }
+  struct KernelTimes {
+    const CompiledGraph* graph = nullptr;  // what ran
+    std::vector<double> ms;                // per kernel, in its Program's order; empty when the backend gave none
+  };
+  // The last profiled execution that wait() saw complete.
+  const KernelTimes& last_kernel_times() const { return last_kernel_times_; }
+
   const EngineOptions& options() const { return options_; }
   const Pipeline& pipeline() const { return pipeline_; }
   Backend& backend() { return backend_; }
@@ -63,6 +73,9 @@ class Engine {
   Metrics metrics_;
   std::shared_ptr<const CompiledGraph> last_compiled_;
   std::unique_ptr<DeviceEvent> last_execution_;
+  const CompiledGraph* last_executed_ = nullptr;
+  bool profile_kernels_ = false;
+  KernelTimes last_kernel_times_;
 };
 
 }  // namespace lazylab

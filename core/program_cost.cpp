@@ -10,17 +10,22 @@ ProgramCost program_cost(const Program& program, const Graph& graph) {
     for (NodeId id : kernel.outputs) bytes += graph.node(id).type.bytes();
     cost.kernel_bytes.push_back(bytes);
     cost.total_bytes += bytes;
+    uint64_t flops = 0, elementwise = 0;
     for (NodeId id : kernel.ops) {
       const Node& node = graph.node(id);
       auto elements = static_cast<uint64_t>(node.type.num_elements());
       OpCategory category = op_info(node.op).category;
-      if (category == OpCategory::Elementwise) cost.elementwise_ops += elements;
+      if (category == OpCategory::Elementwise) elementwise += elements;
       if (category == OpCategory::Reduction)
-        cost.elementwise_ops += static_cast<uint64_t>(graph.node(node.operands[0]).type.num_elements());
+        elementwise += static_cast<uint64_t>(graph.node(node.operands[0]).type.num_elements());
       if (node.op != OpId::Matmul) continue;
       int64_t k = graph.node(node.operands[0]).type.shape.back();
-      cost.flops += 2 * elements * static_cast<uint64_t>(k);
+      flops += 2 * elements * static_cast<uint64_t>(k);
     }
+    cost.flops += flops;
+    cost.elementwise_ops += elementwise;
+    cost.kernel_operations.push_back(flops + elementwise);
+    cost.kernel_flops.push_back(flops);
   }
   for (NodeId id : program.parameters) cost.minimum_bytes += graph.node(id).type.bytes();
   for (NodeId id : program.outputs) cost.minimum_bytes += graph.node(id).type.bytes();

@@ -12,6 +12,10 @@ namespace lazylab {
 
 struct ProgramCost {
   std::vector<uint64_t> kernel_bytes;  // per kernel: inputs read + outputs written
+  // Per kernel: its arithmetic for a roofline, the FLOPs of its matmuls plus
+  // its elementwise work (counted as below).
+  std::vector<uint64_t> kernel_operations;
+  std::vector<uint64_t> kernel_flops;  // per kernel: its matmuls' FLOPs alone
   uint64_t total_bytes = 0;            // sum of kernel_bytes
   uint64_t minimum_bytes = 0;          // parameters read once + roots written once
   uint64_t flops = 0;                  // 2mnk per matmul

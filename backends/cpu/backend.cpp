@@ -80,9 +80,16 @@ class CpuExecutable : public plugin::HostExecutable {
     }
   }
 
-  void run(const void* const* parameters, void* const* outputs) override {
+  void run(const void* const* parameters, void* const* outputs) override { run_kernels(parameters, outputs, nullptr); }
+  void run_timing_kernels(const void* const* parameters, void* const* outputs,
+                          std::vector<double>& kernel_ms) override {
+    run_kernels(parameters, outputs, &kernel_ms);
+  }
+
+ private:
+  void run_kernels(const void* const* parameters, void* const* outputs, std::vector<double>* kernel_ms) {
     Memory memory{&values_, arena_.get(), parameters, outputs};
-    for (auto& plan : plans_) plan->run(memory);
+    for (auto& plan : plans_) plugin::run_kernel_timed(kernel_ms, [&] { plan->run(memory); });
     for (size_t i = 0; i < outputs_.size(); ++i) {  // outputs not written in place
       const ValueInfo& value = values_[outputs_[i]];
       if (value.kind != LAZYLAB_VALUE_OUTPUT || value.ordinal != static_cast<int64_t>(i))
@@ -90,7 +97,6 @@ class CpuExecutable : public plugin::HostExecutable {
     }
   }
 
- private:
   bool all_f32(const lazylab_kernel& kernel) const {
     for (uint32_t i = 0; i < kernel.num_ops; ++i) {
       if (values_[kernel.ops[i].result].dtype != LAZYLAB_F32) return false;

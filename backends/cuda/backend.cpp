@@ -101,24 +101,58 @@ class DeviceBuffer : public plugin::Buffer {
   CUdeviceptr pointer_;
 };
 
-// The start and end of one execution on the stream.
+// The start and end of one execution on the stream; when profiled, also a
+// mark before each kernel and one after the last (marks_[k] to marks_[k + 1]
+// is kernel k's time).
 class ExecutionEvent : public plugin::Event {
  public:
-  ExecutionEvent(const Device& device, CUevent start, CUevent stop) : device_(device), start_(start), stop_(stop) {}
+  ExecutionEvent(const Device& device, bool profile_kernels, size_t num_kernels) : device_(device) {
+    start_ = create();
+    stop_ = create();
+    if (profile_kernels)
+      for (size_t k = 0; k <= num_kernels; ++k) marks_.push_back(create());
+  }
   ~ExecutionEvent() override {
+    for (CUevent event : marks_) device_.driver.cuEventDestroy(event);
     device_.driver.cuEventDestroy(start_);
     device_.driver.cuEventDestroy(stop_);
   }
+  ExecutionEvent(const ExecutionEvent&) = delete;
+  ExecutionEvent& operator=(const ExecutionEvent&) = delete;
+
+  void record_start() { record(start_); }
+  // k == the number of kernels: the end of the last.
+  void record_kernel_start(size_t k) {
+    if (k < marks_.size()) record(marks_[k]);
+  }
+  void record_stop() { record(stop_); }
+
   void wait() override { check(device_.driver, device_.driver.cuEventSynchronize(stop_), "cuEventSynchronize"); }
-  double elapsed_ms() const override {
-    float ms = -1;
-    if (device_.driver.cuEventElapsedTime(&ms, start_, stop_) != CUDA_SUCCESS) return -1;
-    return ms;
+  double elapsed_ms() const override { return between(start_, stop_); }
+  std::vector<double> kernel_ms() const override {
+    std::vector<double> times;
+    for (size_t k = 0; k + 1 < marks_.size(); ++k) times.push_back(between(marks_[k], marks_[k + 1]));
+    return times;
   }
 
  private:
+  CUevent create() {
+    CUevent event = nullptr;
+    check(device_.driver, device_.driver.cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+    return event;
+  }
+  void record(CUevent event) {
+    check(device_.driver, device_.driver.cuEventRecord(event, device_.stream), "cuEventRecord");
+  }
+  double between(CUevent from, CUevent to) const {
+    float ms = -1;
+    if (device_.driver.cuEventElapsedTime(&ms, from, to) != CUDA_SUCCESS) return -1;
+    return ms;
+  }
+
   const Device& device_;
-  CUevent start_, stop_;
+  CUevent start_ = nullptr, stop_ = nullptr;
+  std::vector<CUevent> marks_;
 };
 
 // A cuBLASLt product D = A B over row-major f32 matrices, batched: computed
@@ -258,7 +292,8 @@ class CudaExecutable : public plugin::Executable {
   }
 
   std::vector<std::unique_ptr<plugin::Buffer>> execute(std::span<plugin::Buffer* const> parameters,
-                                                       std::unique_ptr<plugin::Event>* done) override {
+                                                       std::unique_ptr<plugin::Event>* done,
+                                                       const plugin::ExecuteOptions& options) override {
     const Driver& d = device_.driver;
     device_.bind();
     std::vector<std::unique_ptr<plugin::Buffer>> outputs;
@@ -276,22 +311,25 @@ class CudaExecutable : public plugin::Executable {
         default: return arena_ + value.offset;
       }
     };
-    CUevent start = nullptr, stop = nullptr;
+    std::unique_ptr<ExecutionEvent> event;
     if (done) {
-      check(d, d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-      check(d, d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
-      check(d, d.cuEventRecord(start, device_.stream), "cuEventRecord");
+      event = std::make_unique<ExecutionEvent>(device_, options.profile_kernels, kernels_.size());
+      event->record_start();
     }
-    for (const LoadedKernel& kernel : kernels_) run(kernel, address);
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      if (event) event->record_kernel_start(k);
+      run(kernels_[k], address);
+    }
+    if (event) event->record_kernel_start(kernels_.size());
     for (size_t i = 0; i < outputs_.size(); ++i) {  // roots not written in place
       const Value& value = values_[outputs_[i]];
       if (value.kind != LAZYLAB_VALUE_OUTPUT || value.ordinal != static_cast<int64_t>(i))
         check(d, d.cuMemcpyDtoDAsync(output_pointers[i], address(outputs_[i]), value.bytes, device_.stream),
               "cuMemcpyDtoDAsync");
     }
-    if (done) {
-      check(d, d.cuEventRecord(stop, device_.stream), "cuEventRecord");
-      *done = std::make_unique<ExecutionEvent>(device_, start, stop);
+    if (event) {
+      event->record_stop();
+      *done = std::move(event);
     }
     return outputs;
   }

@@ -10,17 +10,6 @@
 namespace lazylab::interp {
 namespace {
 
-class InterpExecutable : public plugin::HostExecutable {
- public:
-  InterpExecutable(const lazylab_program& program, std::shared_ptr<plugin::HostMemoryPool> pool)
-      : HostExecutable(program, std::move(pool)), runner_(program) {}
-
-  void run(const void* const* parameters, void* const* outputs) override { runner_.run(parameters, outputs); }
-
- private:
-  reference::ProgramRunner runner_;
-};
-
 class InterpBackend : public plugin::Backend {
  public:
   explicit InterpBackend(const std::map<std::string, std::string>& options) {
@@ -32,7 +21,7 @@ class InterpBackend : public plugin::Backend {
   }
   std::string device_description() const override { return "host CPU, reference loops (f64 accumulation)"; }
   std::unique_ptr<plugin::Executable> compile(const lazylab_program& program, int32_t) override {
-    return std::make_unique<InterpExecutable>(program, host_memory_);
+    return std::make_unique<reference::RunnerExecutable>(program, host_memory_);
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace lazylab {
@@ -88,7 +89,7 @@ Status CellRun::run_step(int64_t index) {
   if (index == 0) {
     result_.cold_step_ms = elapsed_ms(t0, t2);
     record_compilation();
-  } else if (index > e.warmup) {
+  } else if (index > e.warmup && index <= e.warmup + e.runs) {
     result_.step_samples_ms.push_back(elapsed_ms(t0, t2));
     result_.device_samples_ms.push_back(metrics.last_device_execute_ms);
     trace_us_.push_back(elapsed_ms(t0, t1) * 1e3);
@@ -112,13 +113,35 @@ void CellRun::record_compilation() {
     result_.naive_arena_bytes = compiled->naive_arena_bytes;
     result_.cost = compiled->cost;
     result_.kernel_graph = compiled->kernel_graph;
+    result_.kernel_labels = compiled->kernel_labels;
     for (int code = 1; code < kRefusalCodes; ++code)
       if (uint32_t count = compiled->fusion_refusals[code])
         result_.fusion_refusals[refusal_code_name(static_cast<RefusalCode>(code))] = count;
   }
 }
 
+void CellRun::profile_kernels() {
+  const Experiment& e = setup_.experiment;
+  std::vector<std::vector<double>> by_kernel(result_.kernel_labels.size());
+  engine_->set_profile_kernels(true);
+  for (int64_t i = 0; i < e.profile_steps && !failed(); ++i) {
+    step(1 + e.warmup + e.runs + i);
+    const Engine::KernelTimes& times = engine_->last_kernel_times();
+    // Times of another graph than the one the reports describe (a step
+    // that recompiled) say nothing about its kernels.
+    if (failed() || times.graph != engine_->last_compiled().get() || times.ms.size() != by_kernel.size() ||
+        std::any_of(times.ms.begin(), times.ms.end(), [](double ms) { return ms < 0; }))
+      continue;
+    for (size_t k = 0; k < by_kernel.size(); ++k) by_kernel[k].push_back(times.ms[k]);
+  }
+  if (!engine_) return;
+  engine_->set_profile_kernels(false);
+  if (by_kernel.empty() || by_kernel[0].empty()) return;
+  for (auto& samples : by_kernel) result_.kernel_ms.push_back(spread_of(std::move(samples)).median);
+}
+
 CellResult CellRun::finish() {
+  if (!failed()) profile_kernels();
   if (!failed()) {
     result_.recompile_ms = compile_again(setup_);
     result_.metrics = context_->metrics();

@@ -31,8 +31,8 @@ class CellRun {
   CellRun(const CellSetup& setup, const ReferenceOutputs& reference, CellIdentity identity);
   ~CellRun();
 
-  // Step 0 is the cold step (compilation); steps after the warm-up are
-  // timed. Every step's outputs are checked against the reference.
+  // Step 0 is the cold step (compilation); the warm-up steps follow, then
+  // the timed ones. Every step's outputs are checked against the reference.
   void step(int64_t index);
   bool failed() const { return result_.status == CellStatus::Failed; }
   // Compiles the cell once more in a fresh engine (a backend's disk cache is
@@ -42,6 +42,9 @@ class CellRun {
  private:
   Status run_step(int64_t index);
   void record_compilation();
+  // The steps after the timed ones, each kernel timed by the backend: the
+  // median per kernel goes to the result.
+  void profile_kernels();
 
   CellSetup setup_;
   const ReferenceOutputs& reference_;

@@ -258,16 +258,19 @@ Status read_optional(const Reader& r, const YAML::Node& map, const std::string& 
 
 Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
   if (YAML::Node repeat = root["repeat"]) {
-    LAZYLAB_TRY(r.expect_keys(repeat, "repeat", {"warmup", "runs", "interleave"}));
+    LAZYLAB_TRY(r.expect_keys(repeat, "repeat", {"warmup", "runs", "interleave", "profile"}));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "warmup", "an integer", e.warmup));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "runs", "an integer", e.runs));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "interleave", "true or false", e.interleave));
+    LAZYLAB_TRY(read_optional(r, repeat, "repeat", "profile", "an integer", e.profile_steps));
     // Samples are kept per step: a count beyond this is a typo, not a plan.
     constexpr int64_t kMaxSteps = 1'000'000;
-    if (e.warmup < 0 || e.runs < 1 || e.warmup > kMaxSteps || e.runs > kMaxSteps)
+    if (e.warmup < 0 || e.runs < 1 || e.profile_steps < 0 || e.warmup > kMaxSteps || e.runs > kMaxSteps ||
+        e.profile_steps > kMaxSteps)
       return r.error(repeat, "repeat",
-                     fmt::format("needs 0 <= warmup <= {0} and 1 <= runs <= {0}, got warmup {1}, runs {2}", kMaxSteps,
-                                 e.warmup, e.runs));
+                     fmt::format("needs 0 <= warmup <= {0}, 1 <= runs <= {0} and 0 <= profile <= {0}, got warmup {1}, "
+                                 "runs {2}, profile {3}",
+                                 kMaxSteps, e.warmup, e.runs, e.profile_steps));
   }
   if (YAML::Node ref = root["reference"]) {
     LAZYLAB_TRY(r.expect_keys(ref, "reference", {"backend", "pipeline", "rtol", "atol"}));

@@ -65,6 +65,10 @@ struct Experiment {
   double peer_timeout_s = 3600;  // a peer still running then is killed and reported
   int64_t warmup = 2;
   int64_t runs = 10;
+  // Steps after the timed ones with each kernel timed (a backend's per-kernel
+  // timers cost time, so these steps are not among the timed ones); the
+  // reports give each kernel's median. 0: none.
+  int64_t profile_steps = 3;
   // Step the cells of a workload in rounds, shuffled per round (runner.h).
   bool interleave = true;
   struct {

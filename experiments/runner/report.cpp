@@ -154,6 +154,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"baseline", e.baseline},
             {"warmup", e.warmup},
             {"runs", e.runs},
+            {"profile_steps", e.profile_steps},
             {"interleave", e.interleave},
             {"overrides", overrides_json(e)},
             {"shard", result.shard},
@@ -327,6 +328,7 @@ void read_experiment(const nlohmann::json& experiment, LoadedReport& report) {
   e.baseline = experiment.value("baseline", "");
   e.warmup = experiment.value("warmup", int64_t{0});
   e.runs = experiment.value("runs", int64_t{0});
+  e.profile_steps = experiment.value("profile_steps", int64_t{0});
   e.interleave = experiment.value("interleave", false);
   e.overrides = report.overrides;
   nlohmann::json reference = experiment.value("reference", nlohmann::json::object());

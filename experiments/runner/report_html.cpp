@@ -1,13 +1,16 @@
 // The HTML report: one self-contained file (Chart.js inlined, no fetches)
 // with a chart per workload of every cell's time with its 95% interval,
 // the peers beside them and the floor as a line; the memory plan's peak
-// against no reuse; and the tables of the other formats (report_tables.h).
+// against no reuse; a roofline per backend of a chosen cell's kernels; each
+// cell's kernels (a table and the graph); and the tables of the other
+// formats (report_tables.h).
 #include <fmt/format.h>
 
 #include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include <filesystem>
 #include <fstream>
@@ -63,8 +66,37 @@ function chart(id, config) {
   const canvas = document.getElementById(id);
   config.options = Object.assign({ animation: false, responsive: false }, config.options || {});
   config.plugins = [intervalBars, drawnMark];
-  new Chart(canvas, config);
+  return new Chart(canvas, config);
 }
+// The roof under one flat ceiling: copy bandwidth times intensity up to the
+// ridge point, the ceiling after it.
+function roof(copy, ceiling, lo, hi) {
+  return [lo, ceiling / copy, hi].filter(x => x >= lo && x <= hi).map(x => ({ x, y: Math.min(copy * x, ceiling) }));
+}
+function roofline(r, k) {
+  const select = document.getElementById('roofline-select-' + k);
+  let drawn = null;
+  const draw = () => {
+    const cell = r.cells[select.value];
+    const xs = cell.points.map(p => p.x).concat(r.roofs.map(f => f.gop_s / r.copy_gb_s));
+    const lo = Math.min(...xs) / 4, hi = Math.max(...xs) * 4;
+    const roofs = r.copy_gb_s > 0 ? r.roofs.map((f, i) => ({ type: 'line', label: f.label,
+        data: roof(r.copy_gb_s, f.gop_s, lo, hi), borderColor: ['#d9534f', '#e0a800'][i % 2], borderWidth: 2,
+        pointRadius: 0, fill: false })) : [];
+    if (drawn) drawn.destroy();
+    drawn = chart('roofline-' + k, { type: 'scatter', data: { datasets: [
+        { label: 'kernels of ' + cell.label, data: cell.points, backgroundColor: '#5b8def', pointRadius: 5 }]
+        .concat(roofs) },
+      options: { scales: {
+          x: { type: 'logarithmic', title: { display: true, text: 'operations per byte (log)' } },
+          y: { type: 'logarithmic', title: { display: true, text: 'Gop/s (log)' } } },
+        plugins: { tooltip: { callbacks: { label: c => c.raw.label ? c.raw.label + ': ' + c.raw.detail
+          : c.dataset.label } } } } });
+  };
+  select.addEventListener('change', draw);
+  draw();
+}
+data.rooflines.forEach(roofline);
 data.workloads.forEach((w, k) => {
   const bars = w.cells.concat(w.peers);
   chart('time-' + k, { type: 'bar', data: { labels: bars.map(b => b.label), datasets: [
@@ -135,6 +167,62 @@ nlohmann::json chart_data(const ExperimentResult& result) {
   return {{"workloads", workloads}};
 }
 
+// A roofline per backend: each kernel of one of its cells (chosen on the
+// page) that does arithmetic, at its intensity and achieved rate, under the
+// backend's ceilings.
+nlohmann::json roofline_cell(const ExperimentResult& result, const CellResult& c) {
+  nlohmann::json points = nlohmann::json::array();
+  size_t data_only = 0;
+  std::set<std::string> kinds;  // of the kernels drawn, by their ops
+  for (const KernelRow& row : kernel_rows(result, c)) {
+    if (row.operations() <= 0 || row.bytes() <= 0 || row.seconds() <= 0) {
+      ++data_only;
+      continue;
+    }
+    if (row.kernel < c.kernel_labels.size()) kinds.insert(c.kernel_labels[row.kernel]);
+    double gop_s = row.operations() / row.seconds() / 1e9;
+    std::string label = fmt::format("k{}", row.kernel);
+    if (row.kernel < c.kernel_labels.size()) label += " " + c.kernel_labels[row.kernel];
+    points.push_back({{"x", row.operations() / row.bytes()},
+                      {"y", gop_s},
+                      {"label", label},
+                      {"detail", fmt::format("{:.4f} ms, {:.3f} MB, {:.1f} GB/s, {:.2f} Gop/s", c.kernel_ms[row.kernel],
+                                             row.bytes() / 1e6, row.bytes() / row.seconds() / 1e9, gop_s)}});
+  }
+  return {{"label", c.workload_shown + " / " + c.pipeline},
+          {"points", points},
+          {"data_only", data_only},
+          {"kinds", kinds.size()}};
+}
+
+nlohmann::json roofline_data(const ExperimentResult& result) {
+  nlohmann::json rooflines = nlohmann::json::array();
+  for (size_t b = 0; b < result.experiment.backends.size(); ++b) {
+    nlohmann::json cells = nlohmann::json::array();
+    std::string shown;
+    for (const CellResult& c : result.cells)
+      if (c.backend_entry == b && c.ran() && !c.kernel_ms.empty()) {
+        cells.push_back(roofline_cell(result, c));
+        shown = c.backend_shown;
+      }
+    if (cells.empty()) continue;
+    CellCeilings ceilings = ceilings_for(result, b);
+    nlohmann::json roofs = nlohmann::json::array();
+    if (ceilings.gemm_gflop_s > 0)
+      roofs.push_back(
+          {{"label", fmt::format("matmul {:.0f} GFLOP/s", ceilings.gemm_gflop_s)}, {"gop_s", ceilings.gemm_gflop_s}});
+    if (ceilings.elementwise_gop_s > 0)
+      roofs.push_back({{"label", fmt::format("elementwise {:.0f} Gop/s", ceilings.elementwise_gop_s)},
+                       {"gop_s", ceilings.elementwise_gop_s}});
+    rooflines.push_back({{"backend", shown},
+                         {"copy_gb_s", ceilings.copy_gb_s},
+                         {"device", ceilings.device},
+                         {"roofs", roofs},
+                         {"cells", cells}});
+  }
+  return rooflines;
+}
+
 std::string reproduce_command(const Experiment& e) {
   std::string command = "lazylab run " + e.path;
   for (const KeyOverride& o : e.overrides) command += fmt::format(" --set '{}={}'", o.key, o.value);
@@ -155,8 +243,10 @@ std::string run_facts(const ExperimentResult& result, const RunInfo& info) {
   fact("build", html_escape(info.build));
   for (const std::string& device : info.backend_devices) fact("device", html_escape(device));
   for (const std::string& plugin : info.plugins) fact("plugin", html_escape(plugin));
-  fact("repeats", fmt::format("{} warm-up + {} timed steps after the cold step; baseline <code>{}</code>", e.warmup,
-                              e.runs, html_escape(e.baseline)));
+  fact("repeats",
+       fmt::format("{} warm-up + {} timed steps after the cold step, then {} with each kernel timed; baseline "
+                   "<code>{}</code>",
+                   e.warmup, e.runs, e.profile_steps, html_escape(e.baseline)));
   fact("reference",
        fmt::format("<code>{}</code> with <code>{}</code>, rtol {}, atol {}", html_escape(e.reference.backend),
                    html_escape(e.reference.pipeline), e.reference.rtol, e.reference.atol));
@@ -186,6 +276,40 @@ std::string charts(const nlohmann::json& data) {
                        320) +
          chart_section(data, "memory", "Memory plan",
                        "Peak arena bytes of the memory plan beside the same values without reuse.", 240);
+}
+
+std::string roofline_section(const nlohmann::json& rooflines) {
+  if (rooflines.empty()) return "";
+  std::string out =
+      "<h2>Rooflines</h2>\n<p>Each kernel of the chosen cell that does arithmetic, at its intensity (operations: "
+      "matmul "
+      "FLOPs plus elementwise ops, per byte crossing the kernel's boundary) and its achieved rate, timed by the "
+      "backend "
+      "over the profiled steps; the roofs are the backend's measured ceilings: copy bandwidth (the slope) and the "
+      "matmul and elementwise rates (flat). Kernels that only move data are in the kernel tables below.</p>\n"
+      "<div class=\"charts\">\n";
+  for (size_t k = 0; k < rooflines.size(); ++k) {
+    const nlohmann::json& r = rooflines[k];
+    std::string options;
+    // Shown first: the cell with the most kinds of kernel to draw.
+    size_t chosen = 0;
+    for (size_t c = 0; c < r["cells"].size(); ++c)
+      if (r["cells"][c]["kinds"].get<size_t>() > r["cells"][chosen]["kinds"].get<size_t>()) chosen = c;
+    for (size_t c = 0; c < r["cells"].size(); ++c) {
+      const nlohmann::json& cell = r["cells"][c];
+      size_t data_only = cell["data_only"].get<size_t>();
+      options += fmt::format("<option value=\"{}\"{}>{}{}</option>", c, c == chosen ? " selected" : "",
+                             html_escape(cell["label"].get<std::string>()),
+                             data_only ? fmt::format(" ({} data-only kernels not drawn)", data_only) : "");
+    }
+    out += fmt::format(
+        "<figure><figcaption>{} ({} ceilings, copy {:.1f} GB/s) <select id=\"roofline-select-{}\">{}</select>"
+        "</figcaption><canvas id=\"roofline-{}\" data-chart=\"roofline\" width=\"560\" height=\"360\"></canvas>"
+        "</figure>\n",
+        html_escape(r["backend"].get<std::string>()), r["device"].get<bool>() ? "device" : "host",
+        r["copy_gb_s"].get<double>(), k, options, k);
+  }
+  return out + "</div>\n";
 }
 
 template <class Row>
@@ -232,18 +356,44 @@ std::string kernel_graph_svg(const std::string& dot_text, const std::string& scr
   return text.substr(start);
 }
 
-std::string kernel_graphs(const ExperimentResult& result) {
+// The slowest kernels of a cell, with what the rest add up to.
+constexpr size_t kKernelTableRows = 20;
+
+std::string kernel_table(const ExperimentResult& result, const CellResult& c) {
+  std::vector<KernelRow> rows = kernel_rows(result, c);
+  if (rows.empty()) return "";
+  std::vector<const KernelRow*> shown;
+  double rest_ms = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (i < kKernelTableRows)
+      shown.push_back(&rows[i]);
+    else
+      rest_ms += c.kernel_ms[rows[i].kernel];
+  std::string out = render_table(kernel_columns(), shown, ReportFormat::Html);
+  if (rows.size() > shown.size())
+    out += fmt::format("<p>and {} more kernels, {:.4f} ms together.</p>\n", rows.size() - shown.size(), rest_ms);
+  return out;
+}
+
+std::string kernel_details(const ExperimentResult& result) {
   std::string out;
   std::string scratch = (std::filesystem::temp_directory_path() / fmt::format("lazylab-graph-{}", ::getpid())).string();
   for (const CellResult& c : result.cells) {
-    if (c.kernel_graph.empty()) continue;
-    out += fmt::format("<details data-kernel-graph><summary>{} / {} / {}: {} kernels</summary>\n{}</details>\n",
-                       html_escape(c.workload_shown), html_escape(c.pipeline), html_escape(c.backend_shown), c.kernels,
-                       kernel_graph_svg(c.kernel_graph, scratch));
+    if (c.kernel_graph.empty() && c.kernel_ms.empty()) continue;
+    double kernel_ms = 0;
+    for (double ms : c.kernel_ms) kernel_ms += ms;
+    out +=
+        fmt::format("<details{}{}><summary>{} / {} / {}: {} kernels{}</summary>\n{}{}</details>\n",
+                    c.kernel_graph.empty() ? "" : " data-kernel-graph", c.kernel_ms.empty() ? "" : " data-kernel-table",
+                    html_escape(c.workload_shown), html_escape(c.pipeline), html_escape(c.backend_shown), c.kernels,
+                    c.kernel_ms.empty() ? "" : fmt::format(", {:.4f} ms in kernels", kernel_ms),
+                    kernel_table(result, c), c.kernel_graph.empty() ? "" : kernel_graph_svg(c.kernel_graph, scratch));
   }
   if (out.empty()) return "";
-  return "<h2>Kernels after fusion</h2>\n<p>Each cell's kernels in execution order, with their ops and the bytes "
-         "they read and write (on hover too); an edge where a kernel reads what another wrote. Programs of more than " +
+  return "<h2>Kernels after fusion</h2>\n<p>Each cell's kernels: the slowest first with their time (the median over "
+         "the profiled steps, timed by the backend), the bytes they read and write, their rates and their share of the "
+         "backend's copy ceiling; then the graph in execution order, with their ops and bytes (on hover too) and an "
+         "edge where a kernel reads what another wrote. Programs of more than " +
          std::to_string(kKernelGraphLimit) + " kernels are not drawn.</p>\n" + out;
 }
 
@@ -263,6 +413,7 @@ std::string render_html(const ExperimentResult& result, const RunInfo& info) {
   std::vector<const PassRow*> pass_rows;
   for (const PassRow& row : passes) pass_rows.push_back(&row);
   nlohmann::json data = chart_data(result);
+  data["rooflines"] = roofline_data(result);
 
   std::string out = fmt::format(
       "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>lazylab: {}</title>\n<style>{}"
@@ -271,7 +422,7 @@ std::string render_html(const ExperimentResult& result, const RunInfo& info) {
       html_escape(e.name), kStyle, kChartJs, html_escape(e.name), html_escape(e.description));
   if (std::string summary = outcome_summary(result); !summary.empty())
     out += "<p class=\"warning\">" + html_escape(summary) + "</p>\n";
-  out += run_facts(result, info) + charts(data);
+  out += run_facts(result, info) + charts(data) + roofline_section(data["rooflines"]);
   out += section("Cells",
                  "time: the device time on a device backend, else the host step; n.s.: no significant "
                  "difference from the baseline (its 95% interval holds 1).",
@@ -288,7 +439,7 @@ std::string render_html(const ExperimentResult& result, const RunInfo& info) {
   if (std::string lines = recompile_lines(result, ""); !lines.empty())
     out += "<h2>Recompilations</h2>\n<pre>" + html_escape(lines) + "</pre>\n";
   out += section("Passes (cold compile)", "Each pass's time and what it changed.", pass_columns(), pass_rows);
-  out += kernel_graphs(result);
+  out += kernel_details(result);
   out += "<script type=\"application/json\" id=\"report-data\">" + script_safe(data.dump()) + "</script>\n";
   out += fmt::format("<script>{}</script>\n</body>\n</html>\n", kScript);
   return out;

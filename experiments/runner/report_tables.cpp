@@ -225,6 +225,78 @@ const std::vector<ReportColumn<PassRow>>& pass_columns() {
   return columns;
 }
 
+double KernelRow::bytes() const {
+  return kernel < cell->cost.kernel_bytes.size() ? static_cast<double>(cell->cost.kernel_bytes[kernel]) : 0;
+}
+
+double KernelRow::operations() const {
+  return kernel < cell->cost.kernel_operations.size() ? static_cast<double>(cell->cost.kernel_operations[kernel]) : 0;
+}
+
+double KernelRow::flops() const {
+  return kernel < cell->cost.kernel_flops.size() ? static_cast<double>(cell->cost.kernel_flops[kernel]) : 0;
+}
+
+std::vector<KernelRow> kernel_rows(const ExperimentResult& result, const CellResult& cell) {
+  std::vector<KernelRow> rows;
+  for (size_t k = 0; k < cell.kernel_ms.size(); ++k)
+    rows.push_back({&cell, k, ceilings_for(result, cell.backend_entry)});
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const KernelRow& a, const KernelRow& b) { return a.seconds() > b.seconds(); });
+  return rows;
+}
+
+namespace {
+
+double rate(double amount, double seconds) { return seconds > 0 ? amount / seconds : 0; }
+
+ReportValue share(double part, double whole) {
+  return whole > 0 ? report_number(100 * part / whole, 1) : ReportValue{};
+}
+
+double kernel_time_ms(const CellResult& cell) {
+  double total = 0;
+  for (double ms : cell.kernel_ms) total += ms;
+  return total;
+}
+
+}  // namespace
+
+const std::vector<ReportColumn<KernelRow>>& kernel_columns() {
+  static const std::vector<ReportColumn<KernelRow>> columns = {
+      {"kernel", "kernel", kEverywhere, false,
+       [](const KernelRow& r) { return report_text(fmt::format("k{}", r.kernel)); }},
+      {"ops", "ops", kEverywhere, false,
+       [](const KernelRow& r) {
+         return report_text(r.kernel < r.cell->kernel_labels.size() ? r.cell->kernel_labels[r.kernel] : "");
+       }},
+      {"ms", "ms", kEverywhere, true, [](const KernelRow& r) { return report_number(r.cell->kernel_ms[r.kernel], 4); }},
+      {"% of kernel time", "time_fraction", kEverywhere, true,
+       [](const KernelRow& r) { return share(r.cell->kernel_ms[r.kernel], kernel_time_ms(*r.cell)); }},
+      {"MB", "bytes", kEverywhere, true,
+       [](const KernelRow& r) {
+         return ReportValue{fmt::format("{:.3f}", r.bytes() / 1e6), fmt::format("{}", r.bytes())};
+       }},
+      {"GB/s", "gb_s", kEverywhere, true,
+       [](const KernelRow& r) { return report_number(rate(r.bytes(), r.seconds()) / 1e9, 1); }},
+      {"% of copy", "copy_fraction", kEverywhere, true,
+       [](const KernelRow& r) { return share(rate(r.bytes(), r.seconds()) / 1e9, r.ceilings.copy_gb_s); }},
+      {"ops/byte", "intensity", kEverywhere, true,
+       [](const KernelRow& r) { return r.bytes() > 0 ? report_number(r.operations() / r.bytes(), 2) : ReportValue{}; }},
+      {"Gop/s", "gop_s", kEverywhere, true,
+       [](const KernelRow& r) { return report_number(rate(r.operations(), r.seconds()) / 1e9, 2); }},
+      {"matmul GFLOP/s", "matmul_gflop_s", kEverywhere, true,
+       [](const KernelRow& r) {
+         return r.flops() > 0 ? report_number(rate(r.flops(), r.seconds()) / 1e9, 1) : ReportValue{};
+       }},
+      {"% of matmul", "matmul_fraction", kEverywhere, true,
+       [](const KernelRow& r) {
+         return r.flops() > 0 ? share(rate(r.flops(), r.seconds()) / 1e9, r.ceilings.gemm_gflop_s) : ReportValue{};
+       }},
+  };
+  return columns;
+}
+
 const std::vector<ReportColumn<PeerComparison>>& peer_columns() {
   static const std::vector<ReportColumn<PeerComparison>> columns = {
       {"workload", "workload", kEverywhere, false,

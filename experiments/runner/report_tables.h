@@ -6,6 +6,7 @@
 //             traffic), peers, fusion refusals, passes
 //   CSV:      one row per cell: identity, measures, traffic, outcome (the
 //             CSV columns)
+//   HTML:     the Markdown tables, and each cell's kernels (kernel_columns)
 #pragma once
 
 #include <vector>
@@ -40,7 +41,22 @@ const CellColumns& cell_outcome_columns();
 const CellColumns& cell_traffic_columns();
 CellColumns join_columns(std::initializer_list<const CellColumns*> parts);
 
+// One kernel of a cell, measured against its backend's ceilings.
+struct KernelRow {
+  const CellResult* cell;
+  size_t kernel;
+  CellCeilings ceilings;
+  double seconds() const { return cell->kernel_ms[kernel] / 1e3; }
+  double bytes() const;
+  double operations() const;
+  double flops() const;  // its matmuls' alone
+};
+// A cell's kernels by time, slowest first (those with times).
+std::vector<KernelRow> kernel_rows(const ExperimentResult& result, const CellResult& cell);
+
 const std::vector<ReportColumn<PassRow>>& pass_columns();
+// Each kernel's time, traffic, rates and share of the ceilings.
+const std::vector<ReportColumn<KernelRow>>& kernel_columns();
 const std::vector<ReportColumn<PeerComparison>>& peer_columns();
 // Fusion refusals by reason code, for cells that have any.
 const CellColumns& refusal_columns();

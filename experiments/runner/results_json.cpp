@@ -95,6 +95,10 @@ json cell_to_json(const CellResult& c) {
                {"arena_bytes", c.arena_bytes},
                {"naive_arena_bytes", c.naive_arena_bytes},
                {"kernel_bytes", c.cost.kernel_bytes},
+               {"kernel_operations", c.cost.kernel_operations},
+               {"kernel_flops", c.cost.kernel_flops},
+               {"kernel_labels", c.kernel_labels},
+               {"kernel_ms", c.kernel_ms},
                {"bytes_moved", c.cost.total_bytes},
                {"minimum_bytes", c.cost.minimum_bytes},
                {"flops", c.cost.flops},
@@ -151,6 +155,10 @@ Expected<CellResult> cell_from_json(const json& j) {
     c.arena_bytes = j.value("arena_bytes", uint64_t{0});
     c.naive_arena_bytes = j.value("naive_arena_bytes", uint64_t{0});
     c.cost.kernel_bytes = j.value("kernel_bytes", std::vector<uint64_t>{});
+    c.cost.kernel_operations = j.value("kernel_operations", std::vector<uint64_t>{});
+    c.cost.kernel_flops = j.value("kernel_flops", std::vector<uint64_t>{});
+    c.kernel_labels = j.value("kernel_labels", std::vector<std::string>{});
+    c.kernel_ms = j.value("kernel_ms", std::vector<double>{});
     c.cost.total_bytes = j.value("bytes_moved", uint64_t{0});
     c.cost.minimum_bytes = j.value("minimum_bytes", uint64_t{0});
     c.cost.flops = j.value("flops", uint64_t{0});

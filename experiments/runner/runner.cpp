@@ -35,7 +35,6 @@ Status check_inputs(const Workload& workload, const WorkloadEntry& entry, const 
 // run needed for that workload, so a pipeline that does more extra work is
 // not given a higher floor for it.
 void compute_rooflines(ExperimentResult& result) {
-  const Ceilings& ceil = result.ceilings;
   std::map<size_t, uint64_t> least_elementwise;  // by workload entry
   for (const CellResult& cell : result.cells) {
     if (!cell.ran()) continue;
@@ -47,11 +46,9 @@ void compute_rooflines(ExperimentResult& result) {
     if (!cell.ran()) continue;
     // A device backend's cells are timed on its device, against its ceilings
     // (no elementwise rate is measured there: that bound is left out).
-    const DeviceCeilings& device = result.device_ceilings[cell.backend_entry];
-    cell.device_ceilings = device.measured();
-    double copy = cell.device_ceilings ? device.copy_gb_s : ceil.copy_gb_s;
-    double gemm = cell.device_ceilings ? device.gemm_gflop_s : ceil.sgemm_gflop_s;
-    double elementwise = cell.device_ceilings ? 0 : ceil.elementwise_gop_s;
+    CellCeilings ceilings = ceilings_for(result, cell.backend_entry);
+    cell.device_ceilings = ceilings.device;
+    double copy = ceilings.copy_gb_s, gemm = ceilings.gemm_gflop_s, elementwise = ceilings.elementwise_gop_s;
     double time_ms = cell.time_ms();
     double seconds = time_ms / 1e3;
     if (seconds <= 0) continue;
@@ -64,6 +61,18 @@ void compute_rooflines(ExperimentResult& result) {
     cell.floor_fraction = cell.floor_ms / time_ms;  // 0 without ceilings (an isolated cell's child)
   }
 }
+
+}  // namespace
+
+CellCeilings ceilings_for(const ExperimentResult& result, size_t backend_entry) {
+  if (backend_entry < result.device_ceilings.size() && result.device_ceilings[backend_entry].measured()) {
+    const DeviceCeilings& device = result.device_ceilings[backend_entry];
+    return {device.copy_gb_s, device.gemm_gflop_s, 0, true};
+  }
+  return {result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s, result.ceilings.elementwise_gop_s, false};
+}
+
+namespace {
 
 // The cell's identity from the experiment's entries; `params` are the
 // workload's resolved parameters.

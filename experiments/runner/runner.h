@@ -81,7 +81,11 @@ struct CellResult : CellIdentity {
   std::vector<PassStat> passes;
   std::map<std::string, uint64_t> fusion_refusals;  // by refusal code name, nonzero only
   ProgramCost cost;
-  std::string kernel_graph;  // Graphviz DOT of the kernels after fusion; empty when too many to draw
+  std::string kernel_graph;                // Graphviz DOT of the kernels after fusion; empty when too many to draw
+  std::vector<std::string> kernel_labels;  // each kernel's ops
+  // Each kernel's median time over the profiled steps (Experiment::
+  // profile_steps), timed by the backend; empty when none was timed.
+  std::vector<double> kernel_ms;
   // From the run's measured ceilings: traffic over the median step, and the
   // floor (minimum bytes at copy bandwidth, or FLOPs at the sgemm rate).
   double achieved_gb_s = 0;
@@ -139,6 +143,15 @@ struct ExperimentResult {
   size_t cells_with(CellStatus status) const;
   size_t failed_cells() const { return cells_with(CellStatus::Failed) + cells_with(CellStatus::Crashed); }
 };
+
+// The ceilings a backend's cells are measured against: its device's where
+// the backend measured them, else the host's (no elementwise rate is
+// measured on a device: 0 there).
+struct CellCeilings {
+  double copy_gb_s = 0, gemm_gflop_s = 0, elementwise_gop_s = 0;
+  bool device = false;
+};
+CellCeilings ceilings_for(const ExperimentResult& result, size_t backend_entry);
 
 struct RunOptions {
   Progress* progress = nullptr;  // null: say nothing

@@ -61,6 +61,13 @@ for c in r['cells']:
     assert c['correctness']['pass'] and c['step_ms']['median'] > 0 and c['kernels'] > 0, c
     assert c['metrics']['cache_misses'] == 1, c['metrics']
     assert c['passes'], c
+    # each kernel timed over the profiled steps, which are not among the timed ones
+    assert len(c['kernel_ms']) == len(c['kernel_labels']) == len(c['kernel_operations']) == c['kernels'], c
+    assert all(ms >= 0 for ms in c['kernel_ms']) and sum(c['kernel_ms']) > 0, c['kernel_ms']
+    assert sum(c['kernel_operations']) == c['flops'] + c['elementwise_ops'], c
+    assert sum(c['kernel_flops']) == c['flops'], c
+    assert len(c['samples']['step_ms']) == r['experiment']['runs'], c['samples']
+assert r['experiment']['profile_steps'] == 3, r['experiment']
 codes = {'cycle', 'capability', 'size-limit', 'op-kind', 'iteration-space', 'several-consumers', 'cost'}
 assert all(set(c['fusion_refusals']) <= codes for c in r['cells'])
 # interp fuses nothing: every pair producer-consumer considers is refused for capability
@@ -298,7 +305,7 @@ check "--load-plugin with a taken name" 1 "it registers pass 'cse', which a buil
 check "--load-plugin without the entry point" 1 "missing entry point 'lazylab_pass_plugin_info'" \
   -- "$lazylab" show chain-tiny --pipeline lower --load-plugin="$test_build/lazylab-backend-failing.so"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
-check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 2.1" -- "$lazylab" run "$work/abi.yaml"
+check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 2.2" -- "$lazylab" run "$work/abi.yaml"
 experiment "$work/bad-param.yaml" "name: t" "workloads: [{name: softmax, params: {colums: 3}}]" "pipelines: {p: lower}" "backends: [interp]"
 check "unknown workload parameter" 1 "workload 'softmax' has no parameter 'colums'" -- "$lazylab" run "$work/bad-param.yaml"
 check "missing experiment file" 1 "nowhere.yaml: cannot open an experiment file" -- "$lazylab" run "$work/nowhere.yaml"
@@ -369,7 +376,7 @@ check "a negative count is named as such" 1 "negative.yaml:5: cache.capacity: ex
   "$lazylab" run "$work/negative.yaml"
 printf 'name: "caf\xe9 \xff"\nworkloads: [{name: chain-tiny, params: {n: 16}}]\npipelines: {p: lower}\nbackends: [interp]\nrepeat: {warmup: 0, runs: 1}\nreport: {json: %s}\n' "$work/latin1.json" > "$work/latin1.yaml"
 check "a name that is not UTF-8 still gives a report" 0 "wrote .*latin1.json" -- "$lazylab" run "$work/latin1.yaml" -q
-check "absurd repeat counts are refused" 1 "repeat: needs 0 <= warmup <= 1000000 and 1 <= runs <= 1000000" -- \
+check "absurd repeat counts are refused" 1 "repeat: needs 0 <= warmup <= 1000000, 1 <= runs <= 1000000" -- \
   "$lazylab" run "$work/huge-runs.yaml"
 cp "$work/failing.json" "$work/failing.before"
 experiment "$work/failing-later.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'cse,bogus,lower'}" \

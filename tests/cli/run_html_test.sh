@@ -25,7 +25,14 @@ timeout 120 "$browser" "${offline[@]}" --window-size=1280,2400 --screenshot="$te
 
 charts=$(grep -o '<canvas[^>]*data-chart=' "$work/dom.html" | wc -l)
 drawn=$(grep -o '<canvas[^>]*data-drawn="true"' "$work/dom.html" | wc -l)
-if [[ $charts -eq 4 && $drawn -eq 4 ]]; then ok "all 4 charts rendered"; else fail "charts rendered: $drawn of $charts (want 4)"; fi
+if [[ $charts -eq 6 && $drawn -eq 6 ]]; then ok "all 6 charts rendered"; else fail "charts rendered: $drawn of $charts (want 6)"; fi
+rooflines=$(grep -o '<canvas[^>]*data-chart="roofline"[^>]*data-drawn="true"' "$work/dom.html" | wc -l)
+if [[ $rooflines -eq 2 ]]; then ok "a roofline per backend"; else fail "rooflines drawn: $rooflines (want 2)"; fi
+# the fused softmax on cpu: its 4 kernels, the slowest first, with time and bytes
+if grep -q 'data-kernel-table><summary>soft|max &quot;small&quot; / fused / cpu: 4 kernels' "$work/report.html" &&
+   grep -q '<td>k1</td><td>broadcast, sub, exp (3 ops)</td><td class="num">2.0198</td>' "$work/report.html"; then
+  ok "each cell's kernels in a table, with their times"
+else fail "kernel tables"; fi
 if grep -q '<pre id="errors" hidden=""></pre>' "$work/dom.html"; then ok "no script errors on the page"
 else fail "script errors: $(grep -o '<pre id="errors".*</pre>' "$work/dom.html")"; fi
 if grep -E 'CONSOLE.*(Uncaught|Error)' "$work/console.txt"; then fail "console errors"; else ok "no console errors"; fi

@@ -35,7 +35,8 @@ class CountingExecutable : public lazylab::plugin::Executable {
     }
   }
   std::vector<std::unique_ptr<lazylab::plugin::Buffer>> execute(
-      std::span<lazylab::plugin::Buffer* const> parameters, std::unique_ptr<lazylab::plugin::Event>* done) override {
+      std::span<lazylab::plugin::Buffer* const> parameters, std::unique_ptr<lazylab::plugin::Event>* done,
+      const lazylab::plugin::ExecuteOptions& options) override {
     std::vector<const void*> inputs;
     for (lazylab::plugin::Buffer* parameter : parameters)
       inputs.push_back(static_cast<DeviceMemory*>(parameter)->memory.data());
@@ -46,9 +47,10 @@ class CountingExecutable : public lazylab::plugin::Executable {
       pointers.push_back(buffer->memory.data());
       results.push_back(std::move(buffer));
     }
-    runner_.run(inputs.data(), pointers.data());
+    std::vector<double> kernel_ms;
+    runner_.run(inputs.data(), pointers.data(), options.profile_kernels ? &kernel_ms : nullptr);
     ++stats.executions;
-    if (done) *done = std::make_unique<lazylab::plugin::CompletedEvent>(-1.0);
+    if (done) *done = std::make_unique<lazylab::plugin::CompletedEvent>(-1.0, std::move(kernel_ms));
     return results;
   }
 

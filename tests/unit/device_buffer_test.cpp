@@ -6,10 +6,6 @@
 
 #include "support.h"
 
-#ifndef LAZYLAB_TEST_PLUGIN_DIR
-#error "LAZYLAB_TEST_PLUGIN_DIR must name the folder holding the test plugins"
-#endif
-
 using namespace lazylab;
 using namespace lazylab::testing;
 
@@ -19,7 +15,7 @@ struct CountingStats {
   uint64_t uploads, upload_bytes, downloads, download_bytes, executions, live_buffers;
 };
 
-const std::string kCounting = std::string(LAZYLAB_TEST_PLUGIN_DIR) + "/lazylab-backend-counting.so";
+const std::string kCounting = testing::test_backend_plugin("counting");
 
 CountingStats& stats() {
   void* library = dlopen(kCounting.c_str(), RTLD_NOW | RTLD_NOLOAD);

@@ -57,7 +57,11 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "plugins: [[a]]\n") == "x.yaml:10: plugins[0]: expected a path");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");
   CHECK(error_of(kValid + "repeat: {runs: 0}\n") ==
-        "x.yaml:10: repeat: needs 0 <= warmup <= 1000000 and 1 <= runs <= 1000000, got warmup 2, runs 0");
+        "x.yaml:10: repeat: needs 0 <= warmup <= 1000000, 1 <= runs <= 1000000 and 0 <= profile <= 1000000, got "
+        "warmup 2, runs 0, profile 3");
+  CHECK(error_of(kValid + "repeat: {profile: -1}\n") ==
+        "x.yaml:10: repeat: needs 0 <= warmup <= 1000000, 1 <= runs <= 1000000 and 0 <= profile <= 1000000, got "
+        "warmup 2, runs 10, profile -1");
   CHECK(error_of(kValid + "reference: {rtol: tight}\n") == "x.yaml:10: reference.rtol: expected a number, got 'tight'");
   CHECK(error_of(kValid + "baseline: turbo\n") ==
         "x.yaml:10: baseline: 'turbo' is not one of the pipelines (pipelines: eager, clean)");

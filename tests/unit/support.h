@@ -15,6 +15,13 @@
 
 namespace lazylab::testing {
 
+#ifdef LAZYLAB_TEST_PLUGIN_DIR  // the unit tests' build defines it
+// The test backend plugin NAME (tests/plugins), by path.
+inline std::string test_backend_plugin(const std::string& name) {
+  return std::string(LAZYLAB_TEST_PLUGIN_DIR) + "/lazylab-backend-" + name + ".so";
+}
+#endif
+
 inline std::unique_ptr<Backend> interp_backend() {
   auto backend = load_backend("interp");
   REQUIRE_MESSAGE(backend.ok(), (backend.ok() ? "" : backend.error().message));

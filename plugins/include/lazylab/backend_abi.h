@@ -12,10 +12,13 @@
  * Version 2.0: data lives in backend-owned buffers, so a device backend
  * keeps a tensor on its device between steps. Version 1.x passed host
  * pointers to execute(); such plugins are refused on load.
- * Version 2.1 (this header) appends each kernel's description (what fusion
+ * Version 2.1 appends each kernel's description (what fusion
  * decided: kind, iteration space, how each value is indexed) to
  * lazylab_kernel; read it only when kernel.struct_size covers it
  * (lazylab_kernel_described).
+ * Version 2.2 (this header) lets the host ask for each kernel's time in one
+ * execution (lazylab_execute_args.profile_kernels) and read the times back
+ * from its event (event_kernel_times), for per-kernel reports and rooflines.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -63,7 +66,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 2u
-#define LAZYLAB_ABI_MINOR 1u
+#define LAZYLAB_ABI_MINOR 2u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -253,7 +256,17 @@ typedef struct lazylab_execute_args {
   uint32_t num_outputs;
   lazylab_buffer** outputs; /* out: one new buffer per output, in root order */
   lazylab_event** done;     /* optional (may be NULL): out, the completion of this execution */
+  /* ABI 2.2: nonzero asks the backend to time each kernel of this execution
+   * (it may cost time: the host asks only on steps it does not time as a
+   * whole); the times come back through `done`'s event_kernel_times. */
+  uint32_t profile_kernels;
 } lazylab_execute_args;
+
+/* Whether the host's execute args carry profile_kernels (a 2.0 or 2.1 host's
+ * do not). */
+#define lazylab_execute_args_profile(args)                                                      \
+  ((args)->struct_size >= offsetof(lazylab_execute_args, profile_kernels) + sizeof(uint32_t) && \
+   (args)->profile_kernels != 0)
 
 typedef struct lazylab_backend_api {
   size_t struct_size;
@@ -295,6 +308,13 @@ typedef struct lazylab_backend_api {
 
   /* ABI 2.1, optional (NULL: none): measures the device's ceilings. */
   int (*measure_ceilings)(lazylab_backend* backend, int32_t device, lazylab_ceilings* out, char** error);
+
+  /* ABI 2.2, optional (NULL: none). After event_wait, for an execution run
+   * with profile_kernels: writes the milliseconds each kernel took, in the
+   * Program's kernel order, to ms[0 .. min(count, capacity)) and returns
+   * count, the number of kernels timed (the Program's num_kernels); 0 when
+   * the execution was not profiled or the backend cannot time its kernels. */
+  uint32_t (*event_kernel_times)(lazylab_event* event, double* ms, uint32_t capacity);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

@@ -155,26 +155,47 @@ class Event {
   virtual void wait() {}
   // Device milliseconds the execution took; negative when unknown.
   virtual double elapsed_ms() const = 0;
+  // Milliseconds per kernel, in the Program's order, for an execution run
+  // with ExecuteOptions::profile_kernels; empty when not timed.
+  virtual std::vector<double> kernel_ms() const { return {}; }
 };
 
 // A host backend's execution is complete when execute() returns.
 class CompletedEvent : public Event {
  public:
-  explicit CompletedEvent(double ms) : ms_(ms) {}
+  explicit CompletedEvent(double ms, std::vector<double> kernel_ms = {}) : ms_(ms), kernel_ms_(std::move(kernel_ms)) {}
   double elapsed_ms() const override { return ms_; }
+  std::vector<double> kernel_ms() const override { return kernel_ms_; }
 
  private:
   double ms_;
+  std::vector<double> kernel_ms_;
 };
+
+// What the host asks of one execution.
+struct ExecuteOptions {
+  bool profile_kernels = false;  // time each kernel; the event returns the times
+};
+
+// Runs `fn` and, when `kernel_ms` is given, appends its wall time in
+// milliseconds: a host backend wraps each kernel of a profiled execution.
+template <class Fn>
+void run_kernel_timed(std::vector<double>* kernel_ms, Fn&& fn) {
+  if (!kernel_ms) return fn();
+  auto start = std::chrono::steady_clock::now();
+  fn();
+  kernel_ms->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
 
 class Executable {
  public:
   virtual ~Executable() = default;
   // Parameters by ordinal; one new buffer per output, in root order. May
   // return before the device is done; sets *done, when given, to an event
-  // that completes with this execution. Throw to report an error.
+  // that completes with this execution (with per-kernel times when
+  // `options` asks for them and the backend can). Throw to report an error.
   virtual std::vector<std::unique_ptr<Buffer>> execute(std::span<Buffer* const> parameters,
-                                                       std::unique_ptr<Event>* done) = 0;
+                                                       std::unique_ptr<Event>* done, const ExecuteOptions& options) = 0;
 };
 
 // An executable of a host backend: run() reads parameters and writes outputs
@@ -192,9 +213,16 @@ class HostExecutable : public Executable {
   }
 
   virtual void run(const void* const* parameters, void* const* outputs) = 0;
+  // The same with each kernel's time appended to `kernel_ms` (Program
+  // order; see run_kernel_timed). A backend that does not run kernel by
+  // kernel keeps this default: no per-kernel times.
+  virtual void run_timing_kernels(const void* const* parameters, void* const* outputs,
+                                  std::vector<double>& /*kernel_ms*/) {
+    run(parameters, outputs);
+  }
 
-  std::vector<std::unique_ptr<Buffer>> execute(std::span<Buffer* const> parameters,
-                                               std::unique_ptr<Event>* done) override {
+  std::vector<std::unique_ptr<Buffer>> execute(std::span<Buffer* const> parameters, std::unique_ptr<Event>* done,
+                                               const ExecuteOptions& options) override {
     std::vector<const void*> inputs;
     for (Buffer* parameter : parameters) {
       const void* data = parameter->host_data();
@@ -208,11 +236,16 @@ class HostExecutable : public Executable {
       pointers.push_back(buffer->data());
       outputs.push_back(std::move(buffer));
     }
+    std::vector<double> kernel_ms;
     auto start = std::chrono::steady_clock::now();
-    run(inputs.data(), pointers.data());
+    if (options.profile_kernels)
+      run_timing_kernels(inputs.data(), pointers.data(), kernel_ms);
+    else
+      run(inputs.data(), pointers.data());
     if (done)
       *done = std::make_unique<CompletedEvent>(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+          std::move(kernel_ms));
     return outputs;
   }
 
@@ -337,8 +370,10 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
           std::vector<Buffer*> parameters;
           for (uint32_t i = 0; i < args->num_parameters; ++i) parameters.push_back(&buffer_of(args->parameters[i]));
           std::unique_ptr<Event> done;
-          auto outputs =
-              reinterpret_cast<Executable*>(args->executable)->execute(parameters, args->done ? &done : nullptr);
+          ExecuteOptions options;
+          options.profile_kernels = lazylab_execute_args_profile(args);
+          auto outputs = reinterpret_cast<Executable*>(args->executable)
+                             ->execute(parameters, args->done ? &done : nullptr, options);
           if (outputs.size() != args->num_outputs)
             throw std::logic_error("execute produced " + std::to_string(outputs.size()) +
                                    " outputs, the host expects " + std::to_string(args->num_outputs));
@@ -381,6 +416,16 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
           out->gemm_gflop_s = measured.gemm_gflop_s;
           out->method = measured.method;
         });
+      },
+      [](lazylab_event* event, double* ms, uint32_t capacity) -> uint32_t {
+        std::vector<double> times;
+        try {
+          times = reinterpret_cast<Event*>(event)->kernel_ms();
+        } catch (...) {
+          return 0;
+        }
+        for (size_t k = 0; k < times.size() && k < capacity; ++k) ms[k] = times[k];
+        return static_cast<uint32_t>(times.size());
       },
   };
   return &api;
