@@ -30,5 +30,6 @@ int compare_command(const Args& args);
 int merge_command(const Args& args);
 int fuzz_command(const Args& args);
 int report_command(const Args& args);
+int onnx_test_command(const Args& args);
 
 }  // namespace lazylab::cli

@@ -17,7 +17,7 @@ ninja -C "$build" -j2 tests/lazylab-unit-tests experiments/lazylab backends/cpu/
   plugins/capped.so tests/lazylab-pass-wrong-api.so tests/lazylab-pass-duplicate.so tests/lazylab-pass-no-name.so \
   tests/lazylab-pass-orders.so \
   tests/libfuzzer/lazylab-libfuzzer-lzir-parser tests/libfuzzer/lazylab-libfuzzer-pipeline-parser \
-  tests/libfuzzer/lazylab-libfuzzer-experiment-loader \
+  tests/libfuzzer/lazylab-libfuzzer-experiment-loader tests/libfuzzer/lazylab-libfuzzer-onnx-import \
   >"$build/ninja.log" 2>&1 || { tail -30 "$build/ninja.log"; exit 1; }
 export ASAN_OPTIONS="halt_on_error=1 detect_leaks=1 abort_on_error=0 exitcode=99"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 exitcode=99"
@@ -51,8 +51,10 @@ printf 'name: t\nworkloads: [{file: intmin.lzir}, {name: softmax, params: {rows:
 LAZYLAB_PLUGIN_PATH="$build/backends/cpu:$build/backends/interp" expect_exit 0 run "$work/run.yaml" -q -o "$work/out"
 echo "fuzzing"
 expect_exit 0 fuzz --graphs 300 --seed 3 -q
+echo "ONNX node tests"
+LAZYLAB_PLUGIN_PATH="$build/backends/cpu:$build/backends/interp" expect_exit 0 onnx-test -b cpu -p 'decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory'
 echo "libFuzzer corpora replayed"
-for target in lzir-parser pipeline-parser experiment-loader; do
+for target in lzir-parser pipeline-parser experiment-loader onnx-import; do
   "$build/tests/libfuzzer/lazylab-libfuzzer-$target" "$src/tests/libfuzzer/corpus/$target" >/dev/null
 done
 echo "asan+ubsan: clean"

@@ -1,0 +1,437 @@
+#include "onnx_import.h"
+
+#include <fmt/format.h>
+#include <onnx/checker.h>
+#include <onnx/defs/tensor_proto_util.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/source_file.h"
+#include "core/tensor_ops.h"
+#include "onnx_node.h"
+
+namespace lazylab {
+
+using namespace onnx_import_detail;
+
+namespace {
+
+std::string elem_type_name(int32_t elem_type) {
+  return onnx::TensorProto_DataType_IsValid(elem_type)
+             ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type))
+             : fmt::format("type {}", elem_type);
+}
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx") return entry.version();
+  return 0;
+}
+
+// The type of a model input, its symbolic dimensions bound from `options`.
+Expected<TensorType> input_type(const onnx::ValueInfoProto& input, const OnnxImportOptions& options,
+                                const std::string& path, OnnxUnsupported* unsupported) {
+  if (!input.type().has_tensor_type()) {
+    if (unsupported) *unsupported = {"", "sequence, map and optional inputs", ""};
+    return make_error(fmt::format("{}: input '{}' is not a tensor (sequences, maps and optionals are not implemented)",
+                                  path, input.name()));
+  }
+  const auto& tensor = input.type().tensor_type();
+  std::optional<DType> dtype = onnx_dtype(tensor.elem_type());
+  if (!dtype) {
+    if (unsupported) *unsupported = {"", "input element type " + elem_type_name(tensor.elem_type()), ""};
+    return make_error(fmt::format("{}: input '{}' has element type {}, which lazylab does not implement", path,
+                                  input.name(), elem_type_name(tensor.elem_type())));
+  }
+  TensorType type{*dtype, {}};
+  if (!tensor.has_shape()) return make_error(fmt::format("{}: input '{}' has no shape", path, input.name()));
+  for (int d = 0; d < tensor.shape().dim_size(); ++d) {
+    const auto& dim = tensor.shape().dim(d);
+    if (dim.has_dim_value()) {
+      type.shape.push_back(dim.dim_value());
+      continue;
+    }
+    auto bound = dim.has_dim_param() ? options.dims.find(dim.dim_param()) : options.dims.end();
+    if (bound == options.dims.end())
+      return make_error(
+          dim.has_dim_param()
+              ? fmt::format("{}: input '{}': dimension {} is symbolic ('{}'); bind it (params: {{{}: N}})", path,
+                            input.name(), d, dim.dim_param(), dim.dim_param())
+              : fmt::format("{}: input '{}': dimension {} has no size", path, input.name(), d));
+    type.shape.push_back(bound->second);
+  }
+  if (std::string problem = size_problem(type); !problem.empty())
+    return make_error(fmt::format("{}: input '{}': {}", path, input.name(), problem));
+  return type;
+}
+
+// libonnx's checker, conversion to an implemented opset, shape inference.
+Status prepare(onnx::ModelProto& model, const std::string& path, OnnxUnsupported* unsupported) {
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: not a valid ONNX model: {}", path, e.what()));
+  }
+  int64_t opset = default_opset(model);
+  if (opset == 0) {
+    std::string domains;
+    for (const auto& entry : model.opset_import()) domains += (domains.empty() ? "" : ", ") + entry.domain();
+    if (unsupported) *unsupported = {"", "domains other than ONNX's default (" + domains + ")", ""};
+    return make_error(
+        fmt::format("{}: the model uses only the domains {}, which lazylab does not implement", path, domains));
+  }
+  if (opset < kOnnxMinOpset || opset > kOnnxMaxOpset) {
+    int64_t target = std::clamp(opset, kOnnxMinOpset, kOnnxMaxOpset);
+    try {
+      model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(target));
+    } catch (const std::exception& e) {
+      return make_error(
+          fmt::format("{}: cannot convert the model from opset {} to {}: {}", path, opset, target, e.what()));
+    }
+  }
+  try {
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: shape inference failed: {}", path, e.what()));
+  }
+  return {};
+}
+
+// Where ONNX's shape inference gave a static type, lazylab's must agree: a
+// check of every converter on every model imported.
+Status check_inferred(const onnx::ModelProto& model, const ImportState& state, const std::string& path) {
+  for (const auto& info : model.graph().value_info()) {
+    auto found = state.values.find(info.name());
+    if (found == state.values.end() || !info.type().has_tensor_type()) continue;
+    const auto& tensor = info.type().tensor_type();
+    if (!tensor.has_shape()) continue;
+    Dims shape;
+    for (const auto& dim : tensor.shape().dim()) {
+      if (!dim.has_dim_value()) return {};
+      shape.push_back(dim.dim_value());
+    }
+    const TensorType& got = state.builder.type(found->second);
+    std::optional<DType> dtype = onnx_dtype(tensor.elem_type());
+    if (got.shape != shape || (dtype && *dtype != got.dtype))
+      return make_error(fmt::format("{}: value '{}': ONNX infers {}{}, the import gives {}", path, info.name(),
+                                    elem_type_name(tensor.elem_type()), to_string(shape), to_string(got)));
+  }
+  return {};
+}
+
+Expected<OnnxModel> import_model(onnx::ModelProto& model, const std::string& path, const OnnxImportOptions& options,
+                                 OnnxUnsupported* unsupported) {
+  LAZYLAB_TRY(prepare(model, path, unsupported));
+  int64_t opset = default_opset(model);
+  const onnx::GraphProto& graph = model.graph();
+  ImportState state;
+  OnnxModel out;
+  out.path = path;
+  out.opset = opset;
+  for (const auto& initializer : graph.initializer()) {
+    auto tensor = tensor_from_proto(initializer, path);
+    if (!tensor) return tensor.error();
+    state.initializers.insert(initializer.name());
+    state.known[initializer.name()] = std::move(*tensor);
+  }
+  for (const auto& input : graph.input()) {
+    if (state.initializers.count(input.name())) continue;
+    auto type = input_type(input, options, path, unsupported);
+    if (!type) return type.error();
+    if (auto fixed = options.static_inputs.find(input.name()); fixed != options.static_inputs.end()) {
+      if (!(fixed->second.type == *type))
+        return make_error(fmt::format("{}: static input '{}' is {}, the model declares {}", path, input.name(),
+                                      to_string(fixed->second.type), to_string(*type)));
+      state.known[input.name()] = fixed->second;
+      continue;
+    }
+    state.model_inputs.insert(input.name());
+    Attrs attrs;
+    attrs[0].i = static_cast<int64_t>(out.inputs.size());
+    auto id = state.builder.add(OpId::Parameter, {}, attrs, &*type);
+    if (!id) return id.error();
+    state.values[input.name()] = *id;
+    out.inputs.push_back({input.name(), *type, nullptr});
+  }
+  state.num_inputs = out.inputs.size();
+  for (const auto& node : graph.node()) {
+    std::string where = fmt::format("{}: node '{}' ({}, opset {})", path, node.name(), node.op_type(), opset);
+    auto fail = [&](const std::string& message, bool gap) -> Error {
+      if (gap && unsupported) *unsupported = {node.op_type(), message, ""};
+      return make_error(where + ": " + message);
+    };
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return fail(fmt::format("domain '{}' is not implemented", node.domain()), true);
+    auto converter = converters().find(node.op_type());
+    if (converter == converters().end()) return fail("lazylab does not implement this op", true);
+    state.unsupported = false;
+    OnnxNode view(node, state, opset);
+    if (Status status = converter->second(view); !status) {
+      Error error = fail(status.error().message, state.unsupported);
+      if (unsupported && state.unsupported) unsupported->static_input_needed = state.static_input_needed;
+      return error;
+    }
+  }
+  std::vector<NodeId> roots;
+  for (const auto& output : graph.output()) {
+    auto id = state.node_of(output.name());
+    if (!id) return make_error(fmt::format("{}: output '{}': {}", path, output.name(), id.error().message));
+    roots.push_back(*id);
+    out.outputs.push_back(output.name());
+  }
+  LAZYLAB_TRY(check_inferred(model, state, path));
+  state.builder.graph().set_roots(std::move(roots));
+  out.graph = std::move(state.builder.graph());
+  out.weights = std::move(state.weights);
+  return out;
+}
+
+}  // namespace
+
+Expected<OnnxModel> import_onnx_bytes(const std::string& bytes, const std::string& path,
+                                      const OnnxImportOptions& options, OnnxUnsupported* unsupported) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    return make_error(fmt::format("{}: not an ONNX model (the protobuf does not parse; truncated?)", path));
+  return import_model(model, path, options, unsupported);
+}
+
+Expected<OnnxModel> import_onnx_file(const std::string& path, const OnnxImportOptions& options,
+                                     OnnxUnsupported* unsupported) {
+  auto bytes = read_source_file(path, "an ONNX model");
+  if (!bytes) return bytes.error();
+  return import_onnx_bytes(*bytes, path, options, unsupported);
+}
+
+Expected<NamedTensor> read_onnx_tensor_file(const std::string& path) {
+  auto bytes = read_source_file(path, "an ONNX tensor");
+  if (!bytes) return bytes.error();
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(*bytes)) return make_error(fmt::format("{}: not a serialized ONNX TensorProto", path));
+  return tensor_from_proto(proto, path);
+}
+
+namespace onnx_import_detail {
+
+std::optional<DType> onnx_dtype(int64_t elem_type) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT: return DType::F32;
+    case onnx::TensorProto::DOUBLE: return DType::F64;
+    case onnx::TensorProto::INT32: return DType::I32;
+    case onnx::TensorProto::INT64: return DType::I64;
+    case onnx::TensorProto::BOOL: return DType::Bool;
+    default: return std::nullopt;
+  }
+}
+
+
+template <class T>
+static void copy_parsed(const onnx::TensorProto& proto, NamedTensor& out) {
+  std::vector<T> values = onnx::ParseData<T>(&proto);
+  if (values.size() * sizeof(T) != out.data->bytes())
+    throw std::runtime_error(fmt::format("holds {} values for {}", values.size(), to_string(out.type)));
+  std::memcpy(out.data->data(), values.data(), out.data->bytes());
+}
+
+Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& where) {
+  std::optional<DType> dtype = onnx_dtype(proto.data_type());
+  if (!dtype)
+    return make_error(fmt::format("{}: tensor '{}' has element type {}, which lazylab does not implement", where,
+                                  proto.name(), elem_type_name(proto.data_type())));
+  if (proto.has_data_location() && proto.data_location() == onnx::TensorProto::EXTERNAL)
+    return make_error(fmt::format("{}: tensor '{}' keeps its data in an external file, which lazylab does not read",
+                                  where, proto.name()));
+  NamedTensor tensor{proto.name(), {*dtype, {}}, nullptr};
+  for (int64_t d : proto.dims()) tensor.type.shape.push_back(d);
+  if (std::string problem = size_problem(tensor.type); !problem.empty())
+    return make_error(fmt::format("{}: tensor '{}': {}", where, proto.name(), problem));
+  tensor.data = std::make_shared<Buffer>(tensor.type.bytes());
+  try {
+    switch (*dtype) {
+      case DType::F32: copy_parsed<float>(proto, tensor); break;
+      case DType::F64: copy_parsed<double>(proto, tensor); break;
+      case DType::I32: copy_parsed<int32_t>(proto, tensor); break;
+      case DType::I64: copy_parsed<int64_t>(proto, tensor); break;
+      case DType::Bool: {  // ParseData has no bool: raw bytes, or one int32 per element
+        size_t n = static_cast<size_t>(tensor.type.num_elements());
+        if (proto.has_raw_data()) {
+          if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
+          std::memcpy(tensor.data->data(), proto.raw_data().data(), n);
+        } else {
+          if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
+          for (size_t i = 0; i < n; ++i) tensor.data->data()[i] = std::byte(proto.int32_data(static_cast<int>(i)) != 0);
+        }
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: tensor '{}' ({}): {}", where, proto.name(), to_string(tensor.type), e.what()));
+  }
+  return tensor;
+}
+
+namespace {
+
+template <class T>
+std::vector<T> converted(const NamedTensor& tensor) {
+  size_t n = static_cast<size_t>(tensor.type.num_elements());
+  const std::byte* data = tensor.data->data();
+  std::vector<T> out(n);
+  for (size_t i = 0; i < n; ++i) switch (tensor.type.dtype) {
+      case DType::F32: out[i] = static_cast<T>(reinterpret_cast<const float*>(data)[i]); break;
+      case DType::F64: out[i] = static_cast<T>(reinterpret_cast<const double*>(data)[i]); break;
+      case DType::I32: out[i] = static_cast<T>(reinterpret_cast<const int32_t*>(data)[i]); break;
+      case DType::I64: out[i] = static_cast<T>(reinterpret_cast<const int64_t*>(data)[i]); break;
+      case DType::Bool: out[i] = static_cast<T>(data[i] != std::byte{0}); break;
+    }
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> tensor_doubles(const NamedTensor& tensor) { return converted<double>(tensor); }
+std::vector<int64_t> tensor_ints(const NamedTensor& tensor) { return converted<int64_t>(tensor); }
+
+NamedTensor make_int_tensor(std::string name, const std::vector<int64_t>& values, Dims shape) {
+  NamedTensor tensor{std::move(name), {DType::I64, std::move(shape)}, nullptr};
+  tensor.data = std::make_shared<Buffer>(values.size() * sizeof(int64_t));
+  std::memcpy(tensor.data->data(), values.data(), values.size() * sizeof(int64_t));
+  return tensor;
+}
+
+Expected<NodeId> ImportState::node_of(const std::string& name) {
+  if (auto found = values.find(name); found != values.end()) return found->second;
+  auto known_tensor = known.find(name);
+  if (known_tensor == known.end()) return make_error(fmt::format("no value named '{}' precedes its use", name));
+  const NamedTensor& tensor = known_tensor->second;
+  std::vector<double> elements = tensor_doubles(tensor);
+  bool splat = !initializers.count(name) && !elements.empty() &&
+               std::all_of(elements.begin(), elements.end(), [&](double v) { return v == elements[0]; });
+  NodeId id;
+  if (splat) {
+    id = builder.constant(elements[0], tensor.type);
+  } else {
+    Attrs attrs;
+    attrs[0].i = static_cast<int64_t>(num_inputs + weights.size());
+    auto parameter = builder.add(OpId::Parameter, {}, attrs, &tensor.type);
+    if (!parameter) return parameter.error();
+    id = *parameter;
+    weights.push_back(tensor);
+  }
+  values[name] = id;
+  return id;
+}
+
+Expected<NodeId> OnnxNode::input(size_t i) {
+  if (!has_input(i)) return invalid(fmt::format("input {} is missing", i));
+  return state_.node_of(proto_.input(static_cast<int>(i)));
+}
+
+const NamedTensor* OnnxNode::find_known(size_t i) const {
+  if (!has_input(i)) return nullptr;
+  auto found = state_.known.find(proto_.input(static_cast<int>(i)));
+  return found == state_.known.end() ? nullptr : &found->second;
+}
+
+Expected<NamedTensor> OnnxNode::known_input(size_t i) {
+  if (!has_input(i)) return invalid(fmt::format("input {} is missing", i));
+  if (const NamedTensor* tensor = find_known(i)) return *tensor;
+  const std::string& name = proto_.input(static_cast<int>(i));
+  if (state_.model_inputs.count(name)) {
+    state_.static_input_needed = name;
+    return unsupported(
+        fmt::format("input {} is the model input '{}', which lazylab needs known at import (give it "
+                    "as a static input)",
+                    i, name));
+  }
+  return unsupported(fmt::format("input {} ('{}') is computed at run time; lazylab needs it known at import", i, name));
+}
+
+const onnx::AttributeProto* OnnxNode::attr(const std::string& name) const {
+  for (const auto& a : proto_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t OnnxNode::attr_int(const std::string& name, int64_t fallback) const {
+  const onnx::AttributeProto* a = attr(name);
+  return a ? a->i() : fallback;
+}
+
+double OnnxNode::attr_float(const std::string& name, double fallback) const {
+  const onnx::AttributeProto* a = attr(name);
+  return a ? a->f() : fallback;
+}
+
+std::optional<std::vector<int64_t>> OnnxNode::attr_ints(const std::string& name) const {
+  const onnx::AttributeProto* a = attr(name);
+  if (!a) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+Status OnnxNode::set_output(size_t i, NodeId id) {
+  if (static_cast<int>(i) >= proto_.output_size()) return invalid(fmt::format("has no output {}", i));
+  const std::string& name = proto_.output(static_cast<int>(i));
+  if (!name.empty()) state_.values[name] = id;
+  return {};
+}
+
+Status OnnxNode::set_known_output(size_t i, NamedTensor tensor) {
+  if (static_cast<int>(i) >= proto_.output_size()) return invalid(fmt::format("has no output {}", i));
+  tensor.name = proto_.output(static_cast<int>(i));
+  if (!tensor.name.empty()) state_.known[tensor.name] = std::move(tensor);
+  return {};
+}
+
+Expected<NodeId> OnnxNode::add(OpId op, Operands operands, const Attrs& attrs, const TensorType* declared) {
+  auto id = state_.builder.add(op, std::move(operands), attrs, declared);
+  if (!id) return invalid(id.error().message);
+  return id;
+}
+
+Expected<NodeId> OnnxNode::reshape(NodeId id, const Dims& shape) {
+  if (type(id).shape == shape) return id;
+  TensorType declared{type(id).dtype, shape};
+  return add(OpId::Reshape, {id}, {}, &declared);
+}
+
+Expected<NodeId> OnnxNode::broadcast(NodeId id, const Dims& shape) {
+  auto result = state_.builder.broadcast_to(id, shape);
+  if (!result) return invalid(result.error().message);
+  return result;
+}
+
+Expected<std::vector<NodeId>> OnnxNode::broadcast_together(std::vector<NodeId> ids) {
+  Dims shape = type(ids[0]).shape;
+  for (size_t k = 1; k < ids.size(); ++k) {
+    auto joined = broadcast_shapes(shape, type(ids[k]).shape);
+    if (!joined) return invalid(joined.error().message);
+    shape = *joined;
+  }
+  for (NodeId& id : ids) {
+    auto widened = broadcast(id, shape);
+    if (!widened) return widened.error();
+    id = *widened;
+  }
+  return ids;
+}
+
+Expected<int64_t> OnnxNode::normalize_axis(int64_t axis, int64_t rank) const {
+  if (axis < -rank || axis >= rank) return invalid(fmt::format("axis {} is out of range for rank {}", axis, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+Error OnnxNode::unsupported(const std::string& reason) {
+  state_.unsupported = true;
+  return make_error(reason);
+}
+
+Error OnnxNode::invalid(const std::string& reason) const { return make_error(reason); }
+
+}  // namespace onnx_import_detail
+}  // namespace lazylab
