@@ -64,17 +64,21 @@ std::string difference(const Tensor& got, const NamedTensor& want, const Conform
 
 HostTensor host_tensor(const NamedTensor& tensor) { return {tensor.type, tensor.data}; }
 
-// One data set: its inputs bound, the graph replayed, each output checked.
-// A data set's inputs by name (each input_N.pb names its input).
+// A data set's inputs by name: each input_N.pb names its input, or, in
+// older test data without names, is the model's N-th input ("#N").
 Expected<std::map<std::string, NamedTensor>> read_inputs(const std::string& folder) {
   std::map<std::string, NamedTensor> inputs;
-  for (const std::string& file : sorted_matching(folder, "input_")) {
-    auto tensor = read_onnx_tensor_file(file);
+  std::vector<std::string> files = sorted_matching(folder, "input_");
+  for (size_t k = 0; k < files.size(); ++k) {
+    auto tensor = read_onnx_tensor_file(files[k]);
     if (!tensor) return tensor.error();
-    inputs[tensor->name] = std::move(*tensor);
+    std::string key = tensor->name.empty() ? fmt::format("#{}", k) : tensor->name;
+    inputs[key] = std::move(*tensor);
   }
   return inputs;
 }
+
+// One data set: its inputs bound, the graph replayed, each output checked.
 
 std::string run_data_set(const OnnxModel& model, const std::map<std::string, NamedTensor>& data,
                          const std::string& folder, Backend& backend, const Pipeline& pipeline,
@@ -83,8 +87,10 @@ std::string run_data_set(const OnnxModel& model, const std::map<std::string, Nam
   if (output_files.size() != model.outputs.size())
     return fmt::format("{} has {} outputs, the model {}", folder, output_files.size(), model.outputs.size());
   std::vector<HostTensor> inputs;
-  for (const NamedTensor& input : model.inputs) {
+  for (size_t i = 0; i < model.inputs.size(); ++i) {
+    const NamedTensor& input = model.inputs[i];
     auto given = data.find(input.name);
+    if (given == data.end()) given = data.find(fmt::format("#{}", i));
     if (given == data.end()) return fmt::format("{} gives no input '{}'", folder, input.name);
     if (!(given->second.type == input.type))
       return fmt::format("{} gives input '{}' as {}, the model declares {}", folder, input.name,

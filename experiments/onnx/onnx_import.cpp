@@ -35,7 +35,8 @@ int64_t default_opset(const onnx::ModelProto& model) {
 
 // The type of a model input, its symbolic dimensions bound from `options`.
 Expected<TensorType> input_type(const onnx::ValueInfoProto& input, const OnnxImportOptions& options,
-                                const std::string& path, OnnxUnsupported* unsupported) {
+                                const std::string& path, OnnxUnsupported* unsupported,
+                                std::set<std::string>& symbolic_dims) {
   if (!input.type().has_tensor_type()) {
     if (unsupported) *unsupported = {"", "sequence, map and optional inputs", ""};
     return make_error(fmt::format("{}: input '{}' is not a tensor (sequences, maps and optionals are not implemented)",
@@ -56,6 +57,7 @@ Expected<TensorType> input_type(const onnx::ValueInfoProto& input, const OnnxImp
       type.shape.push_back(dim.dim_value());
       continue;
     }
+    if (dim.has_dim_param()) symbolic_dims.insert(dim.dim_param());
     auto bound = dim.has_dim_param() ? options.dims.find(dim.dim_param()) : options.dims.end();
     if (bound == options.dims.end())
       return make_error(
@@ -90,8 +92,9 @@ Status prepare(onnx::ModelProto& model, const std::string& path, OnnxUnsupported
     try {
       model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(target));
     } catch (const std::exception& e) {
+      if (unsupported) *unsupported = {"", fmt::format("version conversion from opset {}", opset), ""};
       return make_error(
-          fmt::format("{}: cannot convert the model from opset {} to {}: {}", path, opset, target, e.what()));
+          fmt::format("{}: libonnx cannot convert the model from opset {} to {}: {}", path, opset, target, e.what()));
     }
   }
   try {
@@ -141,7 +144,7 @@ Expected<OnnxModel> import_model(onnx::ModelProto& model, const std::string& pat
   }
   for (const auto& input : graph.input()) {
     if (state.initializers.count(input.name())) continue;
-    auto type = input_type(input, options, path, unsupported);
+    auto type = input_type(input, options, path, unsupported, out.symbolic_dims);
     if (!type) return type.error();
     if (auto fixed = options.static_inputs.find(input.name()); fixed != options.static_inputs.end()) {
       if (!(fixed->second.type == *type))
@@ -159,8 +162,10 @@ Expected<OnnxModel> import_model(onnx::ModelProto& model, const std::string& pat
     out.inputs.push_back({input.name(), *type, nullptr});
   }
   state.num_inputs = out.inputs.size();
-  for (const auto& node : graph.node()) {
-    std::string where = fmt::format("{}: node '{}' ({}, opset {})", path, node.name(), node.op_type(), opset);
+  for (int index = 0; index < graph.node_size(); ++index) {
+    const onnx::NodeProto& node = graph.node(index);
+    std::string shown = node.name().empty() ? fmt::format("#{}", index) : fmt::format("'{}'", node.name());
+    std::string where = fmt::format("{}: node {} ({}, opset {})", path, shown, node.op_type(), opset);
     auto fail = [&](const std::string& message, bool gap) -> Error {
       if (gap && unsupported) *unsupported = {node.op_type(), message, ""};
       return make_error(where + ": " + message);
@@ -228,7 +233,6 @@ std::optional<DType> onnx_dtype(int64_t elem_type) {
     default: return std::nullopt;
   }
 }
-
 
 template <class T>
 static void copy_parsed(const onnx::TensorProto& proto, NamedTensor& out) {

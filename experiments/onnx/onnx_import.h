@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,11 @@ struct NamedTensor {
 struct OnnxModel {
   std::string path;
   Graph graph;
-  std::vector<NamedTensor> inputs;   // parameter i: a model input (no data)
-  std::vector<NamedTensor> weights;  // parameter inputs.size() + i: an initializer or constant tensor
-  std::vector<std::string> outputs;  // the roots' names, in order
-  int64_t opset = 0;                 // of the default domain, after conversion
+  std::vector<NamedTensor> inputs;      // parameter i: a model input (no data)
+  std::vector<NamedTensor> weights;     // parameter inputs.size() + i: an initializer or constant tensor
+  std::vector<std::string> outputs;     // the roots' names, in order
+  std::set<std::string> symbolic_dims;  // of the model's inputs, each bound from OnnxImportOptions::dims
+  int64_t opset = 0;                    // of the default domain, after conversion
 };
 
 struct OnnxImportOptions {

@@ -123,11 +123,16 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "params", "label"}));
+      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "params", "label"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
-      if (item["name"].IsDefined() == item["file"].IsDefined())
-        return r.error(item, at, "give exactly one of 'name' or 'file'");
-      if (item["file"]) {
+      int given = item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined();
+      if (given != 1) return r.error(item, at, "give exactly one of 'name', 'file' or 'onnx'");
+      if (item["onnx"]) {
+        auto file = r.scalar<std::string>(item["onnx"], at + ".onnx", "a path to an .onnx model");
+        if (!file) return file.error();
+        if (!file->ends_with(".onnx")) return r.error(item["onnx"], at + ".onnx", "expected a path ending in .onnx");
+        entry.name = (folder / *file).lexically_normal().string();
+      } else if (item["file"]) {
         auto file = r.scalar<std::string>(item["file"], at + ".file", "a path");
         if (!file) return file.error();
         entry.name = (folder / *file).lexically_normal().string();

@@ -54,7 +54,10 @@ Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path);
 // The same for a graph in memory (verified by the caller), named `name`.
 std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 
-// Either a file (ends in .lzir) or a built-in name.
+// An ONNX model (experiments/onnx); `params` bind its symbolic dimensions.
+Expected<std::unique_ptr<Workload>> make_onnx_workload(const std::string& path, const WorkloadParams& params);
+
+// A file (ends in .lzir or .onnx) or a built-in name.
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides);
 
 // Puts host inputs on a context.

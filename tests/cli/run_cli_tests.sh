@@ -583,5 +583,37 @@ check "the others are listed beside a crashing plugin" 0 "^counting +reference k
 check "backends gives each file and device" 0 "device: .*" -- "$lazylab" backends
 check "workloads lists the suite" 0 "gpt2-block" -- "$lazylab" workloads
 
+# ONNX models as workloads, and ONNX's node tests (libonnx-testdata, from .ci/setup).
+onnx_data=/usr/share/libonnx-testdata/data
+if [[ -d $onnx_data ]]; then
+  experiment "$work/onnx.yaml" "name: onnx" \
+    "workloads: [{onnx: $onnx_data/pytorch-converted/test_Linear/model.onnx, label: linear}, {onnx: $onnx_data/pytorch-operator/test_operator_basic/model.onnx}]" \
+    "pipelines: {eager: 'decompose,lower', fused: 'decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory'}" \
+    "backends: [interp, cpu]" "repeat: {warmup: 0, runs: 2}" "report: {json: $work/onnx.json}"
+  check "an ONNX model runs as a workload, weights bound from the model" 0 "ok" -- sh -c "'$lazylab' run '$work/onnx.yaml' -q >/dev/null && python3 -c \"
+import json
+r = json.load(open('$work/onnx.json'))
+assert r['all_correct'] and len(r['cells']) == 8, r['cell_counts']
+linear = [c for c in r['cells'] if c['workload_shown'] == 'linear']
+assert all(c['flops'] == 2 * 4 * 10 * 8 for c in linear), [c['flops'] for c in linear]
+print('ok')\""
+  experiment "$work/onnx-dim.yaml" "name: t" "workloads: [{onnx: $onnx_data/pytorch-converted/test_Linear/model.onnx, params: {batch: 4}}]" \
+    "pipelines: {p: 'decompose,lower'}" "backends: [interp]"
+  check "an ONNX parameter that is no symbolic dimension" 1 "test_Linear/model.onnx: the model has no symbolic dimension 'batch' \\(it has: none\\)" -- \
+    "$lazylab" run "$work/onnx-dim.yaml"
+  experiment "$work/onnx-conv.yaml" "name: t" "workloads: [{onnx: $onnx_data/pytorch-converted/test_Conv2d/model.onnx}]" \
+    "pipelines: {p: 'decompose,lower'}" "backends: [interp]"
+  check "an ONNX op lazylab lacks names the file, node, op and opset" 1 "onnx-conv.yaml:2: workloads\\[0\\]: .*test_Conv2d/model.onnx: node #0 \\(Conv, opset 13\\): lazylab does not implement this op" -- \
+    "$lazylab" run "$work/onnx-conv.yaml"
+  experiment "$work/onnx-key.yaml" "name: t" "workloads: [{onnx: model.lzir}]" "pipelines: {p: lower}" "backends: [interp]"
+  check "the onnx key wants an .onnx file" 1 "workloads\\[0\\].onnx: expected a path ending in .onnx" -- "$lazylab" run "$work/onnx-key.yaml"
+  check "onnx-test lists each test with -v" 0 "passed +test_relu$" -- "$lazylab" onnx-test --filter 'test_relu' -v
+  check "onnx-test names an unsupported op" 0 "unsupported test_erf: .*node #0 \\(Erf, opset 13\\): lazylab does not implement this op" -- \
+    "$lazylab" onnx-test --filter 'test_erf'
+  check "onnx-test without tests says so" 1 "no node tests matching 'test_nothing' in" -- "$lazylab" onnx-test --filter 'test_nothing'
+else
+  echo "skip ONNX checks: no $onnx_data (bash .ci/setup installs libonnx-testdata)"
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
