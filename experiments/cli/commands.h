@@ -31,5 +31,6 @@ int merge_command(const Args& args);
 int fuzz_command(const Args& args);
 int report_command(const Args& args);
 int onnx_test_command(const Args& args);
+int import_command(const Args& args);
 
 }  // namespace lazylab::cli

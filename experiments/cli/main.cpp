@@ -27,6 +27,7 @@ const std::map<std::string, Command>& commands() {
       {"backends", {"list the backend plugins found on the plugin path", backends_command}},
       {"workloads", {"list the built-in workloads and their parameters", workloads_command}},
       {"report", {"render a finished run's JSON report again: console, Markdown or CSV", report_command}},
+      {"import", {"an ONNX model as a .lzir graph and its weights as NumPy arrays", import_command}},
       {"onnx-test", {"run ONNX's backend node tests on a backend: passed, failed, unsupported", onnx_test_command}},
       {"merge", {"join the reports of an experiment's shards (run --shard I/N) into one", merge_command}},
       {"fuzz", {"random graphs through every pipeline and backend against the interpreter", fuzz_command}},

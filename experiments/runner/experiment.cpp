@@ -123,10 +123,12 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "params", "label"}));
+      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "params", "label", "weights"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
       int given = item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined();
       if (given != 1) return r.error(item, at, "give exactly one of 'name', 'file' or 'onnx'");
+      if (item["weights"] && !item["file"])
+        return r.error(item["weights"], at + ".weights", "binds the parameters of a .lzir 'file' only");
       if (item["onnx"]) {
         auto file = r.scalar<std::string>(item["onnx"], at + ".onnx", "a path to an .onnx model");
         if (!file) return file.error();
@@ -136,6 +138,11 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
         auto file = r.scalar<std::string>(item["file"], at + ".file", "a path");
         if (!file) return file.error();
         entry.name = (folder / *file).lexically_normal().string();
+        if (item["weights"]) {
+          auto weights = r.scalar<std::string>(item["weights"], at + ".weights", "a folder of .npy files");
+          if (!weights) return weights.error();
+          entry.weights = (folder / *weights).lexically_normal().string();
+        }
       } else {
         auto name = r.scalar<std::string>(item["name"], at + ".name", "a workload name");
         if (!name) return name.error();

@@ -15,8 +15,9 @@ namespace lazylab {
 struct WorkloadEntry {
   std::string name;  // built-in name, or a .lzir path (resolved against the experiment's folder)
   WorkloadParams params;
-  std::string label;  // optional, for reports
-  int line = 0;       // in the experiment file, for errors
+  std::string label;    // optional, for reports
+  std::string weights;  // optional, for a .lzir file: a folder of N.npy bound to parameter N
+  int line = 0;         // in the experiment file, for errors
 };
 
 struct PipelineEntry {

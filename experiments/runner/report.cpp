@@ -122,7 +122,7 @@ nlohmann::json entries_json(const Experiment& e) {
   nlohmann::json workloads = nlohmann::json::array(), pipelines = nlohmann::json::array(),
                  backends = nlohmann::json::array();
   for (const WorkloadEntry& w : e.workloads)
-    workloads.push_back({{"name", w.name}, {"params", w.params}, {"label", w.label}});
+    workloads.push_back({{"name", w.name}, {"params", w.params}, {"label", w.label}, {"weights", w.weights}});
   for (const PipelineEntry& p : e.pipelines) pipelines.push_back({{"name", p.name}, {"text", p.text}});
   for (const BackendEntry& b : e.backends)
     backends.push_back({{"name", b.name}, {"options", b.options}, {"label", b.label}});
@@ -131,7 +131,8 @@ nlohmann::json entries_json(const Experiment& e) {
 
 void read_entries(const nlohmann::json& experiment, Experiment& e) {
   for (const nlohmann::json& w : experiment.value("workloads", nlohmann::json::array()))
-    e.workloads.push_back({w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""), 0});
+    e.workloads.push_back(
+        {w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""), w.value("weights", ""), 0});
   for (const nlohmann::json& p : experiment.value("pipelines", nlohmann::json::array()))
     e.pipelines.push_back({p.value("name", ""), p.value("text", ""), 0});
   for (const nlohmann::json& b : experiment.value("backends", nlohmann::json::array()))

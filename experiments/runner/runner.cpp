@@ -220,7 +220,7 @@ Expected<Resolved> resolve(const Experiment& e) {
   }
   for (size_t w = 0; w < e.workloads.size(); ++w) {
     const WorkloadEntry& entry = e.workloads[w];
-    auto workload = make_workload(entry.name, entry.params);
+    auto workload = make_workload(entry.name, entry.params, entry.weights);
     if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
     LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
     r.workloads.push_back(std::move(*workload));

@@ -49,8 +49,10 @@ std::vector<WorkloadInfo> builtin_workloads();
 // A built-in workload by name; `overrides` must name known parameters.
 Expected<std::unique_ptr<Workload>> make_builtin_workload(const std::string& name, const WorkloadParams& overrides);
 
-// A workload replaying a .lzir graph: parameters become seeded inputs.
-Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path);
+// A workload replaying a .lzir graph: parameters become seeded inputs, or,
+// with `weights` (a folder as `lazylab import` writes), parameter N takes
+// the array in WEIGHTS/N.npy where there is one.
+Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path, const std::string& weights = "");
 // The same for a graph in memory (verified by the caller), named `name`.
 std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 
@@ -58,7 +60,8 @@ std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 Expected<std::unique_ptr<Workload>> make_onnx_workload(const std::string& path, const WorkloadParams& params);
 
 // A file (ends in .lzir or .onnx) or a built-in name.
-Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides);
+Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,
+                                                  const std::string& weights = "");
 
 // Puts host inputs on a context.
 std::vector<Tensor> bind_inputs(Context& context, const std::vector<HostTensor>& inputs);

@@ -607,6 +607,16 @@ print('ok')\""
     "$lazylab" run "$work/onnx-conv.yaml"
   experiment "$work/onnx-key.yaml" "name: t" "workloads: [{onnx: model.lzir}]" "pipelines: {p: lower}" "backends: [interp]"
   check "the onnx key wants an .onnx file" 1 "workloads\\[0\\].onnx: expected a path ending in .onnx" -- "$lazylab" run "$work/onnx-key.yaml"
+  check "import writes a .lzir graph and .npy weights" 0 "wrote .*/imported/model.lzir \\(7 nodes, 1 inputs\\) and 2 weights" -- \
+    "$lazylab" import "$onnx_data/pytorch-converted/test_Linear/model.onnx" -o "$work/imported"
+  experiment "$work/imported/run.yaml" "name: t" "workloads: [{file: model.lzir, weights: model.weights}]" \
+    "pipelines: {p: 'decompose,lower'}" "backends: [interp, cpu]" "repeat: {warmup: 0, runs: 1}" "report: {json: $work/imported.json}"
+  check "the imported graph runs with its weights bound" 0 "wrote" -- "$lazylab" run "$work/imported/run.yaml" -q
+  check "import refuses a bad --param" 2 "--param 'batch': expected NAME=N with N > 0" -- \
+    "$lazylab" import "$onnx_data/pytorch-converted/test_Linear/model.onnx" -o "$work/imported" --param batch
+  experiment "$work/weights-name.yaml" "name: t" "workloads: [{name: softmax, weights: w}]" "pipelines: {p: lower}" "backends: [interp]"
+  check "weights bind only .lzir files" 1 "workloads\\[0\\].weights: binds the parameters of a .lzir 'file' only" -- \
+    "$lazylab" run "$work/weights-name.yaml"
   check "onnx-test lists each test with -v" 0 "passed +test_relu$" -- "$lazylab" onnx-test --filter 'test_relu' -v
   check "onnx-test names an unsupported op" 0 "unsupported test_erf: .*node #0 \\(Erf, opset 13\\): lazylab does not implement this op" -- \
     "$lazylab" onnx-test --filter 'test_erf'

@@ -5,7 +5,14 @@
 // GCC 12 warns wrongly on protobuf's inlined string setters (GCC bug 105329).
 #pragma GCC diagnostic ignored "-Wrestrict"
 
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/text_format.h"
+#include "onnx/npy_tensor.h"
 #include "onnx/onnx_import.h"
+#include "runner/workload.h"
 #include "support.h"
 
 using namespace lazylab;
@@ -109,4 +116,62 @@ TEST_CASE("truncated, empty and invalid models are errors, never crashes") {
   auto missing = import_onnx_file("/nonexistent/model.onnx");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message.find("/nonexistent/model.onnx") != std::string::npos);
+}
+
+TEST_CASE(".npy files round-trip every dtype") {
+  std::string folder = std::filesystem::temp_directory_path() / "lazylab-npy-test";
+  std::filesystem::create_directories(folder);
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool}) {
+    CAPTURE(dtype_name(dtype));
+    NamedTensor tensor{"t", {dtype, {2, 3}}, nullptr};
+    tensor.data = std::make_shared<Buffer>(tensor.type.bytes());
+    for (size_t i = 0; i < tensor.data->bytes(); ++i)
+      tensor.data->data()[i] = std::byte(dtype == DType::Bool ? i % 2 : i);
+    std::string path = folder + "/t.npy";
+    REQUIRE(write_npy(path, tensor).ok());
+    auto back = read_npy(path);
+    REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+    CHECK(back->type == tensor.type);
+    CHECK(std::memcmp(back->data->data(), tensor.data->data(), tensor.data->bytes()) == 0);
+  }
+  std::ofstream(folder + "/bad.npy") << "not numpy";
+  auto bad = read_npy(folder + "/bad.npy");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("not an .npy array") != std::string::npos);
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("a model imported as .lzir with .npy weights binds the same inputs as the model itself") {
+  const std::string path = "/usr/share/libonnx-testdata/data/pytorch-converted/test_Linear/model.onnx";
+  if (!std::filesystem::exists(path)) {
+    MESSAGE("skipped: no libonnx-testdata");
+    return;
+  }
+  auto model = import_onnx_file(path);
+  REQUIRE(model.ok());
+  std::string folder = std::filesystem::temp_directory_path() / "lazylab-import-test";
+  std::filesystem::create_directories(folder + "/weights");
+  for (size_t i = 0; i < model->weights.size(); ++i)
+    REQUIRE(
+        write_npy(folder + "/weights/" + std::to_string(model->inputs.size() + i) + ".npy", model->weights[i]).ok());
+  std::ofstream(folder + "/linear.lzir") << print_graph(model->graph, "linear");
+  auto from_model = make_workload(path, {});
+  auto from_file = make_workload(folder + "/linear.lzir", {}, folder + "/weights");
+  REQUIRE(from_model.ok());
+  REQUIRE_MESSAGE(from_file.ok(), (from_file.ok() ? "" : from_file.error().message));
+  std::vector<HostTensor> a = (*from_model)->make_inputs(5), b = (*from_file)->make_inputs(5);
+  REQUIRE(a.size() == 3);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(a[i].type == b[i].type);
+    CHECK(std::memcmp(a[i].data->data(), b[i].data->data(), a[i].data->bytes()) == 0);
+  }
+  auto mismatched = make_workload(folder + "/linear.lzir", {}, folder);  // no N.npy here: random inputs
+  CHECK(mismatched.ok());
+  std::filesystem::rename(folder + "/weights/1.npy", folder + "/weights/2.npy");
+  auto wrong = make_workload(folder + "/linear.lzir", {}, folder + "/weights");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message.find("parameter 2 is f32[8], but") != std::string::npos);
+  std::filesystem::remove_all(folder);
 }
