@@ -25,7 +25,7 @@ NamedTensor load(std::ifstream& in, DType dtype, const std::string& path) {
   NamedTensor tensor{path, {dtype, {}}, nullptr};
   for (size_t d : array.shape()) tensor.type.shape.push_back(static_cast<int64_t>(d));
   tensor.data = std::make_shared<Buffer>(array.size() * sizeof(T));
-  std::memcpy(tensor.data->data(), array.data(), array.size() * sizeof(T));
+  if (array.size() != 0) std::memcpy(tensor.data->data(), array.data(), array.size() * sizeof(T));
   return tensor;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "core/source_file.h"
 #include "core/tensor_ops.h"
@@ -239,7 +240,7 @@ static void copy_parsed(const onnx::TensorProto& proto, NamedTensor& out) {
   std::vector<T> values = onnx::ParseData<T>(&proto);
   if (values.size() * sizeof(T) != out.data->bytes())
     throw std::runtime_error(fmt::format("holds {} values for {}", values.size(), to_string(out.type)));
-  std::memcpy(out.data->data(), values.data(), out.data->bytes());
+  if (!values.empty()) std::memcpy(out.data->data(), values.data(), out.data->bytes());
 }
 
 Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& where) {
@@ -265,7 +266,7 @@ Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const st
         size_t n = static_cast<size_t>(tensor.type.num_elements());
         if (proto.has_raw_data()) {
           if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
-          std::memcpy(tensor.data->data(), proto.raw_data().data(), n);
+          if (n != 0) std::memcpy(tensor.data->data(), proto.raw_data().data(), n);
         } else {
           if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
           for (size_t i = 0; i < n; ++i) tensor.data->data()[i] = std::byte(proto.int32_data(static_cast<int>(i)) != 0);
@@ -281,14 +282,24 @@ Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const st
 
 namespace {
 
+// A float that an integer cannot hold (NaN, out of range) reads as 0: such a
+// tensor is no valid shape or axis list, and the op that reads it says so.
+template <class T>
+T from_float(double value) {
+  if constexpr (std::is_integral_v<T>) {
+    if (!(value >= -9.2e18 && value <= 9.2e18)) return 0;
+  }
+  return static_cast<T>(value);
+}
+
 template <class T>
 std::vector<T> converted(const NamedTensor& tensor) {
   size_t n = static_cast<size_t>(tensor.type.num_elements());
   const std::byte* data = tensor.data->data();
   std::vector<T> out(n);
   for (size_t i = 0; i < n; ++i) switch (tensor.type.dtype) {
-      case DType::F32: out[i] = static_cast<T>(reinterpret_cast<const float*>(data)[i]); break;
-      case DType::F64: out[i] = static_cast<T>(reinterpret_cast<const double*>(data)[i]); break;
+      case DType::F32: out[i] = from_float<T>(reinterpret_cast<const float*>(data)[i]); break;
+      case DType::F64: out[i] = from_float<T>(reinterpret_cast<const double*>(data)[i]); break;
       case DType::I32: out[i] = static_cast<T>(reinterpret_cast<const int32_t*>(data)[i]); break;
       case DType::I64: out[i] = static_cast<T>(reinterpret_cast<const int64_t*>(data)[i]); break;
       case DType::Bool: out[i] = static_cast<T>(data[i] != std::byte{0}); break;
@@ -304,7 +315,7 @@ std::vector<int64_t> tensor_ints(const NamedTensor& tensor) { return converted<i
 NamedTensor make_int_tensor(std::string name, const std::vector<int64_t>& values, Dims shape) {
   NamedTensor tensor{std::move(name), {DType::I64, std::move(shape)}, nullptr};
   tensor.data = std::make_shared<Buffer>(values.size() * sizeof(int64_t));
-  std::memcpy(tensor.data->data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(tensor.data->data(), values.data(), values.size() * sizeof(int64_t));
   return tensor;
 }
 

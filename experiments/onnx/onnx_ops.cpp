@@ -272,7 +272,7 @@ Status reshape(OnnxNode& node) {
     }
     if (size < 0) return node.invalid(fmt::format("shape dim {} is {}", d, size));
     shape.push_back(size);
-    known *= size;
+    if (__builtin_mul_overflow(known, size, &known)) return node.invalid("the shape's size overflows");
   }
   if (inferred >= 0) {
     if (known == 0 || in->num_elements() % known != 0)
@@ -422,7 +422,7 @@ Status cast(OnnxNode& node) {
 
 NamedTensor float_tensor(const std::vector<float>& values, Dims shape) {
   NamedTensor tensor{"", {DType::F32, std::move(shape)}, std::make_shared<Buffer>(values.size() * sizeof(float))};
-  std::memcpy(tensor.data->data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(tensor.data->data(), values.data(), values.size() * sizeof(float));
   return tensor;
 }
 
