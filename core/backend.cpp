@@ -95,9 +95,9 @@ std::string refused_version(lazylab_backend_entry_fn entry) {
   return "its entry point returned no API (it refused this host's ABI version)";
 }
 
-// ABI 2.0's table: later minor versions append optional entries, which the
+// ABI 3.0's table: later minor versions append optional entries, which the
 // host reads only where the plugin's struct_size covers them.
-constexpr size_t kMinimumApiBytes = offsetof(lazylab_backend_api, free_error) + sizeof(void*);
+constexpr size_t kMinimumApiBytes = offsetof(lazylab_backend_api, event_kernel_times) + sizeof(void*);
 
 template <class Entry>
 bool has_optional_entry(const lazylab_backend_api& api, size_t offset, Entry entry) {
@@ -272,7 +272,12 @@ Backend::Backend(std::shared_ptr<BackendInstance> instance, std::string path, co
   std::string identity = name_ + "|" + options;
   fingerprint_ = hash_bytes(identity.data(), identity.size());
   capabilities_.struct_size = sizeof(lazylab_capabilities);
+  capabilities_.num_ops = kNumOps;
+  capabilities_.supports_op = supported_ops_.data();
   instance_->api().capabilities(instance_->handle, &capabilities_);
+  // A plugin must not move the host's table.
+  capabilities_.num_ops = kNumOps;
+  capabilities_.supports_op = supported_ops_.data();
 }
 
 std::string Backend::summary() const { return instance_->api().summary; }

@@ -3,6 +3,7 @@
 // buffers, on the backend's devices).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 #include "buffer.h"
 #include "expected.h"
 #include "lazylab/backend_abi.h"
+#include "op_info.h"
 #include "program.h"
 
 namespace lazylab {
@@ -118,6 +120,7 @@ class Backend {
   std::shared_ptr<BackendInstance> instance_;
   std::string name_, path_;
   lazylab_capabilities capabilities_{};
+  std::array<uint8_t, kNumOps> supported_ops_{};  // capabilities_.supports_op
   uint64_t fingerprint_ = 0;
 };
 

@@ -22,11 +22,24 @@ enum class OpId : uint16_t {
 };
 inline constexpr int kNumOps = LAZYLAB_OP_COUNT;
 
-enum class OpCategory : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite };
-enum class TypeRule : uint8_t { Declared, Same, Compare, Select, Transpose, Slice, Concat, Reduce, Matmul };
+enum class OpCategory : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite, Window };
+enum class TypeRule : uint8_t {
+  Declared,
+  Same,
+  Compare,
+  Select,
+  Transpose,
+  Slice,
+  Concat,
+  Reduce,
+  Matmul,
+  Gather,
+  Pad,
+  Window
+};
 enum class AttrKind : uint8_t { Int, Float, Bool, Ints };
 
-inline constexpr int kMaxAttrs = 3;
+inline constexpr int kMaxAttrs = 4;
 
 struct AttrSpec {
   std::string_view name;
@@ -59,7 +72,6 @@ using Attrs = std::array<AttrValue, kMaxAttrs>;
 const OpInfo& op_info(OpId op);
 std::optional<OpId> find_op(std::string_view name);
 std::string_view op_name(OpId op);
-std::string_view category_name(OpCategory category);
 std::optional<int> attr_index(OpId op, std::string_view attr_name);
 
 // Result type of `op` applied to `operands` with `attrs`. `declared` is the

@@ -85,6 +85,7 @@ Tensor log(const Tensor& x) { return unary(OpId::Log, x); }
 Tensor sqrt(const Tensor& x) { return unary(OpId::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unary(OpId::Rsqrt, x); }
 Tensor tanh(const Tensor& x) { return unary(OpId::Tanh, x); }
+Tensor erf(const Tensor& x) { return unary(OpId::Erf, x); }
 Tensor sigmoid(const Tensor& x) { return unary(OpId::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(OpId::Relu, x); }
 Tensor gelu(const Tensor& x) { return unary(OpId::Gelu, x); }
@@ -186,6 +187,56 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   Attrs attrs;
   attrs[0].i = *normalized;
   return xs[0].context().record(OpId::Concat, xs, attrs);
+}
+
+Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis) {
+  if (!data.ok() || !indices.ok()) return first_error({&data, &indices});
+  auto normalized = normalize_axis(axis, data.rank());
+  if (!normalized) return data.context().error_tensor(make_error("gather: " + normalized.error().message));
+  Attrs attrs;
+  attrs[0].i = *normalized;
+  Tensor operands[] = {data, indices};
+  return data.context().record(OpId::Gather, operands, attrs);
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, double value) {
+  if (!x.ok()) return x;
+  Attrs attrs;
+  attrs[0].ints = low;
+  attrs[1].ints = high;
+  attrs[2].f = value;
+  return x.context().record(OpId::Pad, std::span(&x, 1), attrs);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window, int64_t groups) {
+  if (!x.ok() || !weight.ok()) return first_error({&x, &weight});
+  Attrs attrs;
+  attrs[0].ints = window.strides;
+  attrs[1].ints = window.pads;
+  attrs[2].ints = window.dilations;
+  attrs[3].i = groups;
+  Tensor operands[] = {x, weight};
+  return x.context().record(OpId::Conv2d, operands, attrs);
+}
+
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel, const Window2d& window) {
+  if (!x.ok()) return x;
+  Attrs attrs;
+  attrs[0].ints = kernel;
+  attrs[1].ints = window.strides;
+  attrs[2].ints = window.pads;
+  attrs[3].ints = window.dilations;
+  return x.context().record(OpId::MaxPool2d, std::span(&x, 1), attrs);
+}
+
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel, const Window2d& window, bool count_include_pad) {
+  if (!x.ok()) return x;
+  Attrs attrs;
+  attrs[0].ints = kernel;
+  attrs[1].ints = window.strides;
+  attrs[2].ints = window.pads;
+  attrs[3].i = count_include_pad;
+  return x.context().record(OpId::AvgPool2d, std::span(&x, 1), attrs);
 }
 
 Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool keepdim) {

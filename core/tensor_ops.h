@@ -18,6 +18,7 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
@@ -46,6 +47,23 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
 // Elements [start, limit) of one axis.
 Tensor narrow(const Tensor& x, int64_t axis, int64_t start, int64_t limit);
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+// Slices of `data` along `axis` picked by integer `indices` (an embedding
+// lookup along axis 0).
+Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis = 0);
+// `low[d]` and `high[d]` elements of `value` around each dim d.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, double value = 0);
+
+// Windows over [N, C, H, W] (ops.def gives the exact semantics); pads are
+// {top, left, bottom, right}.
+struct Window2d {
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> pads{0, 0, 0, 0};
+  std::vector<int64_t> dilations{1, 1};
+};
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window = {}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel, const Window2d& window = {});
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel, const Window2d& window = {},
+                  bool count_include_pad = false);
 
 // Reductions.
 Tensor sum(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdim = false);

@@ -25,7 +25,11 @@ bool needs_float(OpId op) {
     case OpId::ReduceMean:
     case OpId::Softmax:
     case OpId::Layernorm:
-    case OpId::Gelu: return true;
+    case OpId::Gelu:
+    case OpId::Erf:
+    case OpId::Conv2d:
+    case OpId::MaxPool2d:
+    case OpId::AvgPool2d: return true;
     default: return false;
   }
 }
@@ -147,6 +151,93 @@ Expected<TensorType> infer_matmul(OpId op, const TensorType& a, const TensorType
   return out;
 }
 
+Expected<TensorType> infer_gather(OpId op, const TensorType& data, const TensorType& indices, int64_t axis) {
+  LAZYLAB_TRY(check_axis(op, axis, data.rank()));
+  if (indices.dtype != DType::I32 && indices.dtype != DType::I64)
+    return type_error(op, fmt::format("indices must be i32 or i64, got {}", to_string(indices)));
+  TensorType out{data.dtype, {}};
+  out.shape.assign(data.shape.begin(), data.shape.begin() + axis);
+  out.shape.insert(out.shape.end(), indices.shape.begin(), indices.shape.end());
+  out.shape.insert(out.shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  return out;
+}
+
+Expected<TensorType> infer_pad(OpId op, const TensorType& in, const Attrs& attrs) {
+  const Ints &low = attrs[0].ints, &high = attrs[1].ints;
+  if (static_cast<int64_t>(low.size()) != in.rank() || static_cast<int64_t>(high.size()) != in.rank())
+    return type_error(op, "low and high need one entry per dimension");
+  TensorType out = in;
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    if (low[d] < 0 || high[d] < 0) return type_error(op, fmt::format("negative padding in dimension {}", d));
+    if (__builtin_add_overflow(out.shape[d], low[d], &out.shape[d]) ||
+        __builtin_add_overflow(out.shape[d], high[d], &out.shape[d]))
+      return type_error(op, fmt::format("dimension {} overflows", d));
+  }
+  return out;
+}
+
+// Bounding each window attribute keeps the size arithmetic below in int64.
+constexpr int64_t kMaxWindowAttr = int64_t{1} << 31;
+
+// The attributes every window op shares, wherever its schema puts them.
+struct WindowShape {
+  int64_t kernel[2], strides[2], pads[4], dilations[2];
+};
+
+Expected<WindowShape> window_of(OpId op, Operands operands, const Attrs& attrs) {
+  WindowShape w{};
+  const Ints *kernel = nullptr, *strides, *pads, *dilations = nullptr;
+  static const Ints kOnes{1, 1};
+  if (op == OpId::Conv2d) {
+    strides = &attrs[0].ints, pads = &attrs[1].ints, dilations = &attrs[2].ints;
+  } else {
+    kernel = &attrs[0].ints, strides = &attrs[1].ints, pads = &attrs[2].ints;
+    dilations = op == OpId::MaxPool2d ? &attrs[3].ints : &kOnes;
+  }
+  if ((kernel && kernel->size() != 2) || strides->size() != 2 || pads->size() != 4 || dilations->size() != 2)
+    return type_error(op, "kernel, strides and dilations need 2 entries, pads 4 (top, left, bottom, right)");
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = kernel ? (*kernel)[d] : operands[1]->shape[2 + d];
+    w.strides[d] = (*strides)[d];
+    w.dilations[d] = (*dilations)[d];
+    for (int64_t v : {w.kernel[d], w.strides[d], w.dilations[d]})
+      if (v < 1 || v > kMaxWindowAttr)
+        return type_error(op, "kernel sizes, strides and dilations must be in [1, 2^31]");
+  }
+  for (int d = 0; d < 4; ++d) {
+    w.pads[d] = (*pads)[d];
+    if (w.pads[d] < 0 || w.pads[d] > kMaxWindowAttr) return type_error(op, "pads must be in [0, 2^31]");
+  }
+  return w;
+}
+
+Expected<TensorType> infer_window(OpId op, Operands operands, const Attrs& attrs) {
+  const TensorType& x = *operands[0];
+  if (x.rank() != 4) return type_error(op, fmt::format("input must be [N, C, H, W], got {}", to_string(x)));
+  TensorType out = x;
+  if (op == OpId::Conv2d) {
+    const TensorType& w = *operands[1];
+    int64_t groups = attrs[3].i;
+    if (w.rank() != 4 || w.dtype != x.dtype)
+      return type_error(
+          op, fmt::format("weight must be [O, C / groups, KH, KW] of {}, got {}", dtype_name(x.dtype), to_string(w)));
+    if (groups < 1 || x.shape[1] % groups != 0 || w.shape[0] % groups != 0 || w.shape[1] * groups != x.shape[1])
+      return type_error(
+          op, fmt::format("{} groups do not split input {} and weight {}", groups, to_string(x), to_string(w)));
+    out.shape[1] = w.shape[0];
+  }
+  auto window = window_of(op, operands, attrs);
+  if (!window) return window.error();
+  for (int d = 0; d < 2; ++d) {
+    int64_t span = window->dilations[d] * (window->kernel[d] - 1) + 1;
+    int64_t padded = x.shape[2 + d] + window->pads[d] + window->pads[d + 2];
+    if (span > padded)
+      return type_error(op, fmt::format("window of {} does not fit the padded input {}", span, padded));
+    out.shape[2 + d] = (padded - span) / window->strides[d] + 1;
+  }
+  return out;
+}
+
 Expected<TensorType> infer_same(OpId op, Operands operands, const Attrs& attrs) {
   if (op == OpId::Layernorm) {
     const TensorType& x = *operands[0];
@@ -180,6 +271,9 @@ Expected<TensorType> infer_by_rule(OpId op, Operands operands, const Attrs& attr
     case TypeRule::Concat: return infer_concat(op, operands, attrs[0].i);
     case TypeRule::Reduce: return infer_reduce(op, *operands[0], attrs);
     case TypeRule::Matmul: return infer_matmul(op, *operands[0], *operands[1]);
+    case TypeRule::Gather: return infer_gather(op, *operands[0], *operands[1], attrs[0].i);
+    case TypeRule::Pad: return infer_pad(op, *operands[0], attrs);
+    case TypeRule::Window: return infer_window(op, operands, attrs);
   }
   return type_error(op, "unknown type rule");
 }

@@ -2,7 +2,7 @@
 // primitives, using their definitions in ops.def:
 //   softmax(x)   = e / sum(e), e = exp(x - max(x))           along `axis`
 //   layernorm    = (x - mean) * rsqrt(var + eps) * w + b     over the last axis
-//   gelu(x)      = 0.5x(1 + tanh(0.7978845608(x + 0.044715x^3)))
+//   gelu(x)      = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)), u = 0.7978845608(x + 0.044715x^3)
 #include "core/graph_builder.h"
 #include "core/pass.h"
 #include "lazylab/op_formulas.hpp"
@@ -88,6 +88,7 @@ struct NodeMath {
   NodeId log(NodeId x) { return e.op(OpId::Log, {x}); }
   NodeId sqrt(NodeId x) { return e.op(OpId::Sqrt, {x}); }
   NodeId tanh(NodeId x) { return e.op(OpId::Tanh, {x}); }
+  NodeId erf(NodeId x) { return e.op(OpId::Erf, {x}); }
   NodeId add(NodeId a, NodeId b) { return e.op(OpId::Add, {a, b}); }
   NodeId sub(NodeId a, NodeId b) { return e.op(OpId::Sub, {a, b}); }
   NodeId mul(NodeId a, NodeId b) { return e.op(OpId::Mul, {a, b}); }

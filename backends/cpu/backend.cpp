@@ -1,4 +1,5 @@
-// cpu: the optimising CPU backend. Contractions go to OpenBLAS, layout ops
+// cpu: the optimising CPU backend. Contractions and convolutions
+// (conv_plan.h) go to OpenBLAS, layout ops
 // are strided copies (layout_plan.h), fused elementwise and reduction
 // kernels run as row-space loops in cache-sized segments with TBB
 // (row_plan.h), and what none covers runs on the reference kernels. One arena per executable, laid out by the memory
@@ -18,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "conv_plan.h"
 #include "gemm_plan.h"
 #include "layout_plan.h"
 #include "lazylab/backend_plugin.hpp"
@@ -70,6 +72,7 @@ class CpuExecutable : public plugin::HostExecutable {
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
       std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_, options, blas);
+      if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
       if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && all_f32(kernel))

@@ -67,6 +67,7 @@ struct FloatMath : ArithmeticMath<float, bool> {
   static float log(float x) { return std::log(x); }
   static float sqrt(float x) { return std::sqrt(x); }
   static float tanh(float x) { return std::tanh(x); }
+  static float erf(float x) { return std::erf(x); }
   static float pow(float a, float b) { return std::pow(a, b); }
   static float from_predicate(bool c) { return c ? 1.0f : 0.0f; }
 };
@@ -87,6 +88,7 @@ struct VectorMath : ArithmeticMath<Vec, Mask> {
   static Vec exp(Vec x) { return call(Sleef_expf16_u10avx512f, x); }
   static Vec log(Vec x) { return call(Sleef_logf16_u10avx512f, x); }
   static Vec tanh(Vec x) { return call(Sleef_tanhf16_u10avx512f, x); }
+  static Vec erf(Vec x) { return call(Sleef_erff16_u10avx512f, x); }
   static Vec pow(Vec a, Vec b) {
     return std::bit_cast<Vec>(Sleef_powf16_u10avx512f(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b)));
   }
@@ -94,6 +96,7 @@ struct VectorMath : ArithmeticMath<Vec, Mask> {
   static Vec exp(Vec x) { return call(Sleef_expf8_u10avx2, x); }
   static Vec log(Vec x) { return call(Sleef_logf8_u10avx2, x); }
   static Vec tanh(Vec x) { return call(Sleef_tanhf8_u10avx2, x); }
+  static Vec erf(Vec x) { return call(Sleef_erff8_u10avx2, x); }
   static Vec pow(Vec a, Vec b) {
     return std::bit_cast<Vec>(Sleef_powf8_u10avx2(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b)));
   }
@@ -101,6 +104,7 @@ struct VectorMath : ArithmeticMath<Vec, Mask> {
   static Vec exp(Vec x) { return lanes(x, FloatMath::exp); }
   static Vec log(Vec x) { return lanes(x, FloatMath::log); }
   static Vec tanh(Vec x) { return lanes(x, FloatMath::tanh); }
+  static Vec erf(Vec x) { return lanes(x, FloatMath::erf); }
   static Vec pow(Vec a, Vec b) {
     for (int i = 0; i < kLanes; ++i) a[i] = std::pow(a[i], b[i]);
     return a;
@@ -140,6 +144,7 @@ struct CallProbe {
   int exp(int) { return calls = true, 0; }
   int log(int) { return calls = true, 0; }
   int tanh(int) { return calls = true, 0; }
+  int erf(int) { return calls = true, 0; }
   int pow(int, int) { return calls = true, 0; }
   int add(int, int) { return 0; }
   int sub(int, int) { return 0; }

@@ -115,6 +115,7 @@ struct SourceMath {
   std::string log(const std::string& x) const { return call("logf", "log", x); }
   std::string sqrt(const std::string& x) const { return call("sqrtf", "sqrt", x); }
   std::string tanh(const std::string& x) const { return call("tanhf", "tanh", x); }
+  std::string erf(const std::string& x) const { return call("erff", "erf", x); }
   std::string pow(const std::string& a, const std::string& b) const {
     return fmt::format("{}({}, {})", f32() ? "powf" : "pow", a, b);
   }
@@ -507,7 +508,10 @@ class OpSource {
     switch (ops::category(op.op)) {
       case ops::Category::Layout:
         if (op.op == LAZYLAB_OP_Concat) return concat(op, name, launch);
+        if (op.op == LAZYLAB_OP_Gather) return gather(op, name, launch);
+        if (op.op == LAZYLAB_OP_Pad) return pad(op, name, launch);
         return layout(op, name, launch);
+      case ops::Category::Window: return window(op, name, launch);
       case ops::Category::Reduction: return reduction(op, name, launch);
       case ops::Category::Contraction: return matmul(op, name, launch);
       case ops::Category::Leaf:
@@ -583,6 +587,108 @@ class OpSource {
         "       t += (long long)blockDim.x * gridDim.x) {{\n"
         "    const long long in = t % {}LL, a = (t / {}LL) % {}LL, o = t / ({}LL * {}LL);\n{}  }}\n}}\n",
         name, params, storage_type(out.dtype), op.result, inner, inner, along, inner, along, pick);
+  }
+
+  // A thread per result element; an index out of range is clamped (the
+  // reference reports it as an error; a kernel cannot).
+  std::string gather(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &data = program_.values[op.operands[0]], &indices = program_.values[op.operands[1]];
+    int64_t axis = op.attrs[0].i, inner = 1, n = data.shape[axis], count = elements_of(indices);
+    for (uint32_t d = axis + 1; d < data.rank; ++d) inner *= data.shape[d];
+    launch = Launch{name, {op.operands[0], op.operands[1], op.result}, elements_of(program_.values[op.result])};
+    const char* type = storage_type(data.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {2}* __restrict__ index, {1}* __restrict__ "
+        "y,"
+        " long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long in = t % {3}LL, i = (t / {3}LL) % {4}LL, o = t / ({3}LL * {4}LL);\n"
+        "    long long row = (long long)index[i];\n"
+        "    if (row < 0) row += {5}LL;\n"
+        "    row = row < 0 ? 0 : row >= {5}LL ? {5}LL - 1 : row;\n"
+        "    y[t] = x[(o * {5}LL + row) * {3}LL + in];\n  }}\n}}\n",
+        name, type, storage_type(indices.dtype), inner, count, n);
+  }
+
+  std::string pad(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
+    std::vector<int64_t> in_strides = row_major_strides(shape_of(in));
+    std::string index = "    long long rest = t, source = 0;\n    bool inside = true;\n";
+    for (uint32_t d = in.rank; d-- > 0;)
+      index += fmt::format(
+          "    {{ const long long c = rest % {0}LL - {1}LL; rest /= {0}LL; inside = inside && c >= 0 && c < {2}LL; "
+          "source += c * {3}LL; }}\n",
+          out.shape[d], op.attrs[0].ints[d], in.shape[d], in_strides[d]);
+    launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
+    const char* type = storage_type(out.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n{2}"
+        "    y[t] = inside ? x[source] : ({1}){3};\n  }}\n}}\n",
+        name, type, index, literal(op.attrs[2].f, out.dtype));
+  }
+
+  // conv2d and the pools: a thread per result element, looping over its
+  // window (ops.def gives the semantics).
+  std::string window(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &x = program_.values[op.operands[0]], &out = program_.values[op.result];
+    bool conv = op.op == LAZYLAB_OP_Conv2d, max = op.op == LAZYLAB_OP_MaxPool2d;
+    const lazylab_attr &strides = op.attrs[conv ? 0 : 1], &pads = op.attrs[conv ? 1 : 2];
+    const lazylab_value* w = conv ? &program_.values[op.operands[1]] : nullptr;
+    int64_t kernel[2], dilation[2];
+    for (int d = 0; d < 2; ++d) {
+      kernel[d] = conv ? w->shape[2 + d] : op.attrs[0].ints[d];
+      dilation[d] = conv ? op.attrs[2].ints[d] : max ? op.attrs[3].ints[d] : 1;
+    }
+    int64_t channels = x.shape[1], h = x.shape[2], width = x.shape[3];
+    int64_t filters = out.shape[1], oh = out.shape[2], ow = out.shape[3];
+    int64_t group_in = conv ? w->shape[1] : 1, group_out = conv ? filters / op.attrs[3].i : 1;
+    const char* type = storage_type(out.dtype);
+    const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
+    std::string body;
+    if (conv)
+      body = fmt::format(
+          "    {0} acc = 0;\n"
+          "    for (long long c = 0; c < {1}LL; ++c) {{\n"
+          "      const {2}* plane = x + (n * {3}LL + (f / {4}LL) * {1}LL + c) * {5}LL * {6}LL;\n"
+          "      const {2}* taps = w + (f * {1}LL + c) * {7}LL * {8}LL;\n"
+          "      for (long long p = 0; p < {7}LL; ++p) for (long long q = 0; q < {8}LL; ++q) {{\n"
+          "        const long long yy = top + p * {9}LL, xx = left + q * {10}LL;\n"
+          "        if (yy >= 0 && yy < {5}LL && xx >= 0 && xx < {6}LL) acc += ({0})plane[yy * {6}LL + xx] * "
+          "({0})taps[p * {8}LL + q];\n"
+          "      }}\n    }}\n    y[t] = ({2})acc;\n",
+          acc, group_in, type, channels, group_out, h, width, kernel[0], kernel[1], dilation[0], dilation[1]);
+    else
+      body = fmt::format(
+          "    const {0}* plane = x + (n * {1}LL + f) * {2}LL * {3}LL;\n"
+          "    {4} acc = {5};\n    long long inside = 0;\n"
+          "    for (long long p = 0; p < {6}LL; ++p) for (long long q = 0; q < {7}LL; ++q) {{\n"
+          "      const long long yy = top + p * {8}LL, xx = left + q * {9}LL;\n"
+          "      if (yy >= 0 && yy < {2}LL && xx >= 0 && xx < {3}LL) {{ const {4} v = plane[yy * {3}LL + xx]; "
+          "acc = {10}; ++inside; }}\n"
+          "    }}\n{11}    y[t] = ({0})acc;\n",
+          type, channels, h, width, acc, max ? literal(-INFINITY, out.dtype) : "0", kernel[0], kernel[1], dilation[0],
+          dilation[1], max ? "LazylabMax()(acc, v)" : "acc + v",
+          max ? ""
+              : fmt::format("    acc /= ({})({});\n", acc,
+                            op.attrs[3].i ? fmt::format("((top + {0}LL < {1}LL ? top + {0}LL : {1}LL) - top) * "
+                                                        "((left + {2}LL < {3}LL ? left + {2}LL : {3}LL) - left)",
+                                                        kernel[0], h + pads.ints[2], kernel[1], width + pads.ints[3])
+                                          : std::string("inside")));
+    launch = Launch{name, {}, elements_of(out)};
+    launch.values = conv ? std::vector<uint32_t>{op.operands[0], op.operands[1], op.result}
+                         : std::vector<uint32_t>{op.operands[0], op.result};
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {2}{1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long j = t % {3}LL, i = (t / {3}LL) % {4}LL, f = (t / ({3}LL * {4}LL)) % {5}LL,"
+        " n = t / ({3}LL * {4}LL * {5}LL);\n"
+        "    const long long top = i * {6}LL - {7}LL, left = j * {8}LL - {9}LL;\n{10}  }}\n}}\n",
+        name, type, conv ? fmt::format("const {}* __restrict__ w, ", type) : "", ow, oh, filters, strides.ints[0],
+        pads.ints[0], strides.ints[1], pads.ints[1], body);
   }
 
   // Composites left whole (the interpreter runs them; `decompose` makes them

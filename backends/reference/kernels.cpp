@@ -1,5 +1,6 @@
 #include "kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -298,6 +299,114 @@ void layernorm(const Array& x, const Array& w, const Array& b, double eps, Array
   }
 }
 
+// An index along a gathered axis of size n, counting from the end when
+// negative.
+int64_t gathered_index(long long index, int64_t n) {
+  if (index < -n || index >= n)
+    throw std::runtime_error("gather: index " + std::to_string(index) + " is out of range for a dimension of " +
+                             std::to_string(n));
+  return index < 0 ? index + n : index;
+}
+
+void gather(const Array& data, const Array& indices, int64_t axis, Array& out) {
+  int64_t outer = 1, inner = 1, n = data.shape[axis], count = indices.size();
+  for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t row = gathered_index(load_int(indices, i), n);
+      for (int64_t in = 0; in < inner; ++in)
+        copy_element(data, (o * n + row) * inner + in, out, (o * count + i) * inner + in);
+    }
+}
+
+void pad(const Array& x, const std::vector<Attr>& attrs, Array& out) {
+  for (int64_t i = 0, n = out.size(); i < n; ++i) store(out, i, attrs[2].f);
+  std::vector<int64_t> out_strides = strides_of(out.shape);
+  for_each_index(x.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
+    int64_t at = 0;
+    for (size_t d = 0; d < index.size(); ++d) at += (index[d] + attrs[0].ints[d]) * out_strides[d];
+    copy_element(x, flat, out, at);
+  });
+}
+
+// Where each output position's window starts, and its steps, along H and W.
+struct Window {
+  int64_t kernel[2], strides[2], pads[4], dilations[2];
+};
+
+Window window_of(uint32_t op, const std::vector<const Array*>& in, const std::vector<Attr>& attrs) {
+  Window w{};
+  bool conv = op == LAZYLAB_OP_Conv2d;
+  const std::vector<int64_t>& strides = attrs[conv ? 0 : 1].ints;
+  const std::vector<int64_t>& pads = attrs[conv ? 1 : 2].ints;
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = conv ? in[1]->shape[2 + d] : attrs[0].ints[d];
+    w.strides[d] = strides[d];
+    w.dilations[d] = conv ? attrs[2].ints[d] : op == LAZYLAB_OP_MaxPool2d ? attrs[3].ints[d] : 1;
+    w.pads[d] = pads[d];
+    w.pads[d + 2] = pads[d + 2];
+  }
+  return w;
+}
+
+// Calls fn(y, x) for each position of window (i, j) inside an h x w plane,
+// and returns how many positions it has counting padding.
+template <class Fn>
+int64_t for_each_in_window(const Window& w, int64_t i, int64_t j, int64_t h, int64_t width, Fn&& fn) {
+  for (int64_t p = 0; p < w.kernel[0]; ++p) {
+    int64_t y = i * w.strides[0] - w.pads[0] + p * w.dilations[0];
+    for (int64_t q = 0; q < w.kernel[1]; ++q) {
+      int64_t x = j * w.strides[1] - w.pads[1] + q * w.dilations[1];
+      if (y >= 0 && y < h && x >= 0 && x < width) fn(p, q, y * width + x);
+    }
+  }
+  // count_include_pad counts the window clipped to the padded input.
+  int64_t rows = std::min(i * w.strides[0] - w.pads[0] + w.kernel[0], h + w.pads[2]) - (i * w.strides[0] - w.pads[0]);
+  int64_t cols =
+      std::min(j * w.strides[1] - w.pads[1] + w.kernel[1], width + w.pads[3]) - (j * w.strides[1] - w.pads[1]);
+  return rows * cols;
+}
+
+void conv2d(const Array& x, const Array& weight, const Window& w, int64_t groups, Array& out) {
+  int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], width = x.shape[3];
+  int64_t o = out.shape[1], oh = out.shape[2], ow = out.shape[3], kh = w.kernel[0], kw = w.kernel[1];
+  int64_t group_in = c / groups, group_out = o / groups;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t f = 0; f < o; ++f) {
+      int64_t first_channel = (f / group_out) * group_in;
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = 0;
+          for (int64_t ci = 0; ci < group_in; ++ci) {
+            int64_t plane = (b * c + first_channel + ci) * h * width, taps = ((f * group_in + ci) * kh) * kw;
+            for_each_in_window(w, i, j, h, width, [&](int64_t p, int64_t q, int64_t at) {
+              acc += load(x, plane + at) * load(weight, taps + p * kw + q);
+            });
+          }
+          store(out, ((b * o + f) * oh + i) * ow + j, acc);
+        }
+    }
+}
+
+void pool(uint32_t op, const Array& x, const Window& w, bool count_include_pad, Array& out) {
+  int64_t planes = x.shape[0] * x.shape[1], h = x.shape[2], width = x.shape[3], oh = out.shape[2], ow = out.shape[3];
+  bool max = op == LAZYLAB_OP_MaxPool2d;
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double acc = max ? -INFINITY : 0;
+        int64_t inside = 0;
+        int64_t padded = for_each_in_window(w, i, j, h, width, [&](int64_t, int64_t, int64_t at) {
+          double v = load(x, plane * h * width + at);
+          acc = max ? DoubleMath::max(acc, v) : acc + v;
+          ++inside;
+        });
+        if (!max) acc /= static_cast<double>(count_include_pad ? padded : inside);
+        store(out, (plane * oh + i) * ow + j, acc);
+      }
+}
+
 }  // namespace
 
 void evaluate(uint32_t op, const std::vector<const Array*>& in, const std::vector<Attr>& attrs, Array& out) {
@@ -320,6 +429,11 @@ void evaluate(uint32_t op, const std::vector<const Array*>& in, const std::vecto
     case LAZYLAB_OP_Matmul: return matmul(*in[0], *in[1], out);
     case LAZYLAB_OP_Softmax: return softmax(*in[0], attrs[0].i, out);
     case LAZYLAB_OP_Layernorm: return layernorm(*in[0], *in[1], *in[2], attrs[0].f, out);
+    case LAZYLAB_OP_Gather: return gather(*in[0], *in[1], attrs[0].i, out);
+    case LAZYLAB_OP_Pad: return pad(*in[0], attrs, out);
+    case LAZYLAB_OP_Conv2d: return conv2d(*in[0], *in[1], window_of(op, in, attrs), attrs[3].i, out);
+    case LAZYLAB_OP_MaxPool2d:
+    case LAZYLAB_OP_AvgPool2d: return pool(op, *in[0], window_of(op, in, attrs), attrs[3].i != 0, out);
     default: break;
   }
   if (in.size() == 1) return unary(op, *in[0], out);

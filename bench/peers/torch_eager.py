@@ -6,7 +6,7 @@ that names it under `peers:` runs it after its own cells and places its times
 beside lazylab's pipelines in the report. It writes a JSON report with the
 same cell shape as `lazylab run` reports (workload, pipeline, backend,
 step_ms {median, min, max}); workloads it does not define are left out.
-Needs Debian's python3-torch (`bash .ci/setup --peers`); run it with
+Needs Debian's python3-torch (`bash .ci/setup`); run it with
 /usr/bin/python3. By hand:
 
   /usr/bin/python3 bench/peers/torch_eager.py --workloads chain-tiny --out reports/torch.json

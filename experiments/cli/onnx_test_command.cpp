@@ -50,16 +50,22 @@ void print_summary(const std::vector<ConformanceResult>& results, const std::str
 int onnx_test_command(const Args& args) {
   po::options_description options("lazylab onnx-test options");
   std::string data, filter, backend_name, backend_options, pipeline_text;
+  ConformanceTolerance tolerance;
   options.add_options()("data", po::value(&data)->default_value(kOnnxNodeTestDir),
                         "the folder of node tests (Debian's libonnx-testdata)")(
       "filter", po::value(&filter)->default_value("test_*"), "run the tests whose folder name matches this glob")(
       "backend,b", po::value(&backend_name)->default_value("interp"), "backend name or plugin path")(
       "backend-options", po::value(&backend_options)->default_value(""), "the backend's key=value,... options")(
       "pipeline,p", po::value(&pipeline_text)->default_value("decompose,lower"), "pass pipeline")(
-      "verbose,v", "a line for every test, passed ones too");
+      "rtol", po::value(&tolerance.rtol)->default_value(tolerance.rtol),
+      "relative tolerance: |got - want| <= atol + rtol |want| (ONNX's default)")(
+      "atol", po::value(&tolerance.atol)->default_value(tolerance.atol),
+      "absolute tolerance (ONNX's default; whole models in f32 need more)")("verbose,v",
+                                                                            "a line for every test, passed ones too");
   po::variables_map vm;
   if (auto exit = parse_args(args,
-                             "usage: lazylab onnx-test [--backend B] [--pipeline P] [--filter GLOB] [--data DIR]\n"
+                             "usage: lazylab onnx-test [--backend B] [--pipeline P] [--filter GLOB] [--data DIR] "
+                             "[--rtol R] [--atol A]\n"
                              "exit status: 0 none failed, 3 some failed, 1 error",
                              options, {}, vm))
     return *exit;
@@ -80,7 +86,7 @@ int onnx_test_command(const Args& args) {
   }
   std::vector<ConformanceResult> results;
   for (const std::string& folder : folders) {
-    results.push_back(run_node_test(folder, **backend, *pipeline));
+    results.push_back(run_node_test(folder, **backend, *pipeline, tolerance));
     const ConformanceResult& r = results.back();
     if (r.outcome != ConformanceOutcome::Passed || vm.count("verbose"))
       std::cout << fmt::format("{:<11} {}{}\n", outcome_name(r.outcome), r.test,

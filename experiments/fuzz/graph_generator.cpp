@@ -156,8 +156,46 @@ class Generator {
         other.back() = pick(1, static_cast<int>(options_.max_dim));
         return commit(builder_.add(op, {x, value_of({t.dtype, other})}, attrs));
       }
+      case TypeRule::Gather: {
+        // Indices from an iota: always in range, so every backend agrees.
+        if (t.rank() == 0) return false;
+        attrs[0].i = pick(0, static_cast<int>(t.rank()) - 1);
+        TensorType indices_type{DType::I64, {pick(1, static_cast<int>(t.shape[attrs[0].i]))}};
+        Attrs iota_axis;
+        auto indices = builder_.add(OpId::Iota, {}, iota_axis, &indices_type);
+        if (!indices) return false;
+        return commit(builder_.add(op, {x, *indices}, attrs));
+      }
+      case TypeRule::Pad:
+        for (int64_t d = 0; d < t.rank(); ++d) {
+          attrs[0].ints.push_back(pick(0, 2));
+          attrs[1].ints.push_back(pick(0, 2));
+        }
+        attrs[2].f = constant_value(t.dtype);
+        return commit(builder_.add(op, {x}, attrs));
+      case TypeRule::Window: return try_window(op, x, t);
     }
     return false;
+  }
+
+  // conv2d and the pools over a rank-4 value, with windows that fit it.
+  bool try_window(OpId op, NodeId x, const TensorType& t) {
+    if (t.rank() != 4 || !is_float(t.dtype)) return false;
+    Attrs attrs;
+    Ints kernel{pick(1, static_cast<int>(t.shape[2])), pick(1, static_cast<int>(t.shape[3]))};
+    Ints strides{pick(1, 2), pick(1, 2)}, pads{pick(0, 1), pick(0, 1), pick(0, 1), pick(0, 1)}, dilations{1, 1};
+    if (op == OpId::Conv2d) {
+      int64_t groups = t.shape[1] % 2 == 0 && flip() ? 2 : 1;
+      TensorType weight{t.dtype, {pick(1, 3) * groups, t.shape[1] / groups, kernel[0], kernel[1]}};
+      attrs[0].ints = strides, attrs[1].ints = pads, attrs[2].ints = dilations, attrs[3].i = groups;
+      return commit(builder_.add(op, {x, value_of(weight)}, attrs));
+    }
+    attrs[0].ints = kernel, attrs[1].ints = strides, attrs[2].ints = pads;
+    if (op == OpId::MaxPool2d)
+      attrs[3].ints = dilations;
+    else
+      attrs[3].i = flip();
+    return commit(builder_.add(op, {x}, attrs));
   }
 
   // Ops whose result type the node declares: by op, since no rule says it.

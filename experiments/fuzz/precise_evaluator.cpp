@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -116,6 +117,11 @@ class Evaluator {
       case OpId::Matmul: return matmul(node, out);
       case OpId::Softmax: return softmax(node, out);
       case OpId::Layernorm: return layernorm(node, out);
+      case OpId::Gather: return take(node, out);
+      case OpId::Pad: return pad(node, out);
+      case OpId::Conv2d: return conv2d(node, out);
+      case OpId::MaxPool2d:
+      case OpId::AvgPool2d: return pool(node, out);
       default: break;
     }
     if (info.category == OpCategory::Reduction) return reduce(node, out);
@@ -215,6 +221,88 @@ class Evaluator {
         in[axis] -= x.type.shape[axis];
       }
       return Real(NAN);  // unreachable for a verified graph
+    });
+  }
+
+  // gather: the generator draws in-range indices.
+  Status take(const Node& node, Value& out) {
+    const Value &x = operand(node, 0), &indices = operand(node, 1);
+    int64_t axis = node.attrs[0].i, count = static_cast<int64_t>(indices.type.shape.size());
+    Index strides = strides_of(x.type.shape), index_strides = strides_of(indices.type.shape);
+    return gather(out, [&](const Index& o) {
+      Index in(o.begin(), o.begin() + axis), picked(o.begin() + axis, o.begin() + axis + count);
+      int64_t row = as_integer(indices.elements[ravel(picked, index_strides)]);
+      in.push_back(row < 0 ? row + x.type.shape[axis] : row);
+      in.insert(in.end(), o.begin() + axis + count, o.end());
+      return x.elements[ravel(in, strides)];
+    });
+  }
+
+  Status pad(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    const Ints& low = node.attrs[0].ints;
+    Index strides = strides_of(x.type.shape);
+    Real fill = store_real(out.type.dtype, node.attrs[2].f);
+    return gather(out, [&](const Index& o) {
+      Index in = o;
+      for (size_t d = 0; d < o.size(); ++d) {
+        in[d] -= low[d];
+        if (in[d] < 0 || in[d] >= x.type.shape[d]) return fill;
+      }
+      return x.elements[ravel(in, strides)];
+    });
+  }
+
+  // The window of output (n, c, i, j): each in-bounds position (y, x) with
+  // its tap (p, q); returns the window's size clipped to the padded input.
+  template <class Fn>
+  static int64_t visit_window(const Node& node, const Dims& in, const Dims& kernel, const Index& o, Fn&& fn) {
+    bool conv = node.op == OpId::Conv2d;
+    const Ints& strides = node.attrs[conv ? 0 : 1].ints;
+    const Ints& pads = node.attrs[conv ? 1 : 2].ints;
+    Ints dilations = conv ? node.attrs[2].ints : node.op == OpId::MaxPool2d ? node.attrs[3].ints : Ints{1, 1};
+    int64_t top = o[2] * strides[0] - pads[0], left = o[3] * strides[1] - pads[1];
+    for (int64_t p = 0; p < kernel[0]; ++p)
+      for (int64_t q = 0; q < kernel[1]; ++q) {
+        int64_t y = top + p * dilations[0], x = left + q * dilations[1];
+        if (y >= 0 && y < in[2] && x >= 0 && x < in[3]) fn(p, q, y, x);
+      }
+    return (std::min(top + kernel[0], in[2] + pads[2]) - top) * (std::min(left + kernel[1], in[3] + pads[3]) - left);
+  }
+
+  Status conv2d(const Node& node, Value& out) {
+    const Value &x = operand(node, 0), &w = operand(node, 1);
+    const Dims &in = x.type.shape, &taps = w.type.shape;
+    int64_t group_in = taps[1], group_out = out.type.shape[1] / node.attrs[3].i;
+    Index x_strides = strides_of(in), w_strides = strides_of(taps);
+    return gather(out, [&](const Index& o) {
+      Real acc = 0;
+      for (int64_t c = 0; c < group_in; ++c) {
+        int64_t channel = (o[1] / group_out) * group_in + c;
+        visit_window(node, in, {taps[2], taps[3]}, o, [&](int64_t p, int64_t q, int64_t y, int64_t xx) {
+          acc += x.elements[ravel({o[0], channel, y, xx}, x_strides)] * w.elements[ravel({o[1], c, p, q}, w_strides)];
+        });
+      }
+      return store_real(out.type.dtype, acc);
+    });
+  }
+
+  Status pool(const Node& node, Value& out) {
+    const Value& x = operand(node, 0);
+    const Dims& in = x.type.shape;
+    Index strides = strides_of(in);
+    bool max = node.op == OpId::MaxPool2d;
+    Dims kernel{node.attrs[0].ints[0], node.attrs[0].ints[1]};
+    return gather(out, [&](const Index& o) {
+      Real acc = max ? -INFINITY : 0;
+      int64_t inside = 0;
+      int64_t padded = visit_window(node, in, kernel, o, [&](int64_t, int64_t, int64_t y, int64_t xx) {
+        Real v = x.elements[ravel({o[0], o[1], y, xx}, strides)];
+        acc = max ? LongDoubleMath::max(acc, v) : acc + v;
+        ++inside;
+      });
+      if (!max) acc /= static_cast<Real>(node.attrs[3].i ? padded : inside);
+      return store_real(out.type.dtype, acc);
     });
   }
 

@@ -14,6 +14,7 @@
 
 #include "core/source_file.h"
 #include "core/tensor_ops.h"
+#include "kernels.h"  // backends/reference
 #include "onnx_node.h"
 
 namespace lazylab {
@@ -128,6 +129,72 @@ Status check_inferred(const onnx::ModelProto& model, const ImportState& state, c
   return {};
 }
 
+// Shape arithmetic (Shape, then Gather, Unsqueeze, Concat, Mul ... into a
+// Reshape's shape) is known at import: a node whose inputs are all known and
+// small, and none of them a weight, is evaluated there by the reference
+// kernels, so what reads its outputs sees them as known too.
+constexpr int64_t kMaxFoldedElements = 1 << 16;
+
+bool foldable(const onnx::NodeProto& node, const ImportState& state) {
+  if (node.input_size() == 0) return false;  // Constant sets known outputs itself
+  for (const std::string& input : node.input()) {
+    if (input.empty()) continue;
+    auto known = state.known.find(input);
+    if (known == state.known.end() || state.initializers.count(input) ||
+        known->second.type.num_elements() > kMaxFoldedElements)
+      return false;
+  }
+  return true;
+}
+
+// Runs `convert` on the node in a scratch state holding its known inputs,
+// then evaluates the little graph it built.
+Status fold(const onnx::NodeProto& node, ImportState& state, int64_t opset, const Converter& convert) {
+  ImportState scratch;
+  for (const std::string& input : node.input())
+    if (!input.empty()) scratch.known[input] = state.known.at(input);
+  OnnxNode view(node, scratch, opset);
+  LAZYLAB_TRY(convert(view));
+  const Graph& graph = scratch.builder.graph();
+  std::vector<NamedTensor> values(graph.size());
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.type.num_elements() > kMaxFoldedElements) return make_error("a folded value is too large");
+    if (n.op == OpId::Parameter) {
+      values[id] = scratch.weights.at(static_cast<size_t>(n.attrs[0].i));
+      continue;
+    }
+    values[id] = {"", n.type, std::make_shared<Buffer>(static_cast<size_t>(n.type.bytes()))};
+    std::vector<reference::Array> operands;
+    for (NodeId operand : n.operands)
+      operands.push_back({static_cast<uint32_t>(values[operand].type.dtype),
+                          {values[operand].type.shape.begin(), values[operand].type.shape.end()},
+                          values[operand].data->data()});
+    std::vector<const reference::Array*> pointers;
+    for (const reference::Array& a : operands) pointers.push_back(&a);
+    std::vector<reference::Attr> attrs;
+    for (int a = 0; a < op_info(n.op).num_attrs; ++a) attrs.push_back({n.attrs[a].i, n.attrs[a].f, n.attrs[a].ints});
+    reference::Array out{
+        static_cast<uint32_t>(n.type.dtype), {n.type.shape.begin(), n.type.shape.end()}, values[id].data->data()};
+    try {
+      reference::evaluate(static_cast<uint32_t>(n.op), pointers, attrs, out);
+    } catch (const std::exception& e) {
+      return make_error(fmt::format("evaluating it at import: {}", e.what()));
+    }
+  }
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string& name = node.output(i);
+    if (name.empty()) continue;
+    if (auto known = scratch.known.find(name); known != scratch.known.end()) {
+      state.known[name] = known->second;
+    } else if (auto value = scratch.values.find(name); value != scratch.values.end()) {
+      state.known[name] = values[value->second];
+      state.known[name].name = name;
+    }
+  }
+  return {};
+}
+
 Expected<OnnxModel> import_model(onnx::ModelProto& model, const std::string& path, const OnnxImportOptions& options,
                                  OnnxUnsupported* unsupported) {
   LAZYLAB_TRY(prepare(model, path, unsupported));
@@ -176,6 +243,7 @@ Expected<OnnxModel> import_model(onnx::ModelProto& model, const std::string& pat
     auto converter = converters().find(node.op_type());
     if (converter == converters().end()) return fail("lazylab does not implement this op", true);
     state.unsupported = false;
+    if (foldable(node, state) && fold(node, state, opset, converter->second)) continue;
     OnnxNode view(node, state, opset);
     if (Status status = converter->second(view); !status) {
       Error error = fail(status.error().message, state.unsupported);

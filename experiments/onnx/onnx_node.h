@@ -95,5 +95,8 @@ class OnnxNode {
 using Converter = std::function<Status(OnnxNode&)>;
 // The ONNX ops the importer implements, by op type.
 const std::map<std::string, Converter>& converters();
+// Adds those of onnx_network_ops.cpp: convolution, pooling, normalization,
+// gather, pad, split and the shape ops around them.
+void add_network_converters(std::map<std::string, Converter>& table);
 
 }  // namespace lazylab::onnx_import_detail

@@ -258,6 +258,18 @@ Status read_peers(const Reader& r, const YAML::Node& map, Experiment& e) {
   return {};
 }
 
+Status read_prepare(const Reader& r, const YAML::Node& list, Experiment& e) {
+  if (!list.IsSequence() || list.size() == 0)
+    return r.error(list, "prepare", "expected a non-empty list: [command, args...]");
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto arg = r.scalar<std::string>(list[i], fmt::format("prepare[{}]", i), "a string");
+    if (!arg) return arg.error();
+    e.prepare.push_back(*arg);
+  }
+  e.prepare_line = line_of(list);
+  return {};
+}
+
 template <class T>
 Status read_optional(const Reader& r, const YAML::Node& map, const std::string& at, const char* key, const char* type,
                      T& out) {
@@ -318,10 +330,10 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 }
 
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
-  LAZYLAB_TRY(
-      r.expect_keys(root, "",
-                    {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat",
-                     "reference", "report", "cache", "peers", "peer-timeout", "openblas-core", "limits", "plugins"}));
+  LAZYLAB_TRY(r.expect_keys(
+      root, "",
+      {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat", "reference", "report",
+       "cache", "peers", "peer-timeout", "openblas-core", "limits", "plugins", "prepare"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -331,6 +343,7 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(read_pipelines(r, root["pipelines"], e));
   LAZYLAB_TRY(read_backends(r, root["backends"], e));
   if (root["peers"]) LAZYLAB_TRY(read_peers(r, root["peers"], e));
+  if (root["prepare"]) LAZYLAB_TRY(read_prepare(r, root["prepare"], e));
   if (root["plugins"]) LAZYLAB_TRY(read_plugins(r, root["plugins"], e));
   LAZYLAB_TRY(read_optional(r, root, "", "peer-timeout", "a number of seconds", e.peer_timeout_s));
   if (!(e.peer_timeout_s > 0) || std::isinf(e.peer_timeout_s))

@@ -56,6 +56,11 @@ struct Experiment {
   std::string baseline;  // a pipeline name
   std::vector<BackendEntry> backends;
   std::vector<PeerEntry> peers;
+  // A command run in the experiment's folder before any workload is loaded
+  // (`prepare: [command, args...]`): it makes files the workloads read, such
+  // as exported models, and skips what is already made.
+  std::vector<std::string> prepare;
+  int prepare_line = 0;
   // Pass and strategy plugins (paths relative to the experiment file,
   // resolved), loaded by the runner before it parses any pipeline.
   struct Plugin {

@@ -24,14 +24,23 @@ bool is_builtin(const std::string& name) {
   return false;
 }
 
+// How the peer is told a workload: a model by its absolute path, since the
+// peer runs in the experiment's folder.
+std::string peer_name(const WorkloadEntry& w) {
+  std::error_code ec;
+  return is_builtin(w.name) ? w.name : fs::absolute(w.name, ec).lexically_normal().string();
+}
+
 std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path& out) {
   std::vector<std::string> names, args;
   for (const WorkloadEntry& w : e.workloads) {
-    // .lzir files have no peer definition; a workload listed again (a sweep)
+    // .lzir files have no peer definition (ONNX models do: a peer may
+    // rebuild the network they came from); a workload listed again (a sweep)
     // is given to the peer once, with its first entry's parameters.
-    if (!is_builtin(w.name) || std::find(names.begin(), names.end(), w.name) != names.end()) continue;
-    names.push_back(w.name);
-    for (auto& [key, value] : w.params) args.push_back(fmt::format("--param={}.{}={}", w.name, key, value));
+    bool peer_can_know = is_builtin(w.name) || w.name.ends_with(".onnx");
+    if (!peer_can_know || std::find(names.begin(), names.end(), peer_name(w)) != names.end()) continue;
+    names.push_back(peer_name(w));
+    for (auto& [key, value] : w.params) args.push_back(fmt::format("--param={}.{}={}", peer_name(w), key, value));
   }
   args.insert(args.begin(), "--workloads=" + fmt::format("{}", fmt::join(names, ",")));
   args.push_back(fmt::format("--warmup={}", e.warmup));
@@ -101,6 +110,9 @@ PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const s
   options.stderr_file = errors.string();
   result.error = run_child(result.command, options).describe(result.command[0]);
   if (result.error.empty()) result.error = read_report(out, result);
+  for (PeerCell& cell : result.cells)  // named back as the experiment names them
+    for (const WorkloadEntry& w : experiment.workloads)
+      if (cell.workload == peer_name(w)) cell.workload = w.name;
   if (!result.error.empty()) {
     result.stderr_text = tail_of(errors, 1 << 20);
     if (std::string reason = last_line(result.stderr_text); !reason.empty()) result.error += ": " + reason;

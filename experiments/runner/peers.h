@@ -8,9 +8,10 @@
 //   --threads N --seed N --out FILE
 // and writes to FILE a JSON report with `peer` (a description) and `cells`,
 // each with `workload` and `step_ms` {median, min, max}; workloads it does not
-// know are left out. A workload listed several times is passed once, with
-// the parameters of its first entry. It runs with OPENBLAS_CORETYPE set to the OpenBLAS
-// kernels lazylab measured, so both sides use the same BLAS code.
+// know are left out. Built-in workloads are given by name, ONNX models by
+// their path (bench/peers/torch_models.py rebuilds the network beside it). A workload listed several times is passed
+// once, with the parameters of its first entry. It runs with OPENBLAS_CORETYPE set to the OpenBLAS kernels lazylab
+// measured, so both sides use the same BLAS code.
 #pragma once
 
 #include <string>

@@ -4,12 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <random>
 #include <sstream>
 
 #include "cell_run.h"
+#include "child_process.h"
 #include "core/pass_plugin.h"
 #include "openblas_runtime.h"
 
@@ -430,6 +432,18 @@ size_t count_cells(const Experiment& e, const Resolved& r, const RunOptions& opt
 
 }  // namespace
 
+// The experiment's prepare command, in its folder; its output goes to the
+// terminal (an export says what it made).
+Status prepare(const Experiment& e, const RunOptions& options) {
+  if (options.progress) options.progress->working_on("prepare: " + fmt::format("{}", fmt::join(e.prepare, " ")));
+  ChildOptions child;
+  std::string folder = std::filesystem::path(e.path).parent_path().string();
+  child.folder = folder.empty() ? "." : folder;
+  ChildOutcome outcome = run_child(e.prepare, child);
+  if (!outcome.succeeded()) return experiment_error(e, e.prepare_line, "prepare", outcome.describe(e.prepare.front()));
+  return {};
+}
+
 Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions& options) {
   // OpenBLAS's kernels are chosen, and the library loaded with them, before
   // a backend plugin loads it (it then finds it loaded; openblas_runtime.h).
@@ -438,6 +452,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
     options.progress->line("  openblas-core " + e.openblas_core + " not applied: " + not_chosen);
   std::string no_openblas;  // the ceilings report it
   openblas::runtime(no_openblas);
+  if (!e.prepare.empty() && !options.only_cell) LAZYLAB_TRY(prepare(e, options));
   auto resolved = resolve(e);
   if (!resolved) return resolved.error();
   ExperimentResult result{e, "", static_cast<bool>(options.run_elsewhere), {}, {}, {}, resolved->devices, {}};

@@ -48,7 +48,7 @@ fi
 
 # The installed CLI: its own plugins only, never the build tree's.
 "$lazylab" --version >"$work/version" 2>&1
-if grep -q "^lazylab [0-9]" "$work/version" && grep -q "backend ABI: 2\." "$work/version" &&
+if grep -q "^lazylab [0-9]" "$work/version" && grep -q "backend ABI: 3\." "$work/version" &&
   grep -q "plugin path: $libdir/lazylab\$" "$work/version" && ! grep -q "$build" "$work/version"; then
   ok "installed lazylab --version: version, ABI, its own plugin folder only"
 else

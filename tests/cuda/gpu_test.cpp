@@ -105,6 +105,14 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
         cast(layernorm(d, ctx.full(0.5, TensorType{DType::F64, {3}}), ctx.full(0.25, TensorType{DType::F64, {3}})),
              DType::F32),
         gelu(x),
+        erf(x),
+        cast(gather(d, ctx.from_vector<int64_t>({1, -2, 0}, {3}), 1), DType::F32),
+        cast(pad(i, {1, 0}, {0, 2}, 7), DType::F32),
+        conv2d(reshape(x, {1, 1, 2, 3}), ctx.full(0.5, TensorType{DType::F32, {2, 1, 2, 2}}),
+               {{1, 1}, {1, 0, 0, 1}, {1, 1}}),
+        cast(max_pool2d(reshape(d, {1, 2, 3, 1}), {2, 1}, {{1, 1}, {1, 0, 0, 0}, {1, 1}}), DType::F32),
+        avg_pool2d(reshape(x, {1, 1, 2, 3}), {2, 2}, {{1, 1}, {1, 1, 1, 1}, {1, 1}}, true),
+        avg_pool2d(reshape(x, {1, 1, 2, 3}), {2, 2}, {{2, 1}, {1, 1, 1, 1}, {1, 1}}, false),
     };
   };
   Engine reference_engine(pipeline("lower"), *interp);

@@ -16,10 +16,13 @@ namespace lazylab::testing {
 // What the cuda backend declares: every op but parameters, every kind of
 // fusion.
 inline const lazylab_capabilities& cuda_capabilities() {
+  static uint8_t supported[kNumOps];
   static const lazylab_capabilities caps = [] {
     lazylab_capabilities c{};
     c.struct_size = sizeof c;
-    for (int op = 0; op < kNumOps; ++op) c.supports_op[op] = op != LAZYLAB_OP_Parameter;
+    c.num_ops = kNumOps;
+    c.supports_op = supported;
+    for (int op = 0; op < kNumOps; ++op) supported[op] = op != LAZYLAB_OP_Parameter;
     c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = 1;
     return c;
   }();

@@ -242,3 +242,18 @@ TEST_CASE("fused broadcasts read their source as the result's layout says, whate
       for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(0.1));
     }
 }
+
+TEST_CASE("gelu keeps float's relative accuracy far into its negative tail") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  Engine engine(pipeline("decompose,lower"), **cpu);
+  Context ctx(engine);
+  const std::vector<float> x = {-3, -4, -5, -6, -8};
+  std::vector<float> got = values(gelu(ctx.from_vector<float>(x, {5})));
+  for (size_t i = 0; i < x.size(); ++i) {
+    double u = 0.7978845608028654 * (x[i] + 0.044715 * x[i] * x[i] * x[i]);
+    double want = 0.5 * x[i] * (1 + std::tanh(u));
+    CAPTURE(x[i]);
+    CHECK(got[i] == doctest::Approx(want).epsilon(1e-5));
+  }
+}

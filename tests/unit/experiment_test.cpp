@@ -52,7 +52,7 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
         "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, "
         "peer-timeout, "
-        "peers, pipelines, plugins, reference, repeat, report, seed, workloads)");
+        "peers, pipelines, plugins, prepare, reference, repeat, report, seed, workloads)");
   CHECK(error_of(kValid + "plugins: capped.so\n") == "x.yaml:10: plugins: expected a list of plugin (.so) paths");
   CHECK(error_of(kValid + "plugins: [[a]]\n") == "x.yaml:10: plugins[0]: expected a path");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");

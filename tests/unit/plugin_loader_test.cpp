@@ -1,4 +1,8 @@
 // Loading backend plugins: every failure is a clear error naming the file.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "support.h"
@@ -35,7 +39,54 @@ TEST_CASE("a missing plugin names the file it looked for and where") {
 TEST_CASE("a wrong ABI major version is refused") {
   std::string path = kDir + "/lazylab-backend-wrongabi.so";
   CHECK(load_error(path) ==
-        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 2.2; rebuild it");
+        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 3.1; rebuild it");
+}
+
+TEST_CASE("a plugin built for ABI 3.0 runs the ops it knows and a newer op is refused by name") {
+  auto older = load_backend(lazylab::testing::test_backend_plugin("olderminor"));
+  REQUIRE_MESSAGE(older.ok(), (older.ok() ? "" : older.error().message));
+  const lazylab_capabilities& caps = (*older)->capabilities();
+  CHECK(caps.num_ops == LAZYLAB_OP_COUNT);
+  CHECK(caps.supports_op[LAZYLAB_OP_Gelu]);
+  CHECK_FALSE(caps.supports_op[LAZYLAB_OP_Erf]);  // appended in 3.1
+  Engine engine(lazylab::testing::pipeline("lower"), **older);
+  Context ctx(engine);
+  Tensor x = ctx.from_vector<float>({0.5f}, {1});
+  CHECK(lazylab::testing::values(tanh(x))[0] == doctest::Approx(std::tanh(0.5)));
+  Tensor y = erf(x);
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message.find("backend olderminor cannot run op 'erf'") == 0);
+}
+
+TEST_CASE("a host that knows fewer ops than the plugin gets only its own entries") {
+  // As a 3.0 host would call a 3.1 plugin: 39 entries, and a guard after them.
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  void* handle = dlopen((*cpu)->path().c_str(), RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(handle);
+  auto entry = reinterpret_cast<lazylab_backend_entry_fn>(dlsym(handle, LAZYLAB_BACKEND_ENTRY));
+  REQUIRE(reinterpret_cast<void*>(entry) != nullptr);
+  const lazylab_backend_api* api = entry(3, 0);
+  char* error = nullptr;
+  lazylab_backend* backend = api->create("", &error);
+  REQUIRE(backend);
+  constexpr uint32_t kOlderCount = LAZYLAB_OP_Gelu + 1;
+  std::vector<uint8_t> table(kOlderCount + 8, 0xAB);
+  std::fill(table.begin(), table.begin() + kOlderCount, 0);
+  lazylab_capabilities caps{};
+  caps.struct_size = sizeof caps;
+  caps.num_ops = kOlderCount;
+  caps.supports_op = table.data();
+  api->capabilities(backend, &caps);
+  CHECK(caps.num_ops == kOlderCount);
+  CHECK(caps.supports_op == table.data());
+  CHECK(table[LAZYLAB_OP_Add] == 1);
+  CHECK(table[LAZYLAB_OP_Softmax] == 0);
+  for (uint32_t i = kOlderCount; i < table.size(); ++i) CHECK(table[i] == 0xAB);
+  CHECK(caps.fuses_elementwise == 1);
+  api->destroy(backend);
+  dlclose(handle);
 }
 
 TEST_CASE("a shared object without the entry point is refused") {

@@ -16,9 +16,16 @@
  * decided: kind, iteration space, how each value is indexed) to
  * lazylab_kernel; read it only when kernel.struct_size covers it
  * (lazylab_kernel_described).
- * Version 2.2 (this header) lets the host ask for each kernel's time in one
- * execution (lazylab_execute_args.profile_kernels) and read the times back
- * from its event (event_kernel_times), for per-kernel reports and rooflines.
+ * Version 2.2 lets the host ask for each kernel's time in one execution
+ * (lazylab_execute_args.profile_kernels) and read the times back from its
+ * event (event_kernel_times), for per-kernel reports and rooflines.
+ * Version 3.0 moves lazylab_capabilities.supports_op behind a pointer and a
+ * count, so that a new op (a row appended to ops.def) is a minor version: an
+ * op id at or past the count either side knows is one the backend does not
+ * run, and the host never gives a backend a Program with an op it did not
+ * claim. Otherwise 3.0 is 2.2.
+ * Version 3.1 (this header) appends the ops real networks need: erf, gather,
+ * pad, conv2d, max_pool2d and avg_pool2d.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -65,8 +72,8 @@
 extern "C" {
 #endif
 
-#define LAZYLAB_ABI_MAJOR 2u
-#define LAZYLAB_ABI_MINOR 2u
+#define LAZYLAB_ABI_MAJOR 3u
+#define LAZYLAB_ABI_MINOR 1u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -201,12 +208,16 @@ typedef struct lazylab_program {
   uint64_t arena_bytes;
 } lazylab_program;
 
-/* What fusion strategies may ask of a backend. */
+/* What fusion strategies may ask of a backend. The host owns supports_op:
+ * num_ops entries, zeroed; the backend sets those of the ops it runs, never
+ * touching an entry at or past num_ops (a host older than the backend knows
+ * fewer ops). */
 typedef struct lazylab_capabilities {
   size_t struct_size;
-  uint8_t supports_op[LAZYLAB_OP_COUNT]; /* nonzero: can run this op */
-  uint32_t max_ops_per_kernel;           /* 0: no limit */
-  uint8_t fuses_elementwise;             /* runs chains of elementwise ops as one kernel */
+  uint32_t num_ops;            /* entries in supports_op: the host's LAZYLAB_OP_COUNT */
+  uint8_t* supports_op;        /* by op id; nonzero: can run this op */
+  uint32_t max_ops_per_kernel; /* 0: no limit */
+  uint8_t fuses_elementwise;   /* runs chains of elementwise ops as one kernel */
   uint8_t fuses_reduction_prologue;
   uint8_t fuses_gemm_epilogue;
 } lazylab_capabilities;

@@ -11,6 +11,7 @@
 #ifndef LAZYLAB_BACKEND_PLUGIN_HPP
 #define LAZYLAB_BACKEND_PLUGIN_HPP
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -346,10 +347,22 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
       },
       [](lazylab_backend* backend) { delete reinterpret_cast<BackendHandle*>(backend); },
       [](const lazylab_backend* backend, lazylab_capabilities* caps) {
-        size_t size = caps->struct_size;
-        std::memset(caps, 0, size);
+        // The backend fills a table of the ops this plugin knows; the host's
+        // may be shorter (an older host) or longer (a newer one).
+        uint8_t known[LAZYLAB_OP_COUNT] = {};
+        lazylab_capabilities mine{};
+        mine.struct_size = sizeof mine;
+        mine.num_ops = LAZYLAB_OP_COUNT;
+        mine.supports_op = known;
+        reinterpret_cast<const BackendHandle*>(backend)->backend->capabilities(mine);
+        uint8_t* host_ops = caps->supports_op;
+        uint32_t host_count = caps->num_ops;
+        size_t size = std::min(caps->struct_size, sizeof mine);
+        std::memcpy(caps, &mine, size);
         caps->struct_size = size;
-        reinterpret_cast<const BackendHandle*>(backend)->backend->capabilities(*caps);
+        caps->num_ops = host_count;
+        caps->supports_op = host_ops;
+        if (host_ops) std::memcpy(host_ops, known, std::min<uint32_t>(host_count, LAZYLAB_OP_COUNT));
       },
       [](const lazylab_backend* backend) {
         return reinterpret_cast<const BackendHandle*>(backend)->description.c_str();

@@ -11,8 +11,21 @@
 
 namespace lazylab::ops {
 
-enum class Category : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite };
-enum class TypeRule : uint8_t { Declared, Same, Compare, Select, Transpose, Slice, Concat, Reduce, Matmul };
+enum class Category : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite, Window };
+enum class TypeRule : uint8_t {
+  Declared,
+  Same,
+  Compare,
+  Select,
+  Transpose,
+  Slice,
+  Concat,
+  Reduce,
+  Matmul,
+  Gather,
+  Pad,
+  Window
+};
 
 struct Row {
   const char* name;

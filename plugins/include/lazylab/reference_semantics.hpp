@@ -29,6 +29,7 @@ struct RealMath {
   static R log(R x) { return std::log(x); }
   static R sqrt(R x) { return std::sqrt(x); }
   static R tanh(R x) { return std::tanh(x); }
+  static R erf(R x) { return std::erf(x); }
   static R add(R a, R b) { return a + b; }
   static R sub(R a, R b) { return a - b; }
   static R mul(R a, R b) { return a * b; }

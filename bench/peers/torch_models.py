@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""PyTorch eager on the reference models of experiments/models.yaml.
+
+A lazylab peer (experiments/runner/peers.h has the protocol): it is given
+each ONNX workload by its path, reads the config.json that
+experiments/models/export_models.py wrote beside the model (name, size,
+seed), rebuilds the very same network in PyTorch (same constructor, same
+seed, so the same weights) and times its forward pass under no_grad; other
+workloads are left out. Needs Debian's python3-torch and python3-torchvision;
+run with /usr/bin/python3. --device cuda times on the GPU with CUDA events.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from peer_protocol import parse_args, write_report
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "models"))
+from reference_models import build  # noqa: E402
+
+
+def measure(step, warmup, runs, device):
+    with torch.no_grad():
+        for _ in range(warmup):
+            step()
+        samples = []
+        for _ in range(runs):
+            if device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                step()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                step()
+                samples.append((time.perf_counter() - t0) * 1e3)
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def main():
+    args, _ = parse_args(__doc__, {}, lambda ap: ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"]))
+    torch.set_num_threads(args.threads)
+    cells = []
+    for path in (w for w in args.workloads.split(",") if w):
+        config_file = os.path.join(os.path.dirname(path), "config.json")
+        if not path.endswith(".onnx") or not os.path.exists(config_file):
+            print(f"{path}: not an exported reference model: left out")
+            continue
+        with open(config_file) as f:
+            config = json.load(f)
+        model, inputs = build(config["name"], config["size"], config["seed"])
+        model, inputs = model.to(args.device), tuple(x.to(args.device) for x in inputs)
+        step_ms = measure(lambda: model(*inputs), args.warmup, args.runs, args.device)
+        cells.append({"workload": path, "pipeline": "torch-eager", "backend": "torch", "params": {},
+                      "step_ms": step_ms})
+        print(f"{config['name']:12s} torch eager ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")
+    blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
+    where = f"{args.threads} threads, OpenBLAS core {blas}" if args.device == "cpu" else torch.cuda.get_device_name()
+    write_report(args.out, f"torch {torch.__version__} eager on {args.device}, {where}", cells)
+
+
+if __name__ == "__main__":
+    main()

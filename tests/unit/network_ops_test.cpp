@@ -1,0 +1,174 @@
+// The ops real networks need (erf, gather, pad, conv2d, max_pool2d,
+// avg_pool2d) against hand-computed values through the interpreter, the cpu
+// backend against the interpreter through every fusion strategy, and their
+// verifier errors.
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "core/fusion_strategy.h"
+#include "support.h"
+
+using namespace lazylab;
+using namespace lazylab::testing;
+
+namespace {
+
+std::vector<float> iota_values(int64_t n, float scale = 1.0f, float offset = 0.0f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = offset + scale * static_cast<float>(i);
+  return v;
+}
+
+// Varied values: not symmetric, so a transposed or shifted window shows.
+std::vector<float> wavy(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) + 0.01f * i;
+  return v;
+}
+
+std::string error_of(const Tensor& t) {
+  REQUIRE_FALSE(t.ok());
+  return t.error()->message;
+}
+
+}  // namespace
+
+TEST_CASE("erf") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({-2.0f, -0.5f, 0.0f, 0.75f}, {4});
+  check_close(values(erf(x)), {std::erf(-2.0), std::erf(-0.5), 0.0, std::erf(0.75)});
+}
+
+TEST_CASE("gather picks slices along an axis; negative indices count from the end") {
+  Session s;
+  Tensor data = s.ctx.from_vector<float>(iota_values(6), {3, 2});
+  Tensor rows = s.ctx.from_vector<int64_t>({2, 0, -1, 1}, {2, 2});
+  Tensor picked = gather(data, rows, 0);
+  CHECK(picked.type().shape == Dims{2, 2, 2});
+  check_close(values(picked), {4, 5, 0, 1, 4, 5, 2, 3});
+  Tensor columns = gather(data, s.ctx.from_vector<int32_t>({1}, {1}), 1);
+  CHECK(columns.type().shape == Dims{3, 1});
+  check_close(values(columns), {1, 3, 5});
+  auto outside = gather(data, s.ctx.from_vector<int64_t>({3}, {1}), 0).to_vector<float>();
+  REQUIRE_FALSE(outside.ok());
+  CHECK(outside.error().message.find("gather: index 3 is out of range for a dimension of 3") != std::string::npos);
+  CHECK(error_of(gather(data, s.ctx.from_vector<float>({0}, {1}), 0)) ==
+        "gather: indices must be i32 or i64, got f32[1]");
+}
+
+TEST_CASE("pad surrounds each dim with the value") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor y = pad(x, {1, 0}, {0, 2}, -1.0);
+  CHECK(y.type().shape == Dims{3, 4});
+  check_close(values(y), {-1, -1, -1, -1, 1, 2, -1, -1, 3, 4, -1, -1});
+  CHECK(error_of(pad(x, {-1, 0}, {0, 0})) == "pad: negative padding in dimension 0");
+}
+
+TEST_CASE("conv2d: stride, padding, dilation and groups") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>(iota_values(9, 1, 1), {1, 1, 3, 3});  // 1..9
+  Tensor ones = s.ctx.from_vector<float>({1, 1, 1, 1}, {1, 1, 2, 2});
+  check_close(values(conv2d(x, ones)), {12, 16, 24, 28});
+  // Padding 1 all round, stride 2: windows at rows/cols -1 and 1.
+  Tensor padded = conv2d(x, ones, {{2, 2}, {1, 1, 1, 1}, {1, 1}});
+  CHECK(padded.type().shape == Dims{1, 1, 2, 2});
+  check_close(values(padded), {1, 2 + 3, 4 + 7, 5 + 6 + 8 + 9});
+  // Dilation 2: the four corners.
+  check_close(values(conv2d(x, ones, {{1, 1}, {0, 0, 0, 0}, {2, 2}})), {1 + 3 + 7 + 9});
+  // Two groups: channel 0 to filter 0, channel 1 (x * 10) to filter 1.
+  std::vector<float> two(iota_values(9, 1, 1));
+  for (float v : iota_values(9, 10, 10)) two.push_back(v);
+  Tensor pair = s.ctx.from_vector<float>(two, {1, 2, 3, 3});
+  Tensor taps = s.ctx.from_vector<float>({1, 0, 0, 0, 0, 0, 0, 1}, {2, 1, 2, 2});
+  check_close(values(conv2d(pair, taps, {}, 2)), {1, 2, 4, 5, 50, 60, 80, 90});
+}
+
+TEST_CASE("conv2d refuses weights that do not fit the input") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>(iota_values(18), {1, 2, 3, 3});
+  Tensor w = s.ctx.from_vector<float>(iota_values(12), {3, 1, 2, 2});
+  CHECK(error_of(conv2d(x, w, {}, 2)) == "conv2d: 2 groups do not split input f32[1,2,3,3] and weight f32[3,1,2,2]");
+  Tensor big = s.ctx.from_vector<float>(iota_values(32), {1, 2, 4, 4});
+  CHECK(error_of(conv2d(x, big)) == "conv2d: window of 4 does not fit the padded input 3");
+  CHECK(error_of(conv2d(x, s.ctx.from_vector<float>(iota_values(8), {1, 2, 2, 2}), {{0, 1}})) ==
+        "conv2d: kernel sizes, strides and dilations must be in [1, 2^31]");
+}
+
+TEST_CASE("max and average pooling; padding is never the maximum and counts only when asked") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({-1, -2, -3, -4, -5, -6, -7, -8, -9}, {1, 1, 3, 3});
+  Window2d padded{{1, 1}, {1, 1, 0, 0}, {1, 1}};
+  check_close(values(max_pool2d(x, {2, 2}, padded)), {-1, -1, -2, -1, -1, -2, -4, -4, -5});
+  check_close(values(max_pool2d(x, {2, 2})), {-1, -2, -4, -5});
+  check_close(values(avg_pool2d(x, {2, 2})), {-3, -4, -6, -7});
+  // The corner window holds one input element and three padded positions.
+  CHECK(values(avg_pool2d(x, {2, 2}, padded, false))[0] == doctest::Approx(-1.0));
+  CHECK(values(avg_pool2d(x, {2, 2}, padded, true))[0] == doctest::Approx(-0.25));
+  Tensor nan = s.ctx.from_vector<float>({1, NAN, 3, 4}, {1, 1, 2, 2});
+  CHECK(std::isnan(values(max_pool2d(nan, {2, 2}))[0]));
+}
+
+// Each case's outputs on cpu, through every fusion strategy, against interp.
+TEST_CASE("cpu runs the network ops as the interpreter does, through every fusion strategy") {
+  using Build = std::function<std::vector<Tensor>(Context&)>;
+  const std::pair<const char*, Build> cases[] = {
+      {"conv stride 2, pad, groups, bias and relu",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(2 * 4 * 7 * 6), {2, 4, 7, 6});
+         Tensor w = c.from_vector<float>(wavy(6 * 2 * 3 * 3), {6, 2, 3, 3});
+         Tensor b = c.from_vector<float>(wavy(6), {1, 6, 1, 1});
+         return std::vector<Tensor>{relu(conv2d(x, w, {{2, 1}, {1, 0, 1, 2}, {1, 1}}, 2) + b)};
+       }},
+      {"pointwise conv (the input is the matrix)",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(3 * 5 * 4), {1, 3, 5, 4});
+         return std::vector<Tensor>{conv2d(x, c.from_vector<float>(wavy(8 * 3), {8, 3, 1, 1}))};
+       }},
+      {"dilated conv",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(2 * 9 * 9), {1, 2, 9, 9});
+         return std::vector<Tensor>{
+             conv2d(x, c.from_vector<float>(wavy(3 * 2 * 9), {3, 2, 3, 3}), {{1, 1}, {2, 2, 2, 2}, {2, 3}})};
+       }},
+      {"pools after an elementwise op",
+       [](Context& c) {
+         Tensor x = exp(c.from_vector<float>(wavy(2 * 3 * 8 * 8), {2, 3, 8, 8}));
+         Window2d w{{2, 2}, {1, 1, 1, 1}, {1, 1}};
+         return std::vector<Tensor>{max_pool2d(x, {3, 3}, w), avg_pool2d(x, {3, 3}, w, false) * 2.0,
+                                    avg_pool2d(x, {3, 3}, w, true)};
+       }},
+      {"embedding lookup, pad and erf-gelu",
+       [](Context& c) {
+         Tensor table = c.from_vector<float>(wavy(10 * 6), {10, 6});
+         Tensor ids = c.from_vector<int64_t>({3, 9, 0, 3, -2}, {1, 5});
+         Tensor e = gather(table, ids, 0);
+         Tensor gelu_exact = e * 0.5 * (erf(e / std::sqrt(2.0)) + 1.0);
+         return std::vector<Tensor>{pad(gelu_exact, {0, 1, 2}, {1, 0, 0}, 0.5)};
+       }},
+  };
+  auto cpu = load_backend("cpu");
+  REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
+  for (const auto& [label, build] : cases) {
+    std::string name = label;
+    CAPTURE(name);
+    Session reference;
+    std::vector<std::vector<float>> want;
+    for (const Tensor& t : build(reference.ctx)) want.push_back(values(t));
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+      CAPTURE(strategy);
+      Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower,plan-memory"),
+                    **cpu);
+      Context ctx(engine);
+      for (int step = 0; step < 2; ++step) {  // the second step runs the cached executable
+        std::vector<Tensor> got = build(ctx);
+        for (size_t o = 0; o < want.size(); ++o) {
+          std::vector<float> v = values(got[o]);
+          REQUIRE(v.size() == want[o].size());
+          for (size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-4));
+        }
+      }
+    }
+  }
+}
