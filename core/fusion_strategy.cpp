@@ -34,6 +34,7 @@ KernelGroups::KernelGroups(const Graph& graph)
       members_[id] = {id};
       const Node& node = graph.node(id);
       if (node.op == OpId::Matmul) summary_[id].matmul = id;
+      if (node.op == OpId::Conv2d) summary_[id].window = id;
       summary_[id].plain = (op_info(node.op).category == OpCategory::Elementwise || node.op == OpId::Constant) &&
                            node.type.num_elements() > 0;
     }
@@ -71,6 +72,7 @@ void KernelGroups::merge(NodeId a, NodeId b) {
   kept.plain = kept.plain && other.plain &&
                graph_.node(members_[keep].front()).type.shape == graph_.node(members_[gone].front()).type.shape;
   if (!kept.matmul) kept.matmul = other.matmul;
+  if (!kept.window) kept.window = other.window;
   std::vector<NodeId>& into = members_[keep];
   std::vector<NodeId>& from = members_[gone];
   if (into.back() < from.front()) {  // fusing in program order: the common case, and linear
@@ -126,6 +128,11 @@ struct TargetVisitor : boost::default_bfs_visitor {
 std::optional<NodeId> KernelGroups::matmul_of(NodeId id) {
   int group = group_of(id);
   return group < 0 ? std::nullopt : summary_[group].matmul;
+}
+
+std::optional<NodeId> KernelGroups::window_of(NodeId id) {
+  int group = group_of(id);
+  return group < 0 ? std::nullopt : summary_[group].window;
 }
 
 bool KernelGroups::plain_elementwise_pair(NodeId a, NodeId b) {

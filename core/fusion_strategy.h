@@ -59,6 +59,8 @@ class KernelGroups {
   // The group's matmul (a group holds at most one), kept as groups merge so
   // strategies need not scan members.
   std::optional<NodeId> matmul_of(NodeId id);
+  // The group's conv2d (a window kernel holds at most one), likewise.
+  std::optional<NodeId> window_of(NodeId id);
   // Whether every op of the group is elementwise (or a constant) over one
   // shape, the shape of `other`'s group too: such a pair is one row space
   // without analysing it.
@@ -83,7 +85,7 @@ class KernelGroups {
   std::vector<int> parent_;                   // -1: in no kernel
   std::vector<std::vector<NodeId>> members_;  // by group root
   struct Summary {
-    std::optional<NodeId> matmul;
+    std::optional<NodeId> matmul, window;
     bool plain = false;  // elementwise ops and constants, all of the first member's shape
   };
   std::vector<Summary> summary_;  // by group root

@@ -282,8 +282,78 @@ Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<con
   return RowSpaceAnalysis(graph, ops).run();
 }
 
+namespace {
+
+// How an epilogue op's result of a window kernel is read: a broadcast of
+// a scalar or of one value per channel, or the result's own elements.
+Expected<ValueAccess> window_broadcast(const Graph& graph, NodeId id, const Dims& out,
+                                       const std::set<NodeId>& in_kernel) {
+  const Node& node = graph.node(id);
+  NodeId source = node.operands[0];
+  const TensorType& in = graph.node(source).type;
+  if (in_kernel.count(source)) return make_error("a broadcast of a value the kernel makes");
+  if (in.num_elements() == 1) return ValueAccess{id, Access::Scalar, source, 0, 0};
+  // One value per channel: every dim of the source but one is 1, and that one
+  // lands on dim 1 (the channels), in an image of its own (N = 1).
+  int64_t channel_dims = 0;
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (in.shape[d] != 1) channel_dims += node.attrs[0].ints[d] == 1 && in.shape[d] == out[1] ? 1 : 2;
+  if (channel_dims == 1 && out[0] == 1) return ValueAccess{id, Access::PerRow, source, 0, 0};
+  return make_error(
+      fmt::format("broadcast {} to {} is not one value per channel of one image", to_string(in.shape), to_string(out)));
+}
+
+}  // namespace
+
+Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops) {
+  std::vector<NodeId> convs;
+  for (NodeId id : ops)
+    if (graph.node(id).op == OpId::Conv2d) convs.push_back(id);
+  if (convs.size() != 1) return make_error("a window kernel holds one conv2d");
+  const Dims& out = graph.node(convs[0]).type.shape;
+  std::set<NodeId> in_kernel(ops.begin(), ops.end());
+  for (NodeId operand : graph.node(convs[0]).operands)
+    if (in_kernel.count(operand)) return make_error("a conv2d takes no prologue");
+  KernelDescription description;
+  description.kind = KernelKind::Window;
+  description.rows = out[0] * out[1];
+  description.cols = out[2] * out[3];
+  std::map<NodeId, ValueAccess> seen;
+  auto read = [&](NodeId value) -> Status {  // an operand of an epilogue op
+    if (seen.count(value)) return {};
+    if (in_kernel.count(value)) return make_error("an op reads a value of the kernel made after it");
+    if (graph.node(value).type.shape != out)
+      return make_error(
+          fmt::format("{} is not the convolution's shape {}", to_string(graph.node(value).type), to_string(out)));
+    seen[value] = {value, Access::Full, value, 0, 0};
+    return {};
+  };
+  for (NodeId id : ops) {
+    const Node& node = graph.node(id);
+    if (node.type.shape != out)
+      return make_error(fmt::format("{} differs from the convolution's shape", op_name(node.op)));
+    if (id == convs[0]) {
+      seen[id] = {id, Access::Full, id, 0, 0};
+    } else if (node.op == OpId::Constant) {
+      seen[id] = {id, Access::Splat, id, 0, node.attrs[0].f};
+    } else if (node.op == OpId::Broadcast) {
+      auto access = window_broadcast(graph, id, out, in_kernel);
+      if (!access) return access.error();
+      seen[id] = *access;
+    } else if (op_info(node.op).category == OpCategory::Elementwise) {
+      for (NodeId operand : node.operands) LAZYLAB_TRY(read(operand));
+      seen[id] = {id, Access::Full, id, 0, 0};
+    } else {
+      return make_error(fmt::format("{} cannot be a convolution's epilogue", op_name(node.op)));
+    }
+  }
+  for (auto& [value, access] : seen) description.accesses.push_back(access);
+  return description;
+}
+
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops) {
   if (auto contraction = describe_contraction(graph, ops)) return *contraction;
+  if (auto window = describe_window(graph, ops)) return std::move(*window);
   if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1)
     if (auto layout = strided_layout(graph, graph.node(ops[0]))) {
       KernelDescription description;
@@ -302,6 +372,7 @@ std::string_view kind_name(KernelKind kind) {
     case KernelKind::RowReduction: return "row-reduction";
     case KernelKind::Contraction: return "contraction";
     case KernelKind::Layout: return "layout";
+    case KernelKind::Window: return "window";
   }
   return "?";
 }

@@ -16,7 +16,7 @@
 namespace lazylab {
 
 // The values of lazylab_kernel_kind and lazylab_access_kind.
-enum class KernelKind : uint8_t { Opaque, Elementwise, RowReduction, Contraction, Layout };
+enum class KernelKind : uint8_t { Opaque, Elementwise, RowReduction, Contraction, Layout, Window };
 enum class Access : uint8_t { Full, PerRow, Splat, Scalar, Repeat };
 
 // How `value` is indexed in the row space [rows, cols]; a broadcast's result
@@ -62,8 +62,15 @@ bool is_row_shape(const Dims& shape, const Dims& space);
 // last-axis reductions), or an error saying why they are not one.
 Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops);
 
-// The description of a kernel holding `ops`: a contraction, a layout copy or
-// a row-space kernel where the ops form one, else Opaque.
+// `ops` as one conv2d with an elementwise epilogue over its result, seen as
+// [rows = N * O, cols = OH * OW]: values of the result's shape are Full, a
+// per-channel broadcast is PerRow (only for N = 1, where a row is a
+// channel), splats and scalars as in a row-space kernel. An error says why
+// they are not one.
+Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops);
+
+// The description of a kernel holding `ops`: a contraction, a window, a
+// layout copy or a row-space kernel where the ops form one, else Opaque.
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops);
 
 std::string_view kind_name(KernelKind kind);

@@ -43,6 +43,7 @@ std::string describe_inputs(const Kernel& kernel) {
 std::string describe_space(const KernelDescription& d) {
   switch (d.kind) {
     case KernelKind::Elementwise:
+    case KernelKind::Window:
     case KernelKind::RowReduction: return fmt::format("{} [{} x {}]", kind_name(d.kind), d.rows, d.cols);
     case KernelKind::Contraction:
       return fmt::format("contraction {} x [{} x {}] x [{} x {}]{}{}", d.contraction.batch, d.contraction.m,

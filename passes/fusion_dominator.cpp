@@ -45,6 +45,7 @@ const char* pattern_name(Pattern p) {
 
 Pattern pattern_of(const Node& node) {
   if (node.op == OpId::Broadcast) return Pattern::Broadcast;
+  if (node.op == OpId::Conv2d) return Pattern::Matmul;  // a contraction: it takes an elementwise epilogue
   if (node.op == OpId::Constant) return Pattern::Elementwise;
   switch (op_info(node.op).category) {
     case OpCategory::Elementwise: return Pattern::Elementwise;

@@ -8,13 +8,18 @@
 // transposes of the last two dimensions used by nothing else; its epilogue
 // only elementwise ops, broadcasts and constants with the matmul's output
 // shape (no reductions); the backend fuses GEMM epilogues; the size limit
-// holds; no cycle between kernels. Pairs without a matmul follow
-// producer-consumer. Profitability: fuse whenever legal.
+// holds; no cycle between kernels. A convolution is a contraction too: it
+// takes the same kind of epilogue (bias, batch norm as per-channel
+// arithmetic, ReLU, a residual add) where the backend fuses window epilogues
+// and the merged ops still form a window kernel (kernel_description.h), and
+// no prologue. Pairs without either follow producer-consumer.
+// Profitability: fuse whenever legal.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/fusion_strategy.h"
+#include "core/kernel_description.h"
 #include "fusion_decisions.h"
 
 namespace lazylab {
@@ -90,9 +95,32 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
   return FusionDecision::yes();
 }
 
+FusionDecision decide_with_window(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+  const Graph& graph = module.graph;
+  if (groups.window_of(producer) && groups.window_of(consumer))
+    return FusionDecision::no(RefusalCode::OpKind, "both kernels hold a convolution");
+  if (groups.matmul_of(producer) || groups.matmul_of(consumer))
+    return FusionDecision::no(RefusalCode::OpKind, "a convolution and a matmul are two kernels");
+  if (module.capabilities && !module.capabilities->fuses_window_epilogue)
+    return FusionDecision::no(RefusalCode::Capability, "backend cannot fuse into convolutions");
+  if (graph.node(consumer).op == OpId::Conv2d)
+    return FusionDecision::no(RefusalCode::OpKind, "a convolution takes no prologue");
+  std::vector<NodeId> merged;
+  std::merge(groups.members_of(producer).begin(), groups.members_of(producer).end(),
+             groups.members_of(consumer).begin(), groups.members_of(consumer).end(), std::back_inserter(merged));
+  if (auto window = describe_window(graph, merged); !window)
+    return FusionDecision::no(RefusalCode::IterationSpace, window.error().message);
+  if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
+  if (groups.would_create_cycle(producer, consumer))
+    return FusionDecision::no(RefusalCode::Cycle, "would create a cycle between kernels");
+  return FusionDecision::yes();
+}
+
 }  // namespace
 
 FusionDecision decide_gemm_epilogue(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+  if (groups.window_of(producer) || groups.window_of(consumer))
+    return decide_with_window(module, groups, producer, consumer);
   auto producer_matmul = groups.matmul_of(producer);
   auto consumer_matmul = groups.matmul_of(consumer);
   if (!producer_matmul && !consumer_matmul) return decide_row_space(module, groups, producer, consumer);

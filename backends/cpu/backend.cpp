@@ -44,16 +44,17 @@ struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete (p, std::align_val_t{64}); }
 };
 
-// A matmul fused with an epilogue produces a kernel-local value, but sgemm
-// needs memory for it: such products get their own arena space after the
-// memory plan's. Returns the arena size.
+// A matmul or conv2d fused with an epilogue produces a kernel-local value,
+// but sgemm needs memory for it: such products get their own arena space
+// after the memory plan's. Returns the arena size.
 uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& values) {
   uint64_t end = program.arena_bytes;
   for (uint32_t k = 0; k < program.num_kernels; ++k)
     for (uint32_t i = 0; i < program.kernels[k].num_ops; ++i) {
       const lazylab_op& op = program.kernels[k].ops[i];
       ValueInfo& value = values[op.result];
-      if (op.op != LAZYLAB_OP_Matmul || value.kind != LAZYLAB_VALUE_KERNEL_LOCAL) continue;
+      bool product = op.op == LAZYLAB_OP_Matmul || op.op == LAZYLAB_OP_Conv2d;
+      if (!product || value.kind != LAZYLAB_VALUE_KERNEL_LOCAL) continue;
       value.kind = LAZYLAB_VALUE_ARENA;
       value.offset = end;
       end += (value.bytes + 63) / 64 * 64;
@@ -109,8 +110,8 @@ class CpuExecutable : public plugin::HostExecutable {
     return true;
   }
   static std::string kind_name(uint32_t kind) {
-    const char* names[] = {"opaque", "elementwise", "row-reduction", "contraction", "layout"};
-    return kind < 5 ? names[kind] : "?";
+    const char* names[] = {"opaque", "elementwise", "row-reduction", "contraction", "layout", "window"};
+    return kind < 6 ? names[kind] : "?";
   }
 
   std::vector<ValueInfo> values_;
@@ -156,6 +157,7 @@ class CpuBackend : public plugin::Backend {
     caps.fuses_elementwise = 1;
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
+    caps.fuses_window_epilogue = 1;
     caps.max_ops_per_kernel = 0;
   }
 

@@ -25,9 +25,9 @@ struct ConvShape {
 
 class ConvPlan : public KernelPlan {
  public:
-  ConvPlan(const ConvShape& shape, uint32_t x, uint32_t w, uint32_t out, const RowPlanOptions& options,
-           const openblas::Runtime& blas)
-      : s_(shape), x_(x), w_(w), out_(out), arena_(options.arena), blas_(blas) {
+  ConvPlan(const ConvShape& shape, uint32_t x, uint32_t w, uint32_t out, std::unique_ptr<RowKernelPlan> epilogue,
+           const RowPlanOptions& options, const openblas::Runtime& blas)
+      : s_(shape), x_(x), w_(w), out_(out), epilogue_(std::move(epilogue)), arena_(options.arena), blas_(blas) {
     if (!s_.pointwise()) columns_.resize(static_cast<size_t>(s_.taps() * s_.positions()));
   }
 
@@ -49,6 +49,7 @@ class ConvPlan : public KernelPlan {
         blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s_.group_filters(), positions, s_.taps(), 1.0f, filters,
                     s_.taps(), columns, positions, 0.0f, result, positions);
       }
+    if (epilogue_) epilogue_->run(memory);
   }
 
  private:
@@ -82,6 +83,7 @@ class ConvPlan : public KernelPlan {
 
   ConvShape s_;
   uint32_t x_, w_, out_;
+  std::unique_ptr<RowKernelPlan> epilogue_;
   std::vector<float> columns_;
   tbb::task_arena* arena_;
   const openblas::Runtime& blas_;
@@ -91,8 +93,17 @@ class ConvPlan : public KernelPlan {
 
 std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                            const RowPlanOptions& options, const openblas::Runtime& blas) {
-  if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_Conv2d) return nullptr;
-  const lazylab_op& op = kernel.ops[0];
+  bool window = lazylab_kernel_described(&kernel) && kernel.kind == LAZYLAB_KERNEL_WINDOW;
+  if (!window && (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_Conv2d)) return nullptr;
+  const lazylab_op* conv = nullptr;
+  std::vector<lazylab_op> epilogue;
+  for (uint32_t i = 0; i < kernel.num_ops; ++i)
+    if (kernel.ops[i].op == LAZYLAB_OP_Conv2d)
+      conv = &kernel.ops[i];
+    else
+      epilogue.push_back(kernel.ops[i]);
+  if (!conv || values[conv->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
+  const lazylab_op& op = *conv;
   const ValueInfo &x = values[op.operands[0]], &w = values[op.operands[1]], &out = values[op.result];
   if (x.dtype != LAZYLAB_F32 || out.size() == 0) return nullptr;
   ConvShape s{x.shape[0],   x.shape[1],   x.shape[2],    x.shape[3], w.shape[0], w.shape[2], w.shape[3],
@@ -102,7 +113,16 @@ std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const s
     s.dilation[d] = op.attrs[2].ints[d];
   }
   for (int d = 0; d < 4; ++d) s.pad[d] = op.attrs[1].ints[d];
-  return std::make_unique<ConvPlan>(s, op.operands[0], op.operands[1], op.result, options, blas);
+  std::unique_ptr<RowKernelPlan> epilogue_plan;
+  if (!epilogue.empty()) {
+    lazylab_kernel part = kernel;  // the same description: the convolution's [N * O, OH * OW]
+    part.num_ops = static_cast<uint32_t>(epilogue.size());
+    part.ops = epilogue.data();
+    epilogue_plan = make_row_plan(part, values, options);
+    if (!epilogue_plan) return nullptr;
+  }
+  return std::make_unique<ConvPlan>(s, op.operands[0], op.operands[1], op.result, std::move(epilogue_plan), options,
+                                    blas);
 }
 
 }  // namespace lazylab::cpu

@@ -14,7 +14,10 @@
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one f32 conv2d.
+// nullptr unless the kernel is one f32 conv2d, alone or with its epilogue (a
+// window kernel: the epilogue runs on each image's channels right after its
+// products, while they are in cache). The conv2d's result must have memory
+// (CpuExecutable gives a kernel-local one arena space).
 std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                            const RowPlanOptions& options, const openblas::Runtime& blas);
 

@@ -451,7 +451,8 @@ class RowCompiler {
   bool read_description() {
     if (!lazylab_kernel_described(&kernel_)) return false;
     bool row_space = kernel_.kind == LAZYLAB_KERNEL_ELEMENTWISE || kernel_.kind == LAZYLAB_KERNEL_ROW_REDUCTION ||
-                     kernel_.kind == LAZYLAB_KERNEL_CONTRACTION;  // a contraction's epilogue
+                     kernel_.kind == LAZYLAB_KERNEL_CONTRACTION ||  // a contraction's epilogue
+                     kernel_.kind == LAZYLAB_KERNEL_WINDOW;         // a convolution's
     if (!row_space || kernel_.rows * kernel_.cols <= 0) return false;
     rows_ = kernel_.rows;
     cols_ = kernel_.cols;

@@ -4,6 +4,8 @@
 // NAME.weights}.
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <filesystem>
 #include <iostream>
 
@@ -72,7 +74,9 @@ int import_command(const Args& args) {
     std::cerr << "lazylab: " << import.error().message << "\n";
     return kExitUsage;
   }
+  auto started = std::chrono::steady_clock::now();
   auto model = import_onnx_file(model_path, *import);
+  double import_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!model) {
     std::cerr << "lazylab: " << model.error().message << "\n";
     return kExitError;
@@ -82,6 +86,7 @@ int import_command(const Args& args) {
     std::cerr << "lazylab: " << written.error().message << "\n";
     return kExitError;
   }
+  std::cout << fmt::format("imported in {:.3f} s (read, checked, shape-inferred and converted)\n", import_s);
   std::cout << fmt::format("wrote {}/{}.lzir ({} nodes, {} inputs) and {} weights in {}/{}.weights\n", output, name,
                            model->graph.size(), model->inputs.size(), model->weights.size(), output, name);
   return kExitOk;

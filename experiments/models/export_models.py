@@ -16,6 +16,7 @@ Debian's python3-torch, python3-torchvision and python3-onnx (bash
   /usr/bin/python3 experiments/models/export_models.py --out experiments/models/onnx --size full
 """
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -30,7 +31,7 @@ from reference_models import MODELS, SIZES, build  # noqa: E402
 
 
 def export(name, size, seed, folder):
-    config = {"name": name, "size": size, "seed": seed, "torch": torch.__version__}
+    config = {"name": name, "size": size, "seed": seed, "torch": torch.__version__, "exporter": "torchscript"}
     stamp = os.path.join(folder, "config.json")
     if os.path.exists(stamp) and os.path.exists(os.path.join(folder, "model.onnx")):
         with open(stamp) as f:
@@ -43,8 +44,16 @@ def export(name, size, seed, folder):
         output = model(*inputs)
     os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
     partial = os.path.join(folder, "model.onnx.partial")
+    # The TorchScript exporter: newer PyTorch defaults to torch.export, whose
+    # models use opset 18 attributes (Split's num_outputs) and an IR version
+    # that Debian's libonnx 1.12 does not read.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, inputs, partial, opset_version=17, input_names=["input"], output_names=["output"],
-                      do_constant_folding=True)
+                      do_constant_folding=True, **legacy)
+    exported = onnx.load(partial)
+    if exported.ir_version > 8:  # opset 17 needs no more; libonnx 1.12 reads up to 8
+        exported.ir_version = 8
+        onnx.save(exported, partial)
     onnx.checker.check_model(partial)
     for kind, tensor in (("input", inputs[0]), ("output", output)):
         proto = numpy_helper.from_array(tensor.numpy(), kind)

@@ -58,7 +58,7 @@ class Bert(nn.Module):
 
     def forward(self, ids):
         t = ids.shape[1]
-        position = torch.arange(t, dtype=torch.long).unsqueeze(0)
+        position = torch.arange(t, dtype=torch.long, device=ids.device).unsqueeze(0)
         x = self.words(ids) + self.positions(position) + self.segments(torch.zeros_like(ids))
         x = self.norm(x)
         for layer in self.layers:
@@ -99,7 +99,7 @@ class Gpt2(nn.Module):
 
     def forward(self, ids):
         t = ids.shape[1]
-        x = self.wte(ids) + self.wpe(torch.arange(t, dtype=torch.long).unsqueeze(0))
+        x = self.wte(ids) + self.wpe(torch.arange(t, dtype=torch.long, device=ids.device).unsqueeze(0))
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x) @ self.wte.weight.t()

@@ -121,6 +121,15 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor b = c.from_vector<float>(wavy(6), {1, 6, 1, 1});
          return std::vector<Tensor>{relu(conv2d(x, w, {{2, 1}, {1, 0, 1, 2}, {1, 1}}, 2) + b)};
        }},
+      {"one image: batch norm, residual and relu as the convolution's epilogue",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(3 * 9 * 8), {1, 3, 9, 8});
+         Tensor w = c.from_vector<float>(wavy(5 * 3 * 3 * 3), {5, 3, 3, 3});
+         Tensor scale = c.from_vector<float>(wavy(5), {5, 1, 1}), shift = c.from_vector<float>(wavy(5), {5, 1, 1});
+         Tensor y = conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}});
+         Tensor residual = c.from_vector<float>(wavy(5 * 9 * 8), {1, 5, 9, 8});
+         return std::vector<Tensor>{relu(y * scale + shift + residual)};
+       }},
       {"pointwise conv (the input is the matrix)",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 5 * 4), {1, 3, 5, 4});
@@ -171,4 +180,24 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
       }
     }
   }
+}
+
+TEST_CASE("on cpu a convolution and its epilogue are one window kernel") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  Tensor x = ctx.from_vector<float>(wavy(2 * 6 * 6), {1, 2, 6, 6});
+  Tensor w = ctx.from_vector<float>(wavy(4 * 2 * 3 * 3), {4, 2, 3, 3});
+  Tensor bias = ctx.from_vector<float>(wavy(4), {4, 1, 1});
+  Tensor y = relu(conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) + bias);
+  REQUIRE(ctx.sync().ok());
+  CHECK(engine.last_compiled()->num_kernels == 1);
+  Session reference;
+  Tensor want =
+      relu(conv2d(reference.ctx.from_vector<float>(wavy(2 * 6 * 6), {1, 2, 6, 6}),
+                  reference.ctx.from_vector<float>(wavy(4 * 2 * 3 * 3), {4, 2, 3, 3}), {{1, 1}, {1, 1, 1, 1}, {1, 1}}) +
+           reference.ctx.from_vector<float>(wavy(4), {4, 1, 1}));
+  std::vector<float> got = values(y), expected = values(want);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-4).scale(1e-4));
 }

@@ -25,7 +25,9 @@
  * run, and the host never gives a backend a Program with an op it did not
  * claim. Otherwise 3.0 is 2.2.
  * Version 3.1 (this header) appends the ops real networks need: erf, gather,
- * pad, conv2d, max_pool2d and avg_pool2d.
+ * pad, conv2d, max_pool2d and avg_pool2d; the window kernel (a conv2d with
+ * its elementwise epilogue, LAZYLAB_KERNEL_WINDOW) and the capability that
+ * asks for it (fuses_window_epilogue).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -129,7 +131,11 @@ typedef enum lazylab_kernel_kind {
   LAZYLAB_KERNEL_ELEMENTWISE = 1,   /* elementwise ops, constants and broadcast views over [rows, cols] */
   LAZYLAB_KERNEL_ROW_REDUCTION = 2, /* the same, with reductions over the last axis (cols) into one value per row */
   LAZYLAB_KERNEL_CONTRACTION = 3,   /* one matmul, operand transposes folded in, and a row-space epilogue */
-  LAZYLAB_KERNEL_LAYOUT = 4         /* one layout op with one operand: a strided copy */
+  LAZYLAB_KERNEL_LAYOUT = 4,        /* one layout op with one operand: a strided copy */
+  /* ABI 3.1: one conv2d and an elementwise epilogue over its result
+   * [N, O, OH, OW] seen as [rows = N * O, cols = OH * OW] (a per-channel
+   * value is PER_ROW; only for N = 1, where a row is a channel) */
+  LAZYLAB_KERNEL_WINDOW = 5
 } lazylab_kernel_kind;
 
 /* How a value's elements are indexed in the kernel's iteration space
@@ -220,6 +226,7 @@ typedef struct lazylab_capabilities {
   uint8_t fuses_elementwise;   /* runs chains of elementwise ops as one kernel */
   uint8_t fuses_reduction_prologue;
   uint8_t fuses_gemm_epilogue;
+  uint8_t fuses_window_epilogue; /* ABI 3.1: runs LAZYLAB_KERNEL_WINDOW kernels */
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
