@@ -2,6 +2,21 @@
 
 namespace lazylab {
 
+namespace {
+
+// Multiply-adds of a contraction, twice: a matmul's k per result element; a
+// conv2d's window (its weight's C / groups x KH x KW) per result element.
+uint64_t contraction_flops(const Graph& graph, const Node& node) {
+  auto elements = static_cast<uint64_t>(node.type.num_elements());
+  if (node.op == OpId::Matmul)
+    return 2 * elements * static_cast<uint64_t>(graph.node(node.operands[0]).type.shape.back());
+  if (node.op != OpId::Conv2d) return 0;
+  const Dims& w = graph.node(node.operands[1]).type.shape;
+  return 2 * elements * static_cast<uint64_t>(w[1] * w[2] * w[3]);
+}
+
+}  // namespace
+
 ProgramCost program_cost(const Program& program, const Graph& graph) {
   ProgramCost cost;
   for (const Kernel& kernel : program.kernels) {
@@ -18,9 +33,7 @@ ProgramCost program_cost(const Program& program, const Graph& graph) {
       if (category == OpCategory::Elementwise) elementwise += elements;
       if (category == OpCategory::Reduction)
         elementwise += static_cast<uint64_t>(graph.node(node.operands[0]).type.num_elements());
-      if (node.op != OpId::Matmul) continue;
-      int64_t k = graph.node(node.operands[0]).type.shape.back();
-      flops += 2 * elements * static_cast<uint64_t>(k);
+      flops += contraction_flops(graph, node);
     }
     cost.flops += flops;
     cost.elementwise_ops += elementwise;

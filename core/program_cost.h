@@ -15,10 +15,10 @@ struct ProgramCost {
   // Per kernel: its arithmetic for a roofline, the FLOPs of its matmuls plus
   // its elementwise work (counted as below).
   std::vector<uint64_t> kernel_operations;
-  std::vector<uint64_t> kernel_flops;  // per kernel: its matmuls' FLOPs alone
+  std::vector<uint64_t> kernel_flops;  // per kernel: its contractions' FLOPs alone
   uint64_t total_bytes = 0;            // sum of kernel_bytes
   uint64_t minimum_bytes = 0;          // parameters read once + roots written once
-  uint64_t flops = 0;                  // 2mnk per matmul
+  uint64_t flops = 0;                  // 2mnk per matmul, 2 x window size per conv2d result
   // One per element of each elementwise op's result and of each reduction's
   // input; constants (leaves), broadcasts and layout ops count nothing.
   uint64_t elementwise_ops = 0;

@@ -1,5 +1,6 @@
 #include "conv_plan.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "parallel.h"
@@ -28,10 +29,64 @@ class ConvPlan : public KernelPlan {
   ConvPlan(const ConvShape& shape, uint32_t x, uint32_t w, uint32_t out, std::unique_ptr<RowKernelPlan> epilogue,
            const RowPlanOptions& options, const openblas::Runtime& blas)
       : s_(shape), x_(x), w_(w), out_(out), epilogue_(std::move(epilogue)), arena_(options.arena), blas_(blas) {
-    if (!s_.pointwise()) columns_.resize(static_cast<size_t>(s_.taps() * s_.positions()));
+    if (!s_.pointwise() && s_.group_channels() > 1) columns_.resize(static_cast<size_t>(s_.taps() * s_.positions()));
   }
 
   void run(const Memory& memory) override {
+    if (s_.group_channels() == 1)
+      run_depthwise(memory);
+    else
+      run_unfolded(memory);
+    if (epilogue_) epilogue_->run(memory);
+  }
+
+ private:
+  // Each filter reads one input channel (depthwise, as MobileNet's): a
+  // product of one row by the unfolded matrix would be an sgemm of M = 1 per
+  // channel, so the window is summed directly instead, output row by output
+  // row, each tap a contiguous (vectorised, at stride 1) multiply-add.
+  void run_depthwise(const Memory& memory) {
+    const float* x = memory.f32(x_);
+    const float* w = memory.f32(w_);
+    float* out = memory.f32(out_);
+    auto filters = [&](int64_t first, int64_t end) {
+      for (int64_t at = first; at < end; ++at) {
+        int64_t image = at / s_.filters, f = at % s_.filters, channel = f / s_.group_filters();
+        const float* input = x + (image * s_.channels + channel) * s_.height * s_.width;
+        const float* taps = w + f * s_.kernel_h * s_.kernel_w;
+        float* result = out + at * s_.positions();
+        std::fill(result, result + s_.positions(), 0.0f);
+        for (int64_t i = 0; i < s_.out_h; ++i)
+          for (int64_t p = 0; p < s_.kernel_h; ++p) {
+            int64_t y = i * s_.stride[0] - s_.pad[0] + p * s_.dilation[0];
+            if (y < 0 || y >= s_.height) continue;
+            for (int64_t q = 0; q < s_.kernel_w; ++q)
+              accumulate_row(input + y * s_.width, taps[p * s_.kernel_w + q], q * s_.dilation[1] - s_.pad[1],
+                             result + i * s_.out_w);
+          }
+      }
+    };
+    if (arena_)
+      parallel_chunks(*arena_, 0, s_.images * s_.filters, 1, filters);
+    else
+      filters(0, s_.images * s_.filters);
+  }
+
+  // line[j] += tap * row[j * stride + shift] for every j whose column is in
+  // the row.
+  void accumulate_row(const float* row, float tap, int64_t shift, float* line) const {
+    int64_t stride = s_.stride[1];
+    int64_t first = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
+    int64_t end = s_.width - shift <= 0 ? 0 : std::min(s_.out_w, (s_.width - shift - 1) / stride + 1);
+    if (stride == 1) {
+      const float* source = row + shift;
+      for (int64_t j = first; j < end; ++j) line[j] += tap * source[j];
+    } else {
+      for (int64_t j = first; j < end; ++j) line[j] += tap * row[j * stride + shift];
+    }
+  }
+
+  void run_unfolded(const Memory& memory) {
     const float* x = memory.f32(x_);
     const float* w = memory.f32(w_);
     float* out = memory.f32(out_);
@@ -49,10 +104,8 @@ class ConvPlan : public KernelPlan {
         blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s_.group_filters(), positions, s_.taps(), 1.0f, filters,
                     s_.taps(), columns, positions, 0.0f, result, positions);
       }
-    if (epilogue_) epilogue_->run(memory);
   }
 
- private:
   // Row (c, p, q) of the unfolded matrix holds tap (p, q) of channel c at
   // every output position; positions outside the input read 0.
   void unfold(const float* input) {

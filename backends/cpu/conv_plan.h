@@ -4,6 +4,8 @@
 // sgemm multiplies the group's filters by them, writing the output plane in
 // place. The unfolded matrix is KH*KW times the input: memory traded for
 // sgemm's blocking, which a direct loop nest would have to reproduce.
+// Depthwise convolutions (one input channel per filter) are summed directly:
+// there each product would be an sgemm with one row.
 #pragma once
 
 #include <memory>

@@ -618,6 +618,8 @@ print('ok')\""
   check "the onnx key wants an .onnx file" 1 "workloads\\[0\\].onnx: expected a path ending in .onnx" -- "$lazylab" run "$work/onnx-key.yaml"
   check "import writes a .lzir graph and .npy weights" 0 "wrote .*/imported/model.lzir \\(7 nodes, 1 inputs\\) and 2 weights" -- \
     "$lazylab" import "$onnx_data/pytorch-converted/test_Linear/model.onnx" -o "$work/imported"
+  check "import says how long the import took" 0 "^imported in [0-9]+\\.[0-9]{3} s" -- \
+    "$lazylab" import "$onnx_data/pytorch-converted/test_Linear/model.onnx" -o "$work/imported"
   experiment "$work/imported/run.yaml" "name: t" "workloads: [{file: model.lzir, weights: model.weights}]" \
     "pipelines: {p: 'decompose,lower'}" "backends: [interp, cpu]" "repeat: {warmup: 0, runs: 1}" "report: {json: $work/imported.json}"
   check "the imported graph runs with its weights bound" 0 "wrote" -- "$lazylab" run "$work/imported/run.yaml" -q

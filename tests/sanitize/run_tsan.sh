@@ -17,4 +17,5 @@ for round in 1 2 3; do
   echo "round $round"
   tests/lazylab-unit-tests --source-file='*cpu_backend_test*' --no-intro=true
   tests/lazylab-unit-tests --source-file='*differential_test*' --no-intro=true
+  tests/lazylab-unit-tests --source-file='*network_ops_test*' --no-intro=true  # the parallel convolution loops
 done

@@ -130,6 +130,14 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor residual = c.from_vector<float>(wavy(5 * 9 * 8), {1, 5, 9, 8});
          return std::vector<Tensor>{relu(y * scale + shift + residual)};
        }},
+      {"depthwise convs, summed directly: stride 2, asymmetric pads, dilation, a channel multiplier",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(2 * 3 * 11 * 10), {2, 3, 11, 10});
+         Tensor w = c.from_vector<float>(wavy(3 * 1 * 3 * 3), {3, 1, 3, 3});
+         Tensor doubled = c.from_vector<float>(wavy(6 * 1 * 2 * 3), {6, 1, 2, 3});
+         return std::vector<Tensor>{conv2d(x, w, {{2, 2}, {1, 0, 2, 1}, {1, 1}}, 3),
+                                    conv2d(x, doubled, {{1, 3}, {0, 2, 1, 0}, {2, 1}}, 3)};
+       }},
       {"pointwise conv (the input is the matrix)",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 5 * 4), {1, 3, 5, 4});
@@ -200,4 +208,15 @@ TEST_CASE("on cpu a convolution and its epilogue are one window kernel") {
            reference.ctx.from_vector<float>(wavy(4), {4, 1, 1}));
   std::vector<float> got = values(y), expected = values(want);
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-4).scale(1e-4));
+}
+
+TEST_CASE("a conv2d counts two FLOPs per weight tap of each result element") {
+  Session s("lower");
+  Tensor x = s.ctx.from_vector<float>(wavy(1 * 4 * 5 * 5), {1, 4, 5, 5});
+  Tensor w = s.ctx.from_vector<float>(wavy(6 * 2 * 3 * 3), {6, 2, 3, 3});
+  Tensor y = conv2d(x, w, {}, 2);  // [1, 6, 3, 3], each from 2 x 3 x 3 taps
+  REQUIRE(s.ctx.sync().ok());
+  const ProgramCost& cost = s.engine.last_compiled()->cost;
+  CHECK(cost.flops == 2 * (6 * 3 * 3) * (2 * 3 * 3));
+  CHECK(cost.kernel_flops[0] == cost.flops);
 }
