@@ -353,6 +353,20 @@ Expected<lazylab_ceilings> Backend::measure_ceilings(int32_t device) {
   return ceilings;
 }
 
+Expected<std::string> Backend::generated_code(const Program& program, const Graph& graph) {
+  const lazylab_backend_api& api = instance_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, generated_code), api.generated_code))
+    return make_error(fmt::format("backend {} (plugin ABI {}.{}) cannot show its generated code: that needs ABI 3.2",
+                                  name_, api.abi_major, api.abi_minor));
+  ProgramView view(program, graph);
+  char *text = nullptr, *error = nullptr;
+  if (api.generated_code(instance_->handle, &view.get(), &text, &error) != 0)
+    return instance_->take_error(error, "generated code");
+  std::string code = text ? text : "";
+  api.free_error(text);
+  return code;
+}
+
 Status Backend::synchronize(int32_t device) {
   char* error = nullptr;
   if (instance_->api().synchronize(instance_->handle, device, &error) != 0)

@@ -115,6 +115,9 @@ class Backend {
   // The device's ceilings as the backend measures them (zeros where it
   // measures none: host backends, plugins older than ABI 2.1).
   Expected<lazylab_ceilings> measure_ceilings(int32_t device = 0);
+  // The code the backend generates for the Program (empty: none); an error
+  // for a plugin older than ABI 3.2, which cannot say.
+  Expected<std::string> generated_code(const Program& program, const Graph& graph);
 
  private:
   std::shared_ptr<BackendInstance> instance_;

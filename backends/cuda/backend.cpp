@@ -7,12 +7,16 @@
 // execute() returns before it is done.
 //
 // Options: tf32=on|off (default off), cache=on|off (the disk cache of
-// compiled kernels, default on), cache-dir=PATH.
+// compiled kernels, default on), cache-dir=PATH, graph=auto|on|off (replay
+// each executable's launches as one CUDA graph; auto: where a step has many
+// launches and little data to stage, see GraphPolicy).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -29,6 +33,19 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device
 
+// A graph replays the launches of a step with one call, but its parameters
+// and outputs move through staging memory at fixed addresses (a copy each
+// per step): worth it where launches are many and the data small.
+struct GraphPolicy {
+  enum Mode { Off, On, Auto } mode = Auto;
+  static constexpr size_t kMinLaunches = 8;
+  static constexpr uint64_t kMaxStagedBytes = uint64_t{1} << 20;
+
+  bool replays(size_t launches, uint64_t staged_bytes) const {
+    return mode == On || (mode == Auto && launches >= kMinLaunches && staged_bytes <= kMaxStagedBytes);
+  }
+};
+
 // One GPU: its context, stream, memory pool and cuBLASLt state.
 struct Device {
   const Driver& driver;
@@ -41,6 +58,9 @@ struct Device {
   size_t memory = 0;
   cublasLtHandle_t lt = nullptr;
   CUdeviceptr workspace = 0;
+  // cuBLASLt's choice for each product shape, asked once per device.
+  mutable std::mutex algo_mutex;
+  mutable std::map<std::array<int64_t, 8>, cublasLtMatmulAlgo_t> algos;
 
   Device(const Driver& d, const CublasLt& b, int index) : driver(d), blas(b) {
     check(d, d.cuDeviceGet(&device, index), "cuDeviceGet");
@@ -162,8 +182,8 @@ class Product {
  public:
   // With `bias`, cuBLASLt adds a vector of n along each row of the product
   // (its BIAS epilogue: in D^T's column-major terms, one value per row).
-  Product(const Device& device, const lazylab_contraction& c, bool tf32, bool bias)
-      : device_(device), c_(c), bias_(bias) {
+  Product(const Device& device, const lazylab_contraction& c, bool tf32, bool bias, float alpha = 1.0f)
+      : device_(device), c_(c), bias_(bias), alpha_(alpha) {
     const CublasLt& b = device.blas;
     cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     check(b.cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -182,6 +202,16 @@ class Product {
     first_ = layout(c.rhs_transposed ? c.k : c.n, c.rhs_transposed ? c.n : c.k, c.k * c.n);
     second_ = layout(c.lhs_transposed ? c.m : c.k, c.lhs_transposed ? c.k : c.m, c.m * c.k);
     out_ = layout(c.n, c.m, c.m * c.n);
+    algo_ = choose_algo(tf32);
+  }
+
+ private:
+  // cuBLASLt's first heuristic choice, asked once per shape on each device.
+  cublasLtMatmulAlgo_t choose_algo(bool tf32) {
+    std::array<int64_t, 8> key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32};
+    std::lock_guard<std::mutex> lock(device_.algo_mutex);
+    if (auto it = device_.algos.find(key); it != device_.algos.end()) return it->second;
+    const CublasLt& b = device_.blas;
     cublasLtMatmulPreference_t preference = nullptr;
     check(b.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
     size_t workspace = kWorkspaceBytes;
@@ -189,15 +219,18 @@ class Product {
                                            sizeof workspace);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    cublasStatus_t status =
-        b.cublasLtMatmulAlgoGetHeuristic(device.lt, desc_, first_, second_, out_, out_, preference, 1, &result, &found);
+    cublasStatus_t status = b.cublasLtMatmulAlgoGetHeuristic(device_.lt, desc_, first_, second_, out_, out_, preference,
+                                                             1, &result, &found);
     b.cublasLtMatmulPreferenceDestroy(preference);
     check(status, "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
       throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for a {} x [{} x {}] x [{} x {}] product",
-                                           c.batch, c.m, c.k, c.k, c.n));
-    algo_ = result.algo;
+                                           c_.batch, c_.m, c_.k, c_.k, c_.n));
+    device_.algos.emplace(key, result.algo);
+    return result.algo;
   }
+
+ public:
   ~Product() {
     const CublasLt& b = device_.blas;
     b.cublasLtMatrixLayoutDestroy(first_);
@@ -209,14 +242,14 @@ class Product {
   Product& operator=(const Product&) = delete;
 
   void run(CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr bias = 0) const {
-    const float one = 1.0f, zero = 0.0f;
+    const float zero = 0.0f;
     if (bias_) {
       const void* pointer = reinterpret_cast<const void*>(bias);
       check(device_.blas.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
                                                         sizeof pointer),
             "cublasLtMatmulDescSetAttribute (bias)");
     }
-    check(device_.blas.cublasLtMatmul(device_.lt, desc_, &one, reinterpret_cast<const void*>(rhs), first_,
+    check(device_.blas.cublasLtMatmul(device_.lt, desc_, &alpha_, reinterpret_cast<const void*>(rhs), first_,
                                       reinterpret_cast<const void*>(lhs), second_, &zero, reinterpret_cast<void*>(out),
                                       out_, reinterpret_cast<void*>(out), out_, &algo_,
                                       reinterpret_cast<void*>(device_.workspace), kWorkspaceBytes, device_.stream),
@@ -238,6 +271,7 @@ class Product {
   const Device& device_;
   lazylab_contraction c_;
   bool bias_;
+  float alpha_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
@@ -250,6 +284,8 @@ struct Value {
   int64_t ordinal;
   uint64_t offset;
   uint64_t bytes;
+  bool staged = false;  // a parameter or output at a fixed address, for graph replay
+  uint64_t stage_offset = 0;
 };
 
 struct LoadedLaunch {
@@ -267,7 +303,7 @@ struct LoadedKernel {
 class CudaExecutable : public plugin::Executable {
  public:
   CudaExecutable(Device& device, int32_t index, const lazylab_program& program, const CompilerOptions& compiler,
-                 bool tf32)
+                 bool tf32, GraphPolicy graph)
       : device_(device), index_(index), outputs_(program.outputs, program.outputs + program.num_outputs) {
     for (uint32_t v = 0; v < program.num_values; ++v) {
       const lazylab_value& value = program.values[v];
@@ -276,6 +312,9 @@ class CudaExecutable : public plugin::Executable {
     }
     ProgramCode code = generate(program);
     place_local_values(program.arena_bytes, code.needs_memory);
+    size_t launches = 0;
+    for (const KernelCode& kernel : code.kernels) launches += kernel.launches.size() + (kernel.product ? 1 : 0);
+    if (graph.replays(launches, staged_bytes())) place_staged_values();
     device.bind();
     if (arena_bytes_) check(device.driver, device.driver.cuMemAlloc(&arena_, arena_bytes_), "cuMemAlloc (arena)");
     CompiledModule module = compile_cuda(code.source, compiler);
@@ -286,6 +325,8 @@ class CudaExecutable : public plugin::Executable {
   ~CudaExecutable() override {
     device_.bind();
     device_.driver.cuStreamSynchronize(device_.stream);
+    if (graph_exec_) device_.driver.cuGraphExecDestroy(graph_exec_);
+    if (graph_) device_.driver.cuGraphDestroy(graph_);
     kernels_.clear();
     if (module_) device_.driver.cuModuleUnload(module_);
     if (arena_) device_.driver.cuMemFree(arena_);
@@ -303,8 +344,12 @@ class CudaExecutable : public plugin::Executable {
       output_pointers.push_back(buffer->pointer());
       outputs.push_back(std::move(buffer));
     }
+    // Per-kernel times need marks between the launches: those steps launch
+    // one by one.
+    bool replay = staged_ && !options.profile_kernels;
     auto address = [&](uint32_t v) -> CUdeviceptr {
       const Value& value = values_[v];
+      if (replay && value.staged) return arena_ + value.stage_offset;
       switch (value.kind) {
         case LAZYLAB_VALUE_PARAMETER: return static_cast<DeviceBuffer*>(parameters[value.ordinal])->pointer();
         case LAZYLAB_VALUE_OUTPUT: return output_pointers[value.ordinal];
@@ -316,14 +361,27 @@ class CudaExecutable : public plugin::Executable {
       event = std::make_unique<ExecutionEvent>(device_, options.profile_kernels, kernels_.size());
       event->record_start();
     }
-    for (size_t k = 0; k < kernels_.size(); ++k) {
-      if (event) event->record_kernel_start(k);
-      run(kernels_[k], address);
+    if (replay) {
+      for (const Value& value : values_)
+        if (value.staged && value.kind == LAZYLAB_VALUE_PARAMETER && value.bytes)
+          check(d,
+                d.cuMemcpyDtoDAsync(arena_ + value.stage_offset,
+                                    static_cast<DeviceBuffer*>(parameters[value.ordinal])->pointer(), value.bytes,
+                                    device_.stream),
+                "cuMemcpyDtoDAsync (staging a parameter)");
+      if (!graph_exec_) capture(address);
+      check(d, d.cuGraphLaunch(graph_exec_, device_.stream), "cuGraphLaunch");
+    } else {
+      for (size_t k = 0; k < kernels_.size(); ++k) {
+        if (event) event->record_kernel_start(k);
+        run(kernels_[k], address);
+      }
     }
     if (event) event->record_kernel_start(kernels_.size());
-    for (size_t i = 0; i < outputs_.size(); ++i) {  // roots not written in place
+    for (size_t i = 0; i < outputs_.size(); ++i) {  // roots not written in place, and staged ones
       const Value& value = values_[outputs_[i]];
-      if (value.kind != LAZYLAB_VALUE_OUTPUT || value.ordinal != static_cast<int64_t>(i))
+      bool in_place = value.kind == LAZYLAB_VALUE_OUTPUT && value.ordinal == static_cast<int64_t>(i);
+      if ((!in_place || replay) && value.bytes)
         check(d, d.cuMemcpyDtoDAsync(output_pointers[i], address(outputs_[i]), value.bytes, device_.stream),
               "cuMemcpyDtoDAsync");
     }
@@ -335,6 +393,42 @@ class CudaExecutable : public plugin::Executable {
   }
 
  private:
+  // The launches recorded once into a graph, at the staged addresses.
+  template <class Address>
+  void capture(Address& address) {
+    const Driver& d = device_.driver;
+    check(d, d.cuStreamBeginCapture(device_.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    try {
+      for (const LoadedKernel& kernel : kernels_) run(kernel, address);
+    } catch (...) {
+      CUgraph partial = nullptr;
+      d.cuStreamEndCapture(device_.stream, &partial);
+      if (partial) d.cuGraphDestroy(partial);
+      throw;
+    }
+    check(d, d.cuStreamEndCapture(device_.stream, &graph_), "cuStreamEndCapture");
+    check(d, d.cuGraphInstantiateWithFlags(&graph_exec_, graph_, 0), "cuGraphInstantiateWithFlags");
+  }
+
+  uint64_t staged_bytes() const {
+    uint64_t bytes = 0;
+    for (const Value& value : values_)
+      if (value.kind == LAZYLAB_VALUE_PARAMETER || value.kind == LAZYLAB_VALUE_OUTPUT) bytes += value.bytes;
+    return bytes;
+  }
+
+  // Parameters and outputs get fixed addresses after the arena, for graphs.
+  void place_staged_values() {
+    for (Value& value : values_) {
+      if (value.kind != LAZYLAB_VALUE_PARAMETER && value.kind != LAZYLAB_VALUE_OUTPUT) continue;
+      arena_bytes_ = (arena_bytes_ + 255) / 256 * 256;
+      value.staged = true;
+      value.stage_offset = arena_bytes_;
+      arena_bytes_ += value.bytes;
+    }
+    staged_ = true;
+  }
+
   // Kernel-local values the generated code keeps in memory go after the
   // memory plan's arena.
   void place_local_values(uint64_t arena_bytes, const std::vector<uint32_t>& locals) {
@@ -350,7 +444,8 @@ class CudaExecutable : public plugin::Executable {
   LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, bool tf32) {
     LoadedKernel loaded;
     if (code.product)
-      loaded.product = std::make_unique<Product>(device_, kernel.contraction, tf32, code.bias != kNoValue);
+      loaded.product = std::make_unique<Product>(device_, kernel.contraction, tf32, code.bias != kNoValue,
+                                                 static_cast<float>(code.alpha));
     loaded.product_out = code.product_out;
     loaded.bias = code.bias;
     for (const Launch& launch : code.launches) {
@@ -358,7 +453,8 @@ class CudaExecutable : public plugin::Executable {
       check(device_.driver, device_.driver.cuModuleGetFunction(&function, module_, launch.function.c_str()),
             "cuModuleGetFunction");
       // Grid-stride loops: enough blocks to fill the device, no more.
-      uint64_t blocks = launch.block_per_item ? launch.work : (launch.work + launch.block - 1) / launch.block;
+      uint64_t blocks = launch.block_per_item ? (launch.work + launch.items_per_block - 1) / launch.items_per_block
+                                              : (launch.work + launch.block - 1) / launch.block;
       uint64_t limit = launch.block_per_item ? uint64_t{1} << 30 : static_cast<uint64_t>(device_.sm_count) * 32;
       loaded.launches.push_back({function, launch, static_cast<uint32_t>(std::min(blocks, limit))});
     }
@@ -395,6 +491,9 @@ class CudaExecutable : public plugin::Executable {
   CUdeviceptr arena_ = 0;
   CUmodule module_ = nullptr;
   std::vector<LoadedKernel> kernels_;
+  bool staged_ = false;  // replayed as a graph (unless a step's kernels are profiled)
+  CUgraph graph_ = nullptr;
+  CUgraphExec graph_exec_ = nullptr;
 };
 
 bool parse_switch(const std::map<std::string, std::string>& options, const char* key, bool fallback) {
@@ -409,8 +508,13 @@ class CudaBackend : public plugin::Backend {
  public:
   explicit CudaBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
-      if (key != "tf32" && key != "cache" && key != "cache-dir")
-        throw std::invalid_argument("cuda has no option '" + key + "' (options: tf32, cache, cache-dir)");
+      if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph")
+        throw std::invalid_argument("cuda has no option '" + key + "' (options: tf32, cache, cache-dir, graph)");
+    if (auto it = options.find("graph"); it != options.end() && it->second != "auto") {
+      if (it->second != "on" && it->second != "off")
+        throw std::invalid_argument(fmt::format("cuda option graph must be auto, on or off, got '{}'", it->second));
+      graph_.mode = it->second == "on" ? GraphPolicy::On : GraphPolicy::Off;
+    }
     tf32_ = parse_switch(options, "tf32", false);
     compiler_.disk_cache = parse_switch(options, "cache", true);
     if (options.count("cache-dir")) compiler_.cache_dir = options.at("cache-dir");
@@ -443,10 +547,15 @@ class CudaBackend : public plugin::Backend {
     const Device& d = *devices_[0];
     return fmt::format(
         "{} ({}, {} SMs, {:.0f} GiB), {} device(s), driver {}.{}, NVRTC {}, cuBLASLt {}, TF32 {}, "
-        "kernel cache {}",
+        "kernel cache {}, CUDA graphs {}",
         d.name, d.arch(), d.sm_count, d.memory / double(1 << 30), devices_.size(), driver_->version / 1000,
         driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
-        compiler_.disk_cache ? cache_directory(compiler_) : "off");
+        compiler_.disk_cache ? cache_directory(compiler_) : "off",
+        graph_.mode == GraphPolicy::On    ? "on"
+        : graph_.mode == GraphPolicy::Off ? "off"
+                                          : fmt::format("auto (replayed where a step has >= {} launches and stages <= "
+                                                        "{} KiB)",
+                                                        GraphPolicy::kMinLaunches, GraphPolicy::kMaxStagedBytes >> 10));
   }
 
   int32_t device_count() const override { return static_cast<int32_t>(devices_.size()); }
@@ -455,7 +564,7 @@ class CudaBackend : public plugin::Backend {
     Device& d = device(index);
     CompilerOptions options = compiler_;
     options.arch = d.arch();
-    return std::make_unique<CudaExecutable>(d, index, program, options, tf32_);
+    return std::make_unique<CudaExecutable>(d, index, program, options, tf32_, graph_);
   }
 
   std::unique_ptr<plugin::Buffer> buffer_from_host(uint32_t dtype, std::vector<int64_t> shape, int32_t index,
@@ -486,6 +595,10 @@ class CudaBackend : public plugin::Backend {
 
   lazylab_ceilings measure_ceilings(int32_t index) override;
 
+  std::string generated_code(const lazylab_program& program) override {
+    return annotated_source(program, generate(program));
+  }
+
  private:
   Device& device(int32_t index) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -497,6 +610,7 @@ class CudaBackend : public plugin::Backend {
   const CublasLt* blas_ = nullptr;
   std::string nvrtc_version_;
   bool tf32_ = false;
+  GraphPolicy graph_;
   CompilerOptions compiler_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Device>> devices_;

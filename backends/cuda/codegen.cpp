@@ -41,10 +41,15 @@ template <class T> __device__ __forceinline__ T lazylab_div(T a, T b) {
   if (b == -1) return (T)(0ull - (unsigned long long)a);
   return a / b;
 }
-// Every thread of the block gets the reduction of every thread's x.
+// Every thread of the warp (block) gets the reduction of every thread's x.
+template <class T, class F>
+__device__ __forceinline__ T lazylab_warp_reduce(T x, F f) {
+  for (int offset = 16; offset > 0; offset >>= 1) x = f(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
 template <class T, class F>
 __device__ __forceinline__ T lazylab_block_reduce(T x, T* shared, F f) {
-  for (int offset = 16; offset > 0; offset >>= 1) x = f(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  x = lazylab_warp_reduce(x, f);
   __syncthreads();  // shared may still be read by an earlier reduction
   if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = x;
   __syncthreads();
@@ -172,12 +177,6 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
-uint32_t block_for_row(int64_t cols) {
-  uint32_t block = 32;
-  while (block < 1024 && static_cast<int64_t>(block) * 4 < cols) block *= 2;
-  return block;
-}
-
 // The parameter list: every value read (const) then every value written.
 std::string parameters(const lazylab_program& program, const std::set<uint32_t>& reads,
                        const std::set<uint32_t>& writes, Launch& launch) {
@@ -242,13 +241,18 @@ class RowSpaceSource {
         name, parameters(program_, reads_, writes_, launch), body);
   }
 
+  // A row per warp (rows up to kWarpRowCols) or per block; with 128-bit
+  // accesses where the row allows, and the row's f32 inputs held in
+  // registers (each thread's share, loaded once) where they fit, so every
+  // pass over the row after the first reads no memory.
   std::string row_reduction(const std::string& name, Launch& launch) {
-    vec_ = 1;
+    plan_row_threads();
     collect_memory();
     launch.function = name;
     launch.work = rows_;
     launch.block_per_item = true;
-    launch.block = block_for_row(cols_);
+    launch.block = block_;
+    launch.items_per_block = warp_rows_ ? block_ / 32 : 1;
     std::string shared, body;
     for (const lazylab_op* op : ops_) {
       if (ops::is_reduction(op->op)) {
@@ -259,28 +263,105 @@ class RowSpaceSource {
         row_known_.insert(op->result);
       }
       if (row_value(op->result) && stored_per_row(op->result) && writes_.count(op->result))
-        body += fmt::format("    if (threadIdx.x == 0) p{0}[row] = ({1})v{0};\n", op->result,
+        body += fmt::format("    if (lane_in_row == 0) p{0}[row] = ({1})v{0};\n", op->result,
                             storage_type(dtype(op->result)));
     }
     // Everything stored in full, computed once more in one last pass.
-    scope_.clear();
-    lane_ = 0;
     std::string last_loop;
+    for (int lane = 0; lane < vec_; ++lane) {
+      open_lane(lane, last_loop);
+      for (uint32_t v : writes_)
+        if (!stored_per_row(v)) last_loop += column_value(v) + (vector_store(v) ? "" : store_element(v));
+    }
     for (uint32_t v : writes_)
-      if (!stored_per_row(v)) last_loop += column_value(v) + store_element(v);
-    if (!last_loop.empty())
-      body += fmt::format(
-          "    for (long long c = threadIdx.x; c < {}LL; c += blockDim.x) {{\n"
-          "      const long long i_0 = base + c;\n      const long long r_0 = row;\n{}    }}\n",
-          cols_, last_loop);
+      if (!stored_per_row(v) && vector_store(v))
+        last_loop += fmt::format(
+            "      reinterpret_cast<float4*>(p{0} + base)[g] = make_float4(v{0}_0, v{0}_1, v{0}_2, v{0}_3);\n", v);
+    bool stores_in_full = std::any_of(writes_.begin(), writes_.end(), [&](uint32_t v) { return !stored_per_row(v); });
+    if (stores_in_full) body += row_loop(last_loop);
+    std::string row_threads = warp_rows_ ? "32" : "(int)blockDim.x";
     return fmt::format(
         "extern \"C\" __global__ void {}({}) {{\n{}"
-        "  for (long long row = blockIdx.x; row < work; row += gridDim.x) {{\n"
-        "    const long long base = row * {}LL;\n{}  }}\n}}\n",
-        name, parameters(program_, reads_, writes_, launch), shared, cols_, body);
+        "  const int lane_in_row = threadIdx.x % {};\n"
+        "  const long long rows_per_block = {};\n"
+        "  for (long long row = blockIdx.x * rows_per_block + threadIdx.x / {}; row < work;\n"
+        "       row += gridDim.x * rows_per_block) {{\n"
+        "    const long long base = row * {}LL;\n{}{}  }}\n}}\n",
+        name, parameters(program_, reads_, writes_, launch), shared, row_threads, launch.items_per_block, row_threads,
+        cols_, cached_loads(), body);
   }
 
  private:
+  static constexpr int64_t kWarpRowCols = 1024;
+  static constexpr int64_t kCachedGroups = 8;  // 128-bit groups a thread holds per cached input
+
+  // How the row is split among threads; vec_ before collect_memory().
+  void plan_row_threads() {
+    row_mode_ = true;
+    vec_ = cols_ % 4 == 0 ? 4 : 1;
+    warp_rows_ = cols_ <= kWarpRowCols;
+    int64_t groups = cols_ / vec_;
+    if (warp_rows_) {
+      block_ = 256;
+      cached_ = vec_ == 4 && groups <= 32 * kCachedGroups;
+      per_thread_ = (groups + 31) / 32;
+    } else {
+      block_ = 128;
+      while (block_ < 1024 && block_ * 4 < groups) block_ *= 2;
+      cached_ = vec_ == 4 && groups <= block_ * kCachedGroups;
+      per_thread_ = (groups + block_ - 1) / block_;
+    }
+    indexed_vectors_ = cached_;
+  }
+
+  // A loop over this thread's groups of the row (vec_ elements each).
+  std::string row_loop(const std::string& lanes) const {
+    std::string threads = warp_rows_ ? "32" : "(long long)blockDim.x";
+    int64_t groups = cols_ / vec_;
+    if (cached_)
+      return fmt::format(
+          "#pragma unroll\n    for (int k = 0; k < {0}; ++k) {{\n"
+          "      const long long g = lane_in_row + k * {1};\n      if (g >= {2}LL) break;\n{3}{4}    }}\n",
+          per_thread_, threads, groups, group_loads(), lanes);
+    return fmt::format("    for (long long g = lane_in_row; g < {}LL; g += {}) {{\n{}{}    }}\n", groups, threads,
+                       group_loads(), lanes);
+  }
+
+  // Element `lane` of the group: its index, then a fresh scope.
+  void open_lane(int lane, std::string& code) {
+    lane_ = lane;
+    scope_.clear();
+    code += fmt::format("      const long long i_{0} = base + g * {1} + {0};\n      const long long r_{0} = row;\n",
+                        lane, vec_);
+  }
+
+  // The cached inputs' 128-bit groups for this thread, at the row's start.
+  std::string cached_loads() const {
+    if (!cached_ || vector_loads_.empty()) return "";
+    std::string threads = warp_rows_ ? "32" : "(long long)blockDim.x";
+    std::string declare, load;
+    for (uint32_t v : vector_loads_) {
+      declare += fmt::format("    float4 q{}[{}];\n", v, per_thread_);
+      load += fmt::format("      q{0}[k] = reinterpret_cast<const float4*>(p{0} + base)[g];\n", v);
+    }
+    return fmt::format(
+        "{}#pragma unroll\n    for (int k = 0; k < {}; ++k) {{\n"
+        "      const long long g = lane_in_row + k * {};\n      if (g >= {}LL) break;\n{}    }}\n",
+        declare, per_thread_, threads, cols_ / vec_, load);
+  }
+
+  // Each group's 128-bit reads where a loop body starts: uncached inputs and
+  // vectors along the row (loads a loop body does not use are dead code).
+  std::string group_loads() const {
+    std::string code;
+    if (!cached_ && vec_ == 4)
+      for (uint32_t v : vector_loads_)
+        code += fmt::format("      const float4 q{0} = reinterpret_cast<const float4*>(p{0} + base)[g];\n", v);
+    for (uint32_t v : repeat_vectors_)
+      code += fmt::format("      const float4 w{0} = reinterpret_cast<const float4*>(p{0})[g];\n", v);
+    return code;
+  }
+
   uint32_t dtype(uint32_t v) const { return program_.values[v].dtype; }
 
   const lazylab_access& access(uint32_t v) const {
@@ -308,6 +389,10 @@ class RowSpaceSource {
       if (op->op == LAZYLAB_OP_Broadcast) {
         const lazylab_access& a = access(op->result);
         if (a.kind != LAZYLAB_ACCESS_SPLAT && !produced_.count(a.source)) reads_.insert(a.source);
+        // A vector along the row (a layernorm's weights): a 128-bit load per group.
+        if (row_mode_ && vec_ == 4 && a.kind == LAZYLAB_ACCESS_REPEAT && a.period == cols_ &&
+            !produced_.count(a.source) && dtype(a.source) == LAZYLAB_F32)
+          repeat_vectors_.insert(a.source);
         continue;
       }
       for (uint32_t k = 0; k < op->num_operands; ++k)
@@ -331,12 +416,18 @@ class RowSpaceSource {
     std::string at;
     switch (kind) {
       case LAZYLAB_ACCESS_FULL:
-        if (vector_loads_.count(source)) return fmt::format("q{}.{}", source, "xyzw"[lane_]);
+        if (vector_loads_.count(source))
+          return fmt::format("q{}{}.{}", source, indexed_vectors_ ? "[k]" : "", "xyzw"[lane_]);
         at = fmt::format("i_{}", lane_);
         break;
       case LAZYLAB_ACCESS_PER_ROW: at = fmt::format("r_{}", lane_); break;
       case LAZYLAB_ACCESS_SCALAR: at = "0"; break;
-      case LAZYLAB_ACCESS_REPEAT: at = fmt::format("i_{} % {}LL", lane_, period); break;
+      case LAZYLAB_ACCESS_REPEAT:
+        if (repeat_vectors_.count(source)) return fmt::format("w{}.{}", source, "xyzw"[lane_]);
+        // In a row kernel the row's start is a multiple of a period dividing the row.
+        at = row_mode_ && cols_ % period == 0 ? fmt::format("(int)((g * {} + {}) % {}LL)", vec_, lane_, period)
+                                              : fmt::format("i_{} % {}LL", lane_, period);
+        break;
       default: throw std::invalid_argument("codegen: a splat has no memory");
     }
     std::string element = fmt::format("p{}[{}]", source, at);
@@ -415,12 +506,10 @@ class RowSpaceSource {
     } else {
       for (uint32_t k = 0; k < op.num_operands; ++k) code += column_value(op.operands[k]);
     }
-    lane_ = 0;
     scope_.insert(v);
-    if (row_value(v)) {  // a view or constant of per-row values, needed per element
-      return code + fmt::format("      const {} v{}_0 = {};\n", register_type(dtype(v)), v, expression(op, true));
-    }
-    return code + fmt::format("      const {} v{}_0 = {};\n", register_type(dtype(v)), v, expression(op, false));
+    // A view or constant of per-row values, needed per element, reads them per row.
+    return code + fmt::format("      const {} v{}_{} = {};\n", register_type(dtype(v)), v, lane_,
+                              expression(op, row_value(v)));
   }
 
   std::string reduction(const lazylab_op& op, std::string& shared) {
@@ -436,28 +525,28 @@ class RowSpaceSource {
       init = op.op == LAZYLAB_OP_ReduceMax
                  ? (type == LAZYLAB_I32 ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)")
                  : (type == LAZYLAB_I32 ? "2147483647" : "9223372036854775807LL");
-    shared += fmt::format("  __shared__ {} s{}[32];\n", acc_type, op.result);
-    scope_.clear();
-    std::string code = column_value(op.operands[0]);
-    std::string x = operand_in_loop(op.operands[0]);
+    if (!warp_rows_) shared += fmt::format("  __shared__ {} s{}[32];\n", acc_type, op.result);
+    std::string lanes;
+    for (int lane = 0; lane < vec_; ++lane) {
+      open_lane(lane, lanes);
+      lanes += column_value(op.operands[0]);
+      lanes += fmt::format("      a{1} = {0}()(a{1}, ({2}){3});\n", functor, op.result, acc_type,
+                           operand_in_loop(op.operands[0]));
+    }
+    std::string combine = warp_rows_ ? fmt::format("lazylab_warp_reduce(a{}, {}())", op.result, functor)
+                                     : fmt::format("lazylab_block_reduce(a{0}, s{0}, {1}())", op.result, functor);
     std::string result = fmt::format("a{}", op.result);
     if (op.op == LAZYLAB_OP_ReduceMean)
       result = integer ? fmt::format("(long long)a{} / {}LL", op.result, cols_)
                        : fmt::format("a{} / ({}){}", op.result, acc_type, cols_);
     row_known_.insert(op.result);
-    return fmt::format(
-        "    {0} a{1} = {2};\n"
-        "    for (long long c = threadIdx.x; c < {3}LL; c += blockDim.x) {{\n"
-        "      const long long i_0 = base + c;\n      const long long r_0 = row;\n{4}"
-        "      a{1} = {5}()(a{1}, ({0}){6});\n    }}\n"
-        "    a{1} = lazylab_block_reduce(a{1}, s{1}, {5}());\n"
-        "    const {7} v{1} = ({7})({8});\n",
-        acc_type, op.result, init, cols_, code, functor, x, register_type(type), result);
+    return fmt::format("    {0} a{1} = {2};\n{3}    a{1} = {4};\n    const {5} v{1} = ({5})({6});\n", acc_type,
+                       op.result, init, row_loop(lanes), combine, register_type(type), result);
   }
 
   std::string operand_in_loop(uint32_t v) const {
     if (row_known_.count(v)) return fmt::format("v{}", v);
-    if (produced_.count(v)) return fmt::format("v{}_0", v);
+    if (produced_.count(v)) return fmt::format("v{}_{}", v, lane_);
     const lazylab_access& a = access(v);
     return load(v, a.kind, a.period);
   }
@@ -473,6 +562,11 @@ class RowSpaceSource {
   std::set<uint32_t> row_known_;  // declared once for the row
   int vec_ = 1;
   int lane_ = 0;
+  // Row reductions: a warp per row (else a block), block_ threads, each
+  // holding per_thread_ groups of the row in registers when cached_.
+  bool row_mode_ = false, warp_rows_ = false, cached_ = false, indexed_vectors_ = false;
+  std::set<uint32_t> repeat_vectors_;
+  int64_t block_ = 256, per_thread_ = 1;
 };
 
 // A strided copy: element t of `shape` reads operand element offset +
@@ -826,7 +920,11 @@ class ProgramSource {
   ProgramCode run() {
     ProgramCode code;
     code.source = kPrelude;
-    for (uint32_t k = 0; k < program_.num_kernels; ++k) code.kernels.push_back(kernel(k, code));
+    for (uint32_t k = 0; k < program_.num_kernels; ++k) {
+      size_t start = code.source.size();
+      code.kernels.push_back(kernel(k, code));
+      code.kernels.back().source = code.source.substr(start);
+    }
     code.needs_memory.assign(needs_memory_.begin(), needs_memory_.end());
     return code;
   }
@@ -900,6 +998,7 @@ class ProgramSource {
     KernelCode result;
     result.product = true;
     result.product_out = c.matmul;
+    fuse_scale(kernel, epilogue, result);
     fuse_bias(kernel, epilogue, result);
     if (result.product_out == c.matmul && program_.values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL)
       needs_memory_.insert(c.matmul);
@@ -908,6 +1007,56 @@ class ProgramSource {
     code.source += row_source(kernel, std::move(epilogue)).elementwise(name, launch);
     result.launches.push_back(std::move(launch));
     return result;
+  }
+
+  // The product's first use is a multiply by a constant (attention's
+  // 1/sqrt(d)): cuBLASLt's alpha scales it instead, and what read the
+  // multiply's result reads the product's memory.
+  void fuse_scale(const lazylab_kernel& kernel, std::vector<const lazylab_op*>& epilogue, KernelCode& result) {
+    const lazylab_contraction& c = kernel.contraction;
+    if (program_.values[c.matmul].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return;
+    auto uses = [&](uint32_t value) {
+      size_t n = 0;
+      for (const lazylab_op* op : epilogue)
+        for (uint32_t k = 0; k < op->num_operands; ++k) n += op->operands[k] == value;
+      return n;
+    };
+    auto mul = std::find_if(epilogue.begin(), epilogue.end(), [&](const lazylab_op* op) {
+      return std::find(op->operands, op->operands + op->num_operands, c.matmul) != op->operands + op->num_operands;
+    });
+    if (mul == epilogue.end() || (*mul)->op != LAZYLAB_OP_Mul || uses(c.matmul) != 1) return;
+    uint32_t factor = (*mul)->operands[(*mul)->operands[0] == c.matmul ? 1 : 0];
+    const lazylab_access* access = nullptr;
+    for (uint32_t i = 0; i < kernel.num_accesses; ++i)
+      if (kernel.accesses[i].value == factor) access = &kernel.accesses[i];
+    if (!access || access->kind != LAZYLAB_ACCESS_SPLAT) return;
+    uint32_t scaled = (*mul)->result;
+    bool scaled_local = program_.values[scaled].kind == LAZYLAB_VALUE_KERNEL_LOCAL;
+    if (!scaled_local && epilogue.size() > 2) return;  // kept in memory and read on: not worth a copy
+    result.alpha = access->splat;
+    if (!scaled_local) result.product_out = scaled;
+    epilogue.erase(mul);
+    for (const lazylab_op*& op : epilogue) op = renamed(*op, scaled, c.matmul);
+    drop_unused(epilogue);
+  }
+
+  // Ops whose results nothing reads and nothing stores (a constant only the
+  // folded multiply read).
+  void drop_unused(std::vector<const lazylab_op*>& epilogue) const {
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (auto it = epilogue.begin(); it != epilogue.end(); ++it) {
+        uint32_t v = (*it)->result;
+        bool read = std::any_of(epilogue.begin(), epilogue.end(), [&](const lazylab_op* op) {
+          return std::find(op->operands, op->operands + op->num_operands, v) != op->operands + op->num_operands;
+        });
+        if (!read && !leaves(v)) {
+          epilogue.erase(it);
+          dropped = true;
+          break;
+        }
+      }
+    }
   }
 
   // The epilogue's first op is the product + a bias vector broadcast over the
@@ -978,5 +1127,25 @@ class ProgramSource {
 }  // namespace
 
 ProgramCode generate(const lazylab_program& program) { return ProgramSource(program).run(); }
+
+std::string annotated_source(const lazylab_program& program, const ProgramCode& code) {
+  std::string text = kPrelude;
+  for (size_t k = 0; k < code.kernels.size(); ++k) {
+    const KernelCode& kernel = code.kernels[k];
+    text += fmt::format("\n// ---- kernel k{}\n", k);
+    if (kernel.product) {
+      const lazylab_contraction& c = program.kernels[k].contraction;
+      text += fmt::format("// cuBLASLt: {} x [{} x {}]{} x [{} x {}]{}{} -> %{}\n", c.batch, c.m, c.k,
+                          c.lhs_transposed ? "^T" : "", c.k, c.n, c.rhs_transposed ? "^T" : "",
+                          kernel.bias != kNoValue ? fmt::format(" + bias %{}", kernel.bias) : "", kernel.product_out);
+    }
+    for (const Launch& l : kernel.launches)
+      text += fmt::format(
+          "// launch {}: {} {}, {} threads a block{}\n", l.function, l.work, l.block_per_item ? "rows" : "work items",
+          l.block, l.items_per_block > 1 ? fmt::format(", {} rows a block (a warp each)", l.items_per_block) : "");
+    text += kernel.source;
+  }
+  return text;
+}
 
 }  // namespace lazylab::cuda

@@ -26,6 +26,7 @@ struct Launch {
   std::vector<uint32_t> values;
   int64_t work = 0;             // elementwise: elements (or groups of four); row kernels: rows
   bool block_per_item = false;  // a block per work item (rows) instead of a thread per item
+  int64_t items_per_block = 1;  // with block_per_item: rows a block takes at once (a warp each)
   uint32_t block = 256;
 };
 
@@ -37,7 +38,9 @@ struct KernelCode {
   // written to `product_out` (the matmul's value, or the add's it replaced).
   uint32_t bias = kNoValue;
   uint32_t product_out = kNoValue;
+  double alpha = 1.0;  // cuBLASLt's scale of the product (a constant factor the epilogue had)
   std::vector<Launch> launches;
+  std::string source;  // this kernel's functions (part of ProgramCode::source)
 };
 
 struct ProgramCode {
@@ -48,5 +51,10 @@ struct ProgramCode {
 
 // Throws std::invalid_argument naming the op it cannot generate.
 ProgramCode generate(const lazylab_program& program);
+
+// The source as a reader wants it: the helpers, then each kernel's functions
+// under a line saying what runs for it (the cuBLASLt product, each launch's
+// work and block).
+std::string annotated_source(const lazylab_program& program, const ProgramCode& code);
 
 }  // namespace lazylab::cuda

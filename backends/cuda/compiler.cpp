@@ -30,7 +30,8 @@ struct Header {
 };
 
 std::vector<std::string> nvrtc_options(const CompilerOptions& options) {
-  return {"--gpu-architecture=" + options.arch, "--std=c++17", "-default-device", "--extra-device-vectorization"};
+  return {"--gpu-architecture=" + options.arch, "--std=c++17", "-default-device", "--extra-device-vectorization",
+          "--split-compile=0"};
 }
 
 uint64_t cache_key(const std::string& source, const CompilerOptions& options, const Nvrtc& nvrtc) {

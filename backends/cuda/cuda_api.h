@@ -55,7 +55,13 @@ struct Driver {
   X(cuEventDestroy) \
   X(cuGetErrorName) \
   X(cuGetErrorString) \
-  X(cuFuncSetAttribute)
+  X(cuFuncSetAttribute) \
+  X(cuStreamBeginCapture) \
+  X(cuStreamEndCapture) \
+  X(cuGraphInstantiateWithFlags) \
+  X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphDestroy)
 #define LAZYLAB_DECLARE(name) decltype(&::name) name = nullptr;
   LAZYLAB_DRIVER_FUNCTIONS(LAZYLAB_DECLARE)
   // clang-format on

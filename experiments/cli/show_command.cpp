@@ -1,6 +1,7 @@
 // lazylab show: a workload's or .lzir file's IR after a pipeline. With
 // --split-input-file each `// -----` chunk of the file is a separate case,
-// as in MLIR's tests.
+// as in MLIR's tests. With --code, the code the backend generates for the
+// lowered Program (the cuda backend's CUDA C++, each kernel marked).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,7 +24,9 @@ struct ShowOptions {
   std::vector<std::string> params, print_after;
   std::string backend;
   bool dot = false, split = false, verify_each = false, print_after_all = false, explain_fusion = false;
+  bool code = false;
   const lazylab_capabilities* capabilities = nullptr;
+  Backend* backend_object = nullptr;
 };
 
 struct Chunk {
@@ -91,7 +94,13 @@ Status show_graph(Graph graph, const std::string& name, const ShowOptions& o, co
   PassManagerOptions pm{o.verify_each, o.print_after_all, {o.print_after.begin(), o.print_after.end()}, &std::cout};
   auto stats = run_pipeline(pipeline, module, pm);
   if (!stats) return stats.error();
-  if (o.dot)
+  if (o.code) {
+    if (!module.program)
+      return make_error("--code: the pipeline must lower the graph to a Program (end it with 'lower')");
+    auto code = o.backend_object->generated_code(*module.program, module.graph);
+    if (!code) return code.error();
+    std::cout << (code->empty() ? fmt::format("// backend {} generates no code\n", o.backend_object->name()) : *code);
+  } else if (o.dot)
     std::cout << to_dot(module.graph, module.kernel_of.empty() ? nullptr : &module.kernel_of);
   else if (!o.print_after_all)
     std::cout << print_module(module);
@@ -134,7 +143,9 @@ int show_command(const Args& args) {
       "print-after", po::value(&o.print_after)->composing(), "print the IR after this pass (repeatable)")(
       "explain-fusion", po::bool_switch(&o.explain_fusion),
       "print each candidate pair a fusion strategy considered, with its decision and reason")(
-      "backend,b", po::value(&o.backend), "fuse for this backend's capabilities (default: no limits)");
+      "backend,b", po::value(&o.backend), "fuse for this backend's capabilities (default: no limits)")(
+      "code", po::bool_switch(&o.code),
+      "print the code the backend generates for the lowered Program (needs --backend)");
   po::positional_options_description positional;
   positional.add("target", 1);
   po::variables_map vm;
@@ -150,6 +161,10 @@ int show_command(const Args& args) {
     }
     backend = std::move(*loaded);
     o.capabilities = &backend->capabilities();
+    o.backend_object = backend.get();
+  } else if (o.code) {
+    std::cerr << "lazylab: --code needs --backend: the backend whose code to show\n";
+    return kExitUsage;
   }
   Pipeline pipeline;
   if (!o.pipeline.empty()) {

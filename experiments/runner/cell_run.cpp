@@ -74,6 +74,12 @@ void CellRun::step(int64_t index) {
 Status CellRun::run_step(int64_t index) {
   const Experiment& e = setup_.experiment;
   Metrics& metrics = context_->metrics();
+  bool timed = index > e.warmup && index <= e.warmup + e.timed_steps();
+  // Flushing, odd timed steps (and the profiled ones) are timed on the
+  // device, queued behind the flush; the others on the host, after it.
+  bool device_timed = !timed || e.flush_bytes == 0 || (index - e.warmup) % 2 == 1;
+  bool host_timed = !timed || e.flush_bytes == 0 || !device_timed;
+  if (index > 0 && e.flush_bytes > 0) LAZYLAB_TRY(flush_caches(/*wait=*/host_timed));
   uint64_t nodes_before = metrics.nodes_traced;
   double execute_before = metrics.execute_ms;
   auto t0 = Clock::now();
@@ -89,12 +95,14 @@ Status CellRun::run_step(int64_t index) {
   if (index == 0) {
     result_.cold_step_ms = elapsed_ms(t0, t2);
     record_compilation();
-  } else if (index > e.warmup && index <= e.warmup + e.runs) {
-    result_.step_samples_ms.push_back(elapsed_ms(t0, t2));
-    result_.device_samples_ms.push_back(metrics.last_device_execute_ms);
-    trace_us_.push_back(elapsed_ms(t0, t1) * 1e3);
-    overhead_us_.push_back((elapsed_ms(t1, synced) - execute) * 1e3);
-    execute_ms_.push_back(execute);
+  } else if (timed) {
+    if (device_timed) result_.device_samples_ms.push_back(metrics.last_device_execute_ms);
+    if (host_timed) {
+      result_.step_samples_ms.push_back(elapsed_ms(t0, t2));
+      trace_us_.push_back(elapsed_ms(t0, t1) * 1e3);
+      overhead_us_.push_back((elapsed_ms(t1, synced) - execute) * 1e3);
+      execute_ms_.push_back(execute);
+    }
   }
   // Every step is checked, outside the timed region: a race shows in some
   // steps only.
@@ -102,6 +110,18 @@ Status CellRun::run_step(int64_t index) {
   if (!checked) return checked.error();
   absorb(result_.correctness, *checked, index);
   return {};
+}
+
+Status CellRun::flush_caches(bool wait) {
+  if (!flush_engine_) {
+    auto pipeline = parse_pipeline("lower");
+    if (!pipeline) return pipeline.error();
+    flush_engine_ = std::make_unique<Engine>(std::move(*pipeline), setup_.backend);
+    flush_context_ = std::make_unique<Context>(*flush_engine_);
+  }
+  Tensor written = flush_context_->full(1.0, TensorType{DType::F32, {setup_.experiment.flush_bytes / 4}});
+  LAZYLAB_TRY(flush_context_->sync());
+  return wait ? flush_context_->wait() : Status{};
 }
 
 void CellRun::record_compilation() {
@@ -125,7 +145,7 @@ void CellRun::profile_kernels() {
   std::vector<std::vector<double>> by_kernel(result_.kernel_labels.size());
   engine_->set_profile_kernels(true);
   for (int64_t i = 0; i < e.profile_steps && !failed(); ++i) {
-    step(1 + e.warmup + e.runs + i);
+    step(1 + e.warmup + e.timed_steps() + i);
     const Engine::KernelTimes& times = engine_->last_kernel_times();
     // Times of another graph than the one the reports describe (a step
     // that recompiled) say nothing about its kernels.

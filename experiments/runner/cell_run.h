@@ -41,6 +41,8 @@ class CellRun {
 
  private:
   Status run_step(int64_t index);
+  // Writes Experiment::flush_bytes on the backend; with `wait`, waits for it.
+  Status flush_caches(bool wait);
   void record_compilation();
   // The steps after the timed ones, each kernel timed by the backend: the
   // median per kernel goes to the result.
@@ -51,6 +53,8 @@ class CellRun {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Context> context_;
   std::vector<Tensor> inputs_;
+  std::unique_ptr<Engine> flush_engine_;  // its own engine: the cell's cache and metrics stay the step's
+  std::unique_ptr<Context> flush_context_;
   CellResult result_;
   std::vector<double> trace_us_, overhead_us_, execute_ms_;
 };

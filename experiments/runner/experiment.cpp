@@ -282,13 +282,19 @@ Status read_optional(const Reader& r, const YAML::Node& map, const std::string& 
 
 Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
   if (YAML::Node repeat = root["repeat"]) {
-    LAZYLAB_TRY(r.expect_keys(repeat, "repeat", {"warmup", "runs", "interleave", "profile"}));
+    LAZYLAB_TRY(r.expect_keys(repeat, "repeat", {"warmup", "runs", "interleave", "profile", "flush"}));
+    LAZYLAB_TRY(read_optional(r, repeat, "repeat", "flush", "a size in MiB", e.flush_bytes));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "warmup", "an integer", e.warmup));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "runs", "an integer", e.runs));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "interleave", "true or false", e.interleave));
     LAZYLAB_TRY(read_optional(r, repeat, "repeat", "profile", "an integer", e.profile_steps));
     // Samples are kept per step: a count beyond this is a typo, not a plan.
     constexpr int64_t kMaxSteps = 1'000'000;
+    constexpr int64_t kMaxFlushMiB = 16384;
+    if (e.flush_bytes < 0 || e.flush_bytes > kMaxFlushMiB)
+      return r.error(repeat["flush"], "repeat.flush",
+                     fmt::format("must be between 0 and {} MiB, got {}", kMaxFlushMiB, e.flush_bytes));
+    e.flush_bytes <<= 20;
     if (e.warmup < 0 || e.runs < 1 || e.profile_steps < 0 || e.warmup > kMaxSteps || e.runs > kMaxSteps ||
         e.profile_steps > kMaxSteps)
       return r.error(repeat, "repeat",

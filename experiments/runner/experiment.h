@@ -77,6 +77,16 @@ struct Experiment {
   int64_t profile_steps = 3;
   // Step the cells of a workload in rounds, shuffled per round (runner.h).
   bool interleave = true;
+  // Before each step after the cold one, write this many bytes on the cell's
+  // backend, so that every step starts from cold caches, as the GPU peers
+  // time theirs (a memset of 256 MiB before each step). The timed steps then
+  // alternate: a device-timed step queued behind the flush (as the peers'
+  // are: no idle device before it), and a host-timed step after the flush
+  // has finished (its host time holds no flush); `runs` samples of each.
+  // 0: no flush.
+  int64_t flush_bytes = 0;
+  // The timed steps: two per run when flushing (see flush_bytes).
+  int64_t timed_steps() const { return flush_bytes > 0 ? 2 * runs : runs; }
   struct {
     std::string backend = "interp";
     std::string pipeline = "lower";

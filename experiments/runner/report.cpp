@@ -157,6 +157,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"runs", e.runs},
             {"profile_steps", e.profile_steps},
             {"interleave", e.interleave},
+            {"flush_bytes", e.flush_bytes},
             {"overrides", overrides_json(e)},
             {"shard", result.shard},
             {"isolate", result.isolated},
@@ -331,6 +332,7 @@ void read_experiment(const nlohmann::json& experiment, LoadedReport& report) {
   e.runs = experiment.value("runs", int64_t{0});
   e.profile_steps = experiment.value("profile_steps", int64_t{0});
   e.interleave = experiment.value("interleave", false);
+  e.flush_bytes = experiment.value("flush_bytes", int64_t{0});
   e.overrides = report.overrides;
   nlohmann::json reference = experiment.value("reference", nlohmann::json::object());
   e.reference.backend = reference.value("backend", "");

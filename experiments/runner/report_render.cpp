@@ -61,13 +61,18 @@ std::string markdown_header(const ExperimentResult& result, const RunInfo& info)
   for (const std::string& plugin : info.plugins) out += fmt::format("- plugin: {}\n", plugin);
   for (const std::string& shard : info.merged_from) out += fmt::format("- merged from {}\n", shard);
   out += fmt::format(
-      "- repeats: {} warm-up + {} timed steps after the cold step{}; baseline pipeline `{}`\n- statistics: median "
+      "- repeats: {} warm-up + {} timed steps after the cold step{}{}; baseline pipeline `{}`\n- statistics: median "
       "with its 95% bootstrap interval ({} resamples); a speedup's interval resamples both cells, and where it "
       "holds 1 the difference is not significant (n.s.)\n",
       e.warmup, e.runs,
       result.isolated ? ", each cell in its own child process, cell after cell"
       : e.interleave  ? ", the cells of a workload interleaved (round-robin, shuffled each round)"
                       : ", cell after cell",
+      e.flush_bytes ? fmt::format(", each after {} MiB written on the cell's backend (caches flushed, as the GPU peers "
+                                  "do): device time from steps queued behind it, host time from as many steps "
+                                  "started after it",
+                                  e.flush_bytes >> 20)
+                    : "",
       e.baseline, kBootstrapResamples);
   out += fmt::format(
       "- ceilings: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({}); {}\n",

@@ -277,10 +277,10 @@ void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::uni
   std::vector<CellRun*> order;
   for (auto& run : runs) order.push_back(run.get());
   std::mt19937_64 rng(e.seed * 1000003 + workload_index);
-  for (int64_t step = 1; step <= e.warmup + e.runs; ++step) {
+  for (int64_t step = 1; step <= e.warmup + e.timed_steps(); ++step) {
     if (progress)
-      progress->working_on(
-          fmt::format("{}, round {} of {}", e.workloads[workload_index].name, step + 1, 1 + e.warmup + e.runs));
+      progress->working_on(fmt::format("{}, round {} of {}", e.workloads[workload_index].name, step + 1,
+                                       1 + e.warmup + e.timed_steps()));
     if (e.interleave) std::shuffle(order.begin(), order.end(), rng);
     for (CellRun* run : order) run->step(step);
   }
@@ -289,7 +289,7 @@ void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::uni
 // Runs one cell after another, all steps each (repeat.interleave: false).
 void run_in_sequence(const Experiment& e, std::vector<std::unique_ptr<CellRun>>& runs) {
   for (auto& run : runs)
-    for (int64_t step = 0; step <= e.warmup + e.runs; ++step) run->step(step);
+    for (int64_t step = 0; step <= e.warmup + e.timed_steps(); ++step) run->step(step);
 }
 
 void report_cell(Progress* progress, const CellResult& c) {
@@ -388,7 +388,7 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
   if (!pending.empty()) {
     if (options.progress) {
       options.progress->line(fmt::format("  {}: {} cells, {} rounds{}", e.workloads[w].name, pending.size(),
-                                         1 + e.warmup + e.runs, e.interleave ? ", interleaved" : ""));
+                                         1 + e.warmup + e.timed_steps(), e.interleave ? ", interleaved" : ""));
       options.progress->working_on(e.workloads[w].name);
     }
     std::vector<HostTensor> inputs = workload.make_inputs(e.seed);

@@ -305,7 +305,7 @@ check "--load-plugin with a taken name" 1 "it registers pass 'cse', which a buil
 check "--load-plugin without the entry point" 1 "missing entry point 'lazylab_pass_plugin_info'" \
   -- "$lazylab" show chain-tiny --pipeline lower --load-plugin="$test_build/lazylab-backend-failing.so"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
-check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 3.1" -- "$lazylab" run "$work/abi.yaml"
+check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 3.2" -- "$lazylab" run "$work/abi.yaml"
 experiment "$work/prepare.yaml" "name: t" "prepare: [sh, -c, 'touch made; exit 3']" "workloads: [chain-tiny]" \
   "pipelines: {p: lower}" "backends: [interp]"
 check "a failing prepare step stops the run, naming it" 1 "prepare.yaml:2: prepare: 'sh' exited with status 3" -- \
@@ -547,11 +547,41 @@ if [[ -f $cuda_plugin ]]; then  # options are checked before anything else, GPU 
   check "a bad cuda option names it" 1 "cuda option tf32 must be on or off, got 'maybe'" -- "$lazylab" run "$work/cuda-option.yaml"
   experiment "$work/cuda-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
     "backends: [{name: cuda, options: colour=red}]"
-  check "an unknown cuda option names the options" 1 "cuda has no option 'colour' \\(options: tf32, cache, cache-dir\\)" -- \
+  check "an unknown cuda option names the options" 1 "cuda has no option 'colour' \\(options: tf32, cache, cache-dir, graph\\)" -- \
     "$lazylab" run "$work/cuda-key.yaml"
+  experiment "$work/cuda-graph.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+    "backends: [{name: cuda, options: graph=sometimes}]"
+  check "a bad graph option names the choices" 1 "cuda option graph must be auto, on or off, got 'sometimes'" -- \
+    "$lazylab" run "$work/cuda-graph.yaml"
 fi
 
+# repeat.flush: caches flushed on the cell's backend before each step, said
+# in the report; the cell's own metrics do not count the flush.
+experiment "$work/flush.yaml" "name: flush" "workloads: [{name: softmax, params: {rows: 16, cols: 64}}]" \
+  "pipelines: {p: \"decompose,lower\"}" "backends: [cpu]" "repeat: {warmup: 1, runs: 3, profile: 0, flush: 8}" \
+  "report: {json: $work/flush.json, markdown: $work/flush.md}"
+check "a run with flushed caches" 0 "" -- "$lazylab" run "$work/flush.yaml" -q
+check "the report says the steps ran after a flush" 0 "each after 8 MiB written on the cell's backend" -- \
+  cat "$work/flush.md"
+check "flush bytes in the results; host and device samples from alternate steps; no flush in the metrics" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/flush.json'))
+assert r['experiment']['flush_bytes'] == 8 << 20, r['experiment']
+c = r['cells'][0]
+assert c['metrics']['traces'] == 8 and c['metrics']['cache_misses'] == 1, c['metrics']  # cold, warm-up, 2 x 3 timed
+assert len(c['samples']['step_ms']) == 3 and len(c['samples']['device_ms']) == 3, c['samples']
+print('ok')"
+experiment "$work/flush-bad.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+  "backends: [cpu]" "repeat: {flush: -4}"
+check "a negative flush is refused with its line" 1 "flush-bad.yaml:5: repeat.flush: must be between 0 and 16384 MiB, got -4" -- \
+  "$lazylab" run "$work/flush-bad.yaml"
+
 # show
+check "show --code of a host backend says it generates none" 0 "// backend cpu generates no code" -- \
+  "$lazylab" show softmax -p "decompose,fuse,lower" -b cpu --code
+check "show --code needs a backend" 2 "--code needs --backend" -- "$lazylab" show softmax --code
+check "show --code needs a lowered Program" 1 "--code: the pipeline must lower the graph" -- \
+  "$lazylab" show softmax -p decompose -b cpu --code
 printf 'graph @g {\n  %%0 = parameter {ordinal = 0} : f32[2]\n  %%1 = exp(%%9) : f32[2]\n  return %%1\n}\n' > "$work/bad.lzir"
 check "malformed .lzir names line and column" 1 "bad.lzir:3:12: use of undefined value %9" -- "$lazylab" show "$work/bad.lzir"
 check "missing .lzir file" 1 "nothing.lzir: cannot open a .lzir file" -- "$lazylab" show "$work/nothing.lzir"

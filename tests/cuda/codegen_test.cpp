@@ -114,14 +114,38 @@ TEST_CASE("every op of the op table generates code, opaque kernels op by op") {
 }
 
 TEST_CASE("the generated source has the shape the kernel descriptions ask for") {
-  SUBCASE("softmax: one function, a block per row, both reductions in it") {
+  SUBCASE("softmax of 100 columns: one function, a warp per row, both reductions in it by shuffles") {
     Module module = lowered(workload_graph("softmax"), "decompose,fuse{strategy=producer-consumer},lower");
     cuda::ProgramCode code = generated(module);
     REQUIRE(code.kernels.size() == 1);
     CHECK(count(code.source, "__global__") == 1);
-    CHECK(code.kernels[0].launches[0].block_per_item);
-    CHECK(count(code.source, "= lazylab_block_reduce(") == 2);
+    const cuda::Launch& launch = code.kernels[0].launches[0];
+    CHECK(launch.block_per_item);
+    CHECK(launch.items_per_block == launch.block / 32);
+    CHECK(count(code.source, "= lazylab_warp_reduce(a") == 2);
     CHECK(count(code.source, "expf(") >= 1);
+    CHECK(count(code.source, "float4 q0[1];") == 1);  // 25 groups of 4: at most one a lane, held in registers
+  }
+  SUBCASE("wide rows: a block per row, held in registers, read from memory once") {
+    for (auto [name, params] : std::vector<std::pair<std::string, WorkloadParams>>{
+             {"softmax", {{"rows", 4}, {"cols", 8192}}}, {"layernorm", {{"rows", 4}, {"cols", 4096}}}}) {
+      CAPTURE(name);
+      auto workload = make_builtin_workload(name, params);
+      REQUIRE(workload.ok());
+      Context ctx;
+      std::vector<Tensor> inputs = bind_inputs(ctx, (*workload)->make_inputs(1));
+      std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
+      Module module = lowered(ctx.capture(), "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower");
+      cuda::ProgramCode code = generated(module);
+      REQUIRE(code.kernels.size() == 1);
+      const cuda::Launch& launch = code.kernels[0].launches[0];
+      CHECK(launch.items_per_block == 1);
+      CHECK(count(code.source, "= lazylab_block_reduce(") == 2);
+      CHECK(count(code.source, "float4 q0[") == 1);                                     // x, in registers
+      CHECK(count(code.source, "reinterpret_cast<const float4*>(p0 + base)[g]") == 1);  // loaded once
+      CHECK(count(code.source, "make_float4") == 1);                                    // stored 4-wide
+      CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+    }
   }
   SUBCASE("chain: one elementwise function, four elements a thread with 128-bit loads and stores") {
     Module module = lowered(workload_graph("chain"), "canonicalize,fuse{strategy=greedy-elementwise},lower");
@@ -144,7 +168,29 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(code.kernels[1].launches.empty());      // + b2 was all: cuBLASLt writes the output
     CHECK(count(code.source, "expf(") >= 1);      // gelu
     CHECK(count(code.source, "__global__") == 1);
+    // What `lazylab show --code` prints: each kernel marked with what runs for it.
+    ProgramView view(*module.program, module.graph);
+    std::string listing = cuda::annotated_source(view.get(), code);
+    CHECK(count(listing, "// ---- kernel k") == 2);
+    CHECK(count(listing, "// cuBLASLt: 1 x [4 x 16] x [16 x 32] + bias") == 1);
+    CHECK(count(listing, "// launch k0: 32 work items, 256 threads a block") == 1);  // 128 elements, four a thread
+    CHECK(listing.find(code.kernels[0].source) != std::string::npos);
   }
+}
+
+TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha") {
+  Module module =
+      lowered(workload_graph("attention"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 3);
+  const cuda::KernelCode& scores = code.kernels[0];
+  CHECK(scores.product);
+  CHECK(scores.alpha == 0.125);
+  CHECK(scores.launches.empty());  // the scaled product was the whole epilogue
+  ProgramView view(*module.program, module.graph);
+  const lazylab_kernel& k0 = view.get().kernels[0];
+  CHECK(scores.product_out == k0.ops[k0.num_ops - 1].result);  // written where the multiply's result lives
+  CHECK(code.kernels[2].alpha == 1.0);
 }
 
 TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trusting it") {

@@ -53,6 +53,30 @@ TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, e
   }
 }
 
+// Each way a row kernel splits its rows: a warp per row (up to 1024
+// columns) or a block, 4-wide or not, the row held in registers or re-read,
+// and rows that do not fill the last group of threads.
+TEST_CASE("row kernels of every width match the interpreter") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  for (int64_t cols : {1, 7, 100, 768, 1000, 1024, 1028, 4100, 8192, 36000}) {
+    for (const char* name : {"softmax", "layernorm"}) {
+      auto workload = make_builtin_workload(name, {{"rows", 33}, {"cols", cols}});
+      REQUIRE(workload.ok());
+      auto want = run_steps(*interp, **workload, "lower", 1)[0];
+      for (const char* strategy : {"producer-consumer", "dominator"}) {
+        CAPTURE(cols);
+        CAPTURE(name);
+        CAPTURE(strategy);
+        auto steps = run_steps(
+            *cuda, **workload,
+            std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower,plan-memory", 2);
+        check_steps(steps, want, 1e-4, 1e-2);
+      }
+    }
+  }
+}
+
 TEST_CASE("random graphs survive every fusion strategy on cuda") {
   auto cuda = cuda_backend();
   auto interp = interp_backend();
@@ -152,4 +176,60 @@ TEST_CASE("on cuda a loop of steps moves no data after the first step, and times
   float want = 0.25f;
   for (int step = 0; step < 20; ++step) want = std::tanh(want * 1.5f + 0.5f);
   CHECK(got[12345] == doctest::Approx(want).epsilon(1e-5));
+}
+
+// A step replayed as a CUDA graph reads this step's parameters, not those it
+// was captured with: x is a new buffer each step, copied into staging.
+TEST_CASE("graph replay gives each step's own answer and matches launching one by one") {
+  for (const char* graph : {"graph=on", "graph=off"}) {
+    CAPTURE(graph);
+    auto backend = load_backend("cuda", std::string("cache=off,") + graph);
+    REQUIRE(backend.ok());
+    Engine engine(pipeline("canonicalize,fuse{strategy=none},lower,plan-memory"), **backend);
+    Context ctx(engine);
+    Tensor x = ctx.from_vector<float>(std::vector<float>(1000, 0.25f), {1000});
+    Tensor w = ctx.from_vector<float>(std::vector<float>(1000, 1.5f), {1000});
+    float want = 0.25f;
+    for (int step = 0; step < 12; ++step) {
+      x = tanh(x * w + 0.5) * 0.75 - 0.125;
+      REQUIRE(ctx.mark_step().ok());
+      want = std::tanh(want * 1.5f + 0.5f) * 0.75f - 0.125f;
+      std::vector<float> got = values(x);
+      CHECK(got[999] == doctest::Approx(want).epsilon(1e-5));
+    }
+  }
+  auto graphs = load_backend("cuda", "cache=off,graph=on");
+  REQUIRE(graphs.ok());
+  auto interp = interp_backend();
+  for (const auto& [name, params] : kCases) {
+    auto workload = make_builtin_workload(name, params);
+    REQUIRE(workload.ok());
+    auto want = run_steps(*interp, **workload, "lower", 1)[0];
+    for (const char* strategy : {"none", "gemm-epilogue"}) {
+      CAPTURE(name);
+      CAPTURE(strategy);
+      auto steps =
+          run_steps(**graphs, **workload,
+                    std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower,plan-memory", 3);
+      check_steps(steps, want, 1e-4, 1e-2);
+    }
+  }
+}
+
+TEST_CASE("the cuda backend shows the code it generates, each kernel marked") {
+  auto cuda = cuda_backend();
+  auto workload = make_builtin_workload("softmax", {{"rows", 4}, {"cols", 256}});
+  REQUIRE(workload.ok());
+  Context ctx;
+  std::vector<Tensor> inputs = bind_inputs(ctx, (*workload)->make_inputs(1));
+  std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
+  Module module;
+  module.graph = ctx.capture();
+  module.capabilities = &cuda->capabilities();
+  REQUIRE(run_pipeline(pipeline("decompose,fuse{strategy=producer-consumer},lower"), module).ok());
+  auto code = cuda->generated_code(*module.program, module.graph);
+  REQUIRE(code.ok());
+  CHECK(code->find("// ---- kernel k0") != std::string::npos);
+  CHECK(code->find("// launch k0: 4 rows, 256 threads a block, 8 rows a block (a warp each)") != std::string::npos);
+  CHECK(code->find("extern \"C\" __global__ void k0(") != std::string::npos);
 }

@@ -39,6 +39,7 @@ extern "C" __attribute__((visibility("default"))) const lazylab_backend_api* laz
     table.abi_minor = 0;
     table.capabilities = older_capabilities;
     table.event_kernel_times = nullptr;
+    table.generated_code = nullptr;
     return table;
   }();
   return &api;

@@ -39,7 +39,7 @@ TEST_CASE("a missing plugin names the file it looked for and where") {
 TEST_CASE("a wrong ABI major version is refused") {
   std::string path = kDir + "/lazylab-backend-wrongabi.so";
   CHECK(load_error(path) ==
-        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 3.1; rebuild it");
+        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 3.2; rebuild it");
 }
 
 TEST_CASE("a plugin built for ABI 3.0 runs the ops it knows and a newer op is refused by name") {
@@ -57,6 +57,16 @@ TEST_CASE("a plugin built for ABI 3.0 runs the ops it knows and a newer op is re
   Status status = ctx.sync();
   REQUIRE_FALSE(status.ok());
   CHECK(status.error().message.find("backend olderminor cannot run op 'erf'") == 0);
+  // generated_code came in 3.2: the host says so rather than calling it.
+  Context capture;
+  Tensor captured = tanh(capture.from_vector<float>({0.5f}, {1}));
+  Module module;
+  module.graph = capture.capture();
+  REQUIRE(run_pipeline(lazylab::testing::pipeline("lower"), module).ok());
+  auto code = (*older)->generated_code(*module.program, module.graph);
+  REQUIRE_FALSE(code.ok());
+  CHECK(code.error().message ==
+        "backend olderminor (plugin ABI 3.0) cannot show its generated code: that needs ABI 3.2");
 }
 
 TEST_CASE("a host that knows fewer ops than the plugin gets only its own entries") {

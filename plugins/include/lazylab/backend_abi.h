@@ -24,10 +24,12 @@
  * op id at or past the count either side knows is one the backend does not
  * run, and the host never gives a backend a Program with an op it did not
  * claim. Otherwise 3.0 is 2.2.
- * Version 3.1 (this header) appends the ops real networks need: erf, gather,
- * pad, conv2d, max_pool2d and avg_pool2d; the window kernel (a conv2d with
- * its elementwise epilogue, LAZYLAB_KERNEL_WINDOW) and the capability that
- * asks for it (fuses_window_epilogue).
+ * Version 3.1 appends the ops real networks need: erf, gather, pad, conv2d,
+ * max_pool2d and avg_pool2d; the window kernel (a conv2d with its
+ * elementwise epilogue, LAZYLAB_KERNEL_WINDOW) and the capability that asks
+ * for it (fuses_window_epilogue).
+ * Version 3.2 (this header) appends generated_code: the code a backend
+ * generates for a Program, for `lazylab show --code`.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -75,7 +77,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 1u
+#define LAZYLAB_ABI_MINOR 2u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -333,6 +335,12 @@ typedef struct lazylab_backend_api {
    * count, the number of kernels timed (the Program's num_kernels); 0 when
    * the execution was not profiled or the backend cannot time its kernels. */
   uint32_t (*event_kernel_times)(lazylab_event* event, double* ms, uint32_t capacity);
+
+  /* ABI 3.2, optional (NULL: none). The code the backend generates for
+   * `program` (its CUDA C++, say), each kernel's part marked, as text in
+   * *text that the host frees with free_error; an empty text when the backend
+   * generates none. Returns 0, else nonzero with *error set. */
+  int (*generated_code)(lazylab_backend* backend, const lazylab_program* program, char** text, char** error);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

@@ -284,6 +284,9 @@ class Backend {
   virtual lazylab_ceilings measure_ceilings(int32_t /*device*/) {
     return lazylab_ceilings{sizeof(lazylab_ceilings), 0, 0, ""};
   }
+  // The code this backend would generate for `program`; empty: it generates
+  // none (it runs kernels written ahead of time).
+  virtual std::string generated_code(const lazylab_program& /*program*/) { return ""; }
 
  protected:
   std::shared_ptr<HostMemoryPool> host_memory_ = std::make_shared<HostMemoryPool>();
@@ -439,6 +442,12 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
         }
         for (size_t k = 0; k < times.size() && k < capacity; ++k) ms[k] = times[k];
         return static_cast<uint32_t>(times.size());
+      },
+      [](lazylab_backend* backend, const lazylab_program* program, char** text, char** error) {
+        return guarded(error, [&] {
+          *text = copy_error(backend_of(backend).generated_code(*program).c_str());
+          if (!*text) throw std::bad_alloc();
+        });
       },
   };
   return &api;
