@@ -16,6 +16,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,7 +32,9 @@
 namespace lazylab::cuda {
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;       // cuBLASLt's scratch, per device
+constexpr int kAlgoCandidates = 8;                         // cuBLASLt algorithms timed per product shape
+constexpr uint64_t kMaxAutotuneBytes = uint64_t{2} << 30;  // operands larger than this: the heuristic's choice
 
 // A graph replays the launches of a step with one call, but its parameters
 // and outputs move through staging memory at fixed addresses (a copy each
@@ -53,6 +56,9 @@ struct Device {
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUstream stream = nullptr;
+  // Graphs are captured here, a stream nothing else uses: work another
+  // thread queues meanwhile (a buffer freed) cannot join a capture.
+  CUstream capture_stream = nullptr;
   int sm_count = 0, major = 0, minor = 0;
   std::string name;
   size_t memory = 0;
@@ -74,6 +80,7 @@ struct Device {
     name = text;
     d.cuDeviceTotalMem(&memory, device);
     check(d, d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(d, d.cuStreamCreate(&capture_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     // Freed buffers stay in the pool for the next step instead of going back
     // to the driver: no allocation from the system per step.
     CUmemoryPool pool = nullptr;
@@ -89,6 +96,7 @@ struct Device {
     driver.cuStreamSynchronize(stream);
     driver.cuMemFree(workspace);
     blas.cublasLtDestroy(lt);
+    driver.cuStreamDestroy(capture_stream);
     driver.cuStreamDestroy(stream);
     driver.cuDevicePrimaryCtxRelease(device);
   }
@@ -206,7 +214,8 @@ class Product {
   }
 
  private:
-  // cuBLASLt's first heuristic choice, asked once per shape on each device.
+  // The fastest of cuBLASLt's first heuristic choices for this shape, each
+  // timed once on this device; asked once per shape and device.
   cublasLtMatmulAlgo_t choose_algo(bool tf32) {
     std::array<int64_t, 8> key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32};
     std::lock_guard<std::mutex> lock(device_.algo_mutex);
@@ -217,17 +226,59 @@ class Product {
     size_t workspace = kWorkspaceBytes;
     b.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                            sizeof workspace);
-    cublasLtMatmulHeuristicResult_t result{};
+    std::array<cublasLtMatmulHeuristicResult_t, kAlgoCandidates> results{};
     int found = 0;
     cublasStatus_t status = b.cublasLtMatmulAlgoGetHeuristic(device_.lt, desc_, first_, second_, out_, out_, preference,
-                                                             1, &result, &found);
+                                                             kAlgoCandidates, results.data(), &found);
     b.cublasLtMatmulPreferenceDestroy(preference);
     check(status, "cublasLtMatmulAlgoGetHeuristic");
     if (found == 0)
       throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for a {} x [{} x {}] x [{} x {}] product",
                                            c_.batch, c_.m, c_.k, c_.k, c_.n));
-    device_.algos.emplace(key, result.algo);
-    return result.algo;
+    cublasLtMatmulAlgo_t best = found > 1 ? fastest(results.data(), found) : results[0].algo;
+    device_.algos.emplace(key, best);
+    return best;
+  }
+
+  // Times each candidate on scratch operands (3 runs after one to warm up)
+  // and keeps the fastest; the heuristic's first where the operands would
+  // not fit or a candidate fails.
+  cublasLtMatmulAlgo_t fastest(const cublasLtMatmulHeuristicResult_t* results, int count) {
+    const Driver& d = device_.driver;
+    // Each operand 256-byte aligned, as the arena places them.
+    auto aligned = [](uint64_t floats) { return (floats * 4 + 255) / 256 * 256; };
+    const uint64_t lhs_bytes = aligned(c_.batch * c_.m * c_.k), rhs_bytes = aligned(c_.batch * c_.k * c_.n);
+    const uint64_t out_bytes = aligned(c_.batch * c_.m * c_.n),
+                   bytes = lhs_bytes + rhs_bytes + out_bytes + aligned(c_.n);
+    if (bytes > kMaxAutotuneBytes) return results[0].algo;
+    CUdeviceptr scratch = 0;
+    if (d.cuMemAlloc(&scratch, bytes) != CUDA_SUCCESS) return results[0].algo;
+    CUdeviceptr lhs = scratch, rhs = lhs + lhs_bytes, out = rhs + rhs_bytes, bias = out + out_bytes;
+    d.cuMemsetD8Async(scratch, 0x3c, bytes, device_.stream);  // about 0.0115, not zero
+    CUevent start = nullptr, stop = nullptr;
+    d.cuEventCreate(&start, CU_EVENT_DEFAULT);
+    d.cuEventCreate(&stop, CU_EVENT_DEFAULT);
+    cublasLtMatmulAlgo_t best = results[0].algo;
+    float best_ms = std::numeric_limits<float>::infinity();
+    for (int i = 0; i < count; ++i) {
+      algo_ = results[i].algo;
+      try {
+        run(device_.stream, lhs, rhs, out, bias);
+        d.cuEventRecord(start, device_.stream);
+        for (int r = 0; r < 3; ++r) run(device_.stream, lhs, rhs, out, bias);
+        d.cuEventRecord(stop, device_.stream);
+        float ms = 0;
+        if (d.cuEventSynchronize(stop) != CUDA_SUCCESS || d.cuEventElapsedTime(&ms, start, stop) != CUDA_SUCCESS)
+          continue;
+        if (ms < best_ms) best_ms = ms, best = results[i].algo;
+      } catch (const std::runtime_error&) {  // this candidate cannot run the product: the next
+      }
+    }
+    d.cuStreamSynchronize(device_.stream);
+    d.cuEventDestroy(start);
+    d.cuEventDestroy(stop);
+    d.cuMemFree(scratch);
+    return best;
   }
 
  public:
@@ -241,7 +292,7 @@ class Product {
   Product(const Product&) = delete;
   Product& operator=(const Product&) = delete;
 
-  void run(CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr bias = 0) const {
+  void run(CUstream stream, CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr bias = 0) const {
     const float zero = 0.0f;
     if (bias_) {
       const void* pointer = reinterpret_cast<const void*>(bias);
@@ -252,7 +303,7 @@ class Product {
     check(device_.blas.cublasLtMatmul(device_.lt, desc_, &alpha_, reinterpret_cast<const void*>(rhs), first_,
                                       reinterpret_cast<const void*>(lhs), second_, &zero, reinterpret_cast<void*>(out),
                                       out_, reinterpret_cast<void*>(out), out_, &algo_,
-                                      reinterpret_cast<void*>(device_.workspace), kWorkspaceBytes, device_.stream),
+                                      reinterpret_cast<void*>(device_.workspace), kWorkspaceBytes, stream),
           "cublasLtMatmul");
   }
   const lazylab_contraction& contraction() const { return c_; }
@@ -374,7 +425,7 @@ class CudaExecutable : public plugin::Executable {
     } else {
       for (size_t k = 0; k < kernels_.size(); ++k) {
         if (event) event->record_kernel_start(k);
-        run(kernels_[k], address);
+        run(kernels_[k], address, device_.stream);
       }
     }
     if (event) event->record_kernel_start(kernels_.size());
@@ -397,16 +448,17 @@ class CudaExecutable : public plugin::Executable {
   template <class Address>
   void capture(Address& address) {
     const Driver& d = device_.driver;
-    check(d, d.cuStreamBeginCapture(device_.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    CUstream stream = device_.capture_stream;
+    check(d, d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
     try {
-      for (const LoadedKernel& kernel : kernels_) run(kernel, address);
+      for (const LoadedKernel& kernel : kernels_) run(kernel, address, stream);
     } catch (...) {
       CUgraph partial = nullptr;
-      d.cuStreamEndCapture(device_.stream, &partial);
+      d.cuStreamEndCapture(stream, &partial);
       if (partial) d.cuGraphDestroy(partial);
       throw;
     }
-    check(d, d.cuStreamEndCapture(device_.stream, &graph_), "cuStreamEndCapture");
+    check(d, d.cuStreamEndCapture(stream, &graph_), "cuStreamEndCapture");
     check(d, d.cuGraphInstantiateWithFlags(&graph_exec_, graph_, 0), "cuGraphInstantiateWithFlags");
   }
 
@@ -462,10 +514,10 @@ class CudaExecutable : public plugin::Executable {
   }
 
   template <class Address>
-  void run(const LoadedKernel& kernel, Address& address) {
+  void run(const LoadedKernel& kernel, Address& address, CUstream stream) {
     if (kernel.product) {
       const lazylab_contraction& c = kernel.product->contraction();
-      kernel.product->run(address(c.lhs), address(c.rhs), address(kernel.product_out),
+      kernel.product->run(stream, address(c.lhs), address(c.rhs), address(kernel.product_out),
                           kernel.bias == kNoValue ? 0 : address(kernel.bias));
     }
     for (const LoadedLaunch& l : kernel.launches) {
@@ -477,8 +529,8 @@ class CudaExecutable : public plugin::Executable {
       for (CUdeviceptr& p : pointers) args.push_back(&p);
       args.push_back(&work);
       check(device_.driver,
-            device_.driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.launch.block, 1, 1, 0, device_.stream,
-                                          args.data(), nullptr),
+            device_.driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.launch.block, 1, 1, 0, stream, args.data(),
+                                          nullptr),
             "cuLaunchKernel");
     }
   }
@@ -649,7 +701,7 @@ lazylab_ceilings CudaBackend::measure_ceilings(int32_t index) {
   lazylab_contraction c{0, 0, 0, 0, 0, 1, n, n, n};
   Product product(d, c, tf32_, false);
   driver.cuMemsetD8Async(a, 0x3c, n * n * 4, d.stream);  // 0x3c3c3c3c: about 0.0115, not zero
-  double gemm_ms = best_ms(3, [&] { product.run(a, a + n * n * 4, b); });
+  double gemm_ms = best_ms(3, [&] { product.run(d.stream, a, a + n * n * 4, b); });
   driver.cuMemFreeAsync(a, d.stream);
   driver.cuMemFreeAsync(b, d.stream);
   driver.cuStreamSynchronize(d.stream);

@@ -424,14 +424,24 @@ class RowSpaceSource {
       case LAZYLAB_ACCESS_SCALAR: at = "0"; break;
       case LAZYLAB_ACCESS_REPEAT:
         if (repeat_vectors_.count(source)) return fmt::format("w{}.{}", source, "xyzw"[lane_]);
-        // In a row kernel the row's start is a multiple of a period dividing the row.
-        at = row_mode_ && cols_ % period == 0 ? fmt::format("(int)((g * {} + {}) % {}LL)", vec_, lane_, period)
-                                              : fmt::format("i_{} % {}LL", lane_, period);
+        at = repeat_index(period);
         break;
       default: throw std::invalid_argument("codegen: a splat has no memory");
     }
     std::string element = fmt::format("p{}[{}]", source, at);
     return dtype(source) == LAZYLAB_BOOL ? fmt::format("({} != 0)", element) : element;
+  }
+
+  // Element i_lane of a value repeating every `period` elements, without a
+  // 64-bit remainder per element where the layout allows.
+  std::string repeat_index(int64_t period) const {
+    if (row_mode_ && cols_ % period == 0)  // the row's start is a multiple of the period
+      return fmt::format("(int)((g * {} + {}) % {}LL)", vec_, lane_, period);
+    if (row_mode_ && period % cols_ == 0)  // whole rows repeat (a [seq, seq] mask under the heads)
+      return fmt::format("(row % {}LL) * {}LL + g * {} + {}", period / cols_, cols_, vec_, lane_);
+    if (!row_mode_ && vec_ == 4 && period % 4 == 0)  // the four lanes are consecutive within one period
+      return fmt::format("i_0 % {}LL + {}", period, lane_);
+    return fmt::format("i_{} % {}LL", lane_, period);
   }
 
   // The expression for an operand: this kernel's variable, or a memory read.

@@ -57,6 +57,7 @@ std::string markdown_header(const ExperimentResult& result, const RunInfo& info)
   if (std::string lines = recompile_lines(result, "- "); !lines.empty()) out += "Recompilations:\n\n" + lines + "\n";
   out += fmt::format("- experiment file: `{}` (hash `{:016x}`), seed {}\n- started: {}\n- machine: {}\n- build: {}\n",
                      e.path, e.hash, e.seed, info.started_at, info.machine, info.build);
+  for (const std::string& device : info.backend_devices) out += fmt::format("- backend {}\n", device);
   for (const KeyOverride& o : e.overrides) out += fmt::format("- overridden: `--set {}={}`\n", o.key, o.value);
   for (const std::string& plugin : info.plugins) out += fmt::format("- plugin: {}\n", plugin);
   for (const std::string& shard : info.merged_from) out += fmt::format("- merged from {}\n", shard);

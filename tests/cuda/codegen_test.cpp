@@ -178,6 +178,21 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
   }
 }
 
+TEST_CASE("values repeating along the rows are indexed without a remainder per element") {
+  // gpt2-block's causal mask [seq, seq] under the heads: whole rows repeat.
+  Module masked =
+      lowered(workload_graph("gpt2-block"), "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower");
+  std::string source = generated(masked).source;
+  CHECK(count(source, "[(row % 8LL) * 8LL + g * ") > 0);
+  CHECK(count(source, "i_1 % 64LL") == 0);
+  // A bias along the rows of an elementwise epilogue: one remainder for four lanes.
+  Module biased =
+      lowered(workload_graph("mlp"), "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower");
+  std::string epilogue = generated(biased).source;
+  CHECK(count(epilogue, "[i_0 % 32LL + 3]") > 0);
+  CHECK(count(epilogue, "i_3 % 32LL") == 0);
+}
+
 TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha") {
   Module module =
       lowered(workload_graph("attention"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");

@@ -63,6 +63,9 @@ TEST_CASE("the console report has a row per cell, failures and peers that did no
 
 TEST_CASE("the Markdown report's tables: every cell, the traffic of those that ran, escaped bars") {
   std::string text = render_report(fixture(), ReportFormat::Markdown);
+  // Each backend as it described itself (the cuda backend's graph policy, say).
+  CHECK(text.find("\n- backend interp: host CPU, reference loops (f64 accumulation)\n") != std::string::npos);
+  CHECK(text.find("\n- backend cpu: host CPU, 2 threads (TBB), OpenBLAS") != std::string::npos);
   CHECK(text.starts_with("# Experiment `fixture`\n\nA fixed report for the rendering tests.\n"));
   CHECK(has(text, "- pipeline `fused`: `decompose,fuse{strategy=greedy-elementwise},lower`"));
   std::vector<std::string> cells = markdown_table_after(text,
