@@ -16,6 +16,11 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
   return shape == rows;
 }
 
+bool keeps_rows(const Dims& in, const Dims& out) {
+  return !in.empty() && !out.empty() && in.back() == out.back() &&
+         TensorType{DType::F32, in}.num_elements() == TensorType{DType::F32, out}.num_elements();
+}
+
 namespace {
 
 bool is_last_axis_reduction(const Graph& graph, const Node& node) {
@@ -80,6 +85,7 @@ class RowSpaceAnalysis {
       return {};
     }
     if (node.op == OpId::Broadcast) return describe_broadcast(id, node);
+    if (node.op == OpId::Reshape) return describe_reshape(id, node);
     if (category == OpCategory::Reduction) return describe_reduction(id, node);
     if (category != OpCategory::Elementwise)
       return make_error(fmt::format("{} is not elementwise, broadcast or reduction", op_name(node.op)));
@@ -93,7 +99,7 @@ class RowSpaceAnalysis {
   Status describe_reduction(NodeId id, const Node& node) {
     if (!is_last_axis_reduction(graph_, node)) return make_error("reduction over a non-last axis");
     const Node& input = graph_.node(node.operands[0]);
-    if (input.type.shape != space_)
+    if (!is_full(input.type.shape))
       return make_error(fmt::format("reductions over different row spaces ({} vs {})", to_string(input.type.shape),
                                     to_string(space_)));
     LAZYLAB_TRY(read_directly(node.operands[0]));
@@ -111,6 +117,21 @@ class RowSpaceAnalysis {
     auto layout = layout_of(graph_.node(value).type.shape);
     if (!layout) return layout.error();
     record({value, *layout, value, 0, 0});
+    return {};
+  }
+
+  // A reshape that keeps the rows reads its operand's elements in order: the
+  // operand's full access under its own name.
+  Status describe_reshape(NodeId id, const Node& node) {
+    NodeId source = node.operands[0];
+    const Dims& in = graph_.node(source).type.shape;
+    if (!keeps_rows(in, node.type.shape) || !is_full(node.type.shape))
+      return make_error(fmt::format("reshape {} to {} does not keep the row space {}", to_string(in),
+                                    to_string(node.type.shape), to_string(space_)));
+    LAZYLAB_TRY(read_directly(source));
+    const ValueAccess* read = find(source);
+    if (read->kind != Access::Full) return make_error("a reshape of a broadcast view");
+    record({id, Access::Full, source, 0, 0});
     return {};
   }
 
@@ -152,8 +173,15 @@ class RowSpaceAnalysis {
     return refuse();
   }
 
+  // The row space's elements, in its own shape or in another with the same
+  // rows (a reshape that keeps the last dimension).
+  bool is_full(const Dims& shape) const {
+    return shape == space_ || (!shape.empty() && shape.back() == description_.cols &&
+                               TensorType{DType::F32, shape}.num_elements() == description_.rows * description_.cols);
+  }
+
   Expected<Access> layout_of(const Dims& shape) const {
-    if (shape == space_) return Access::Full;
+    if (is_full(shape)) return Access::Full;
     if (is_row_shape(shape, space_)) return Access::PerRow;
     return make_error(
         fmt::format("{} is neither the row space {} nor one per row", to_string(shape), to_string(space_)));

@@ -58,6 +58,10 @@ struct KernelDescription {
 // leading dims, with the last dropped or 1.
 bool is_row_shape(const Dims& shape, const Dims& space);
 
+// Whether a reshape from `in` to `out` keeps the last dimension, so every row
+// of one is a row of the other: inside a kernel it is a view (ABI 3.3).
+bool keeps_rows(const Dims& in, const Dims& out);
+
 // `ops` (in program order) as one row-space kernel (elementwise, or with
 // last-axis reductions), or an error saying why they are not one.
 Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops);

@@ -146,6 +146,27 @@ Replacement reshape_of_reshape(const Match& m) {
   return std::optional(*id);
 }
 
+// matmul(a[..., M, K], broadcast(w[K, N]) to [..., K, N]) ->
+// reshape(matmul(reshape(a, [... * M, K]), w), [..., M, N]): a weight shared by
+// every batch is one product of all the rows with it, not a copy of the
+// weight per batch and a batch of smaller products.
+Replacement shared_weight_matmul(const Match& m) {
+  const Node& weight = m.operand(1);
+  const TensorType& a = m.operand(0).type;
+  int64_t rank = a.rank();
+  if (rank <= 2 || weight.op != OpId::Broadcast) return kKeep;
+  const TensorType& source = m.builder.node(weight.operands[0]).type;
+  if (source.rank() != 2 || weight.attrs[0].ints != Ints{rank - 2, rank - 1}) return kKeep;
+  TensorType rows{a.dtype, {a.num_elements() / a.shape[rank - 1], a.shape[rank - 1]}};
+  auto flat = m.builder.add(OpId::Reshape, {m.operands[0]}, {}, &rows);
+  if (!flat) return flat.error();
+  auto product = m.builder.add(OpId::Matmul, {*flat, weight.operands[0]});
+  if (!product) return product.error();
+  auto result = m.builder.add(OpId::Reshape, {*product}, {}, &m.node.type);
+  if (!result) return result.error();
+  return std::optional(*result);
+}
+
 struct Rule {
   const char* name;
   bool (*matches)(OpId op);
@@ -172,6 +193,7 @@ constexpr Rule kRules[] = {
      [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; },
      no_op_layout},
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
+    {"shared-weight-matmul", [](OpId op) { return op == OpId::Matmul; }, shared_weight_matmul},
 };
 
 Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands& operands) {

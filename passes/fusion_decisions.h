@@ -8,6 +8,10 @@
 
 namespace lazylab {
 
+// A reshape that keeps the last dimension: a view inside a kernel, where the
+// backend runs those (ABI 3.3's fuses_row_reshape); nullopt for other ops.
+std::optional<FusionDecision> row_reshape_decision(const Module& module, const Node& node);
+
 FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer);
 FusionDecision decide_gemm_epilogue(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer);
 

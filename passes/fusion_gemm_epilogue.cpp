@@ -51,13 +51,17 @@ size_t user_count(const Graph& graph, NodeId id) {
 
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.
-std::optional<FusionDecision> epilogue_problem(const Graph& graph, KernelGroups& groups, NodeId id,
+std::optional<FusionDecision> epilogue_problem(const Module& module, KernelGroups& groups, NodeId id,
                                                const Node& matmul) {
+  const Graph& graph = module.graph;
   for (NodeId other : groups.members_of(id)) {
     const Node& node = graph.node(other);
-    if (!is_epilogue_op(node.op))
+    bool row_reshape = node.op == OpId::Reshape && keeps_rows(graph.node(node.operands[0]).type.shape, node.type.shape);
+    if (!is_epilogue_op(node.op) && !row_reshape)
       return FusionDecision::no(RefusalCode::OpKind, fmt::format("{} cannot be a GEMM epilogue", op_name(node.op)));
-    if (node.type.shape != matmul.type.shape)
+    if (auto reshape = row_reshape_decision(module, node); reshape && !*reshape) return *reshape;
+    // The product's rows, in its shape or reshaped.
+    if (!keeps_rows(node.type.shape, matmul.type.shape))
       return FusionDecision::no(RefusalCode::IterationSpace,
                                 fmt::format("epilogue shape {} differs from the product's {}",
                                             to_string(node.type.shape), to_string(matmul.type.shape)));
@@ -87,7 +91,7 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
     for (NodeId operand : matmul.operands)
       if (groups.group_of(operand) == groups.group_of(other))
         return FusionDecision::no(RefusalCode::OpKind, "the other kernel computes an operand of the matmul");
-    if (auto problem = epilogue_problem(graph, groups, other, matmul)) return *problem;
+    if (auto problem = epilogue_problem(module, groups, other, matmul)) return *problem;
   }
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
   if (groups.would_create_cycle(producer, consumer))

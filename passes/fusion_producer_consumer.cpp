@@ -31,6 +31,7 @@ bool is_fusible(const Graph& graph, const Node& node) {
     const Node& input = graph.node(node.operands[0]);
     return node.attrs[0].ints.size() == 1 && node.attrs[0].ints[0] == input.type.rank() - 1;
   }
+  if (node.op == OpId::Reshape) return keeps_rows(graph.node(node.operands[0]).type.shape, node.type.shape);
   return category == OpCategory::Elementwise || node.op == OpId::Broadcast || node.op == OpId::Constant;
 }
 
@@ -53,15 +54,26 @@ std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& gro
 
 }  // namespace
 
+std::optional<FusionDecision> row_reshape_decision(const Module& module, const Node& node) {
+  if (node.op != OpId::Reshape) return std::nullopt;
+  if (module.capabilities && !module.capabilities->fuses_row_reshape)
+    return FusionDecision::no(RefusalCode::Capability, "backend cannot run reshapes inside kernels");
+  return FusionDecision::yes();
+}
+
 FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
   const Graph& graph = module.graph;
   const Node &p = graph.node(producer), &c = graph.node(consumer);
-  for (const Node* node : {&p, &c})
+  for (const Node* node : {&p, &c}) {
     if (!is_fusible(graph, *node))
-      return FusionDecision::no(RefusalCode::OpKind,
-                                op_info(node->op).category == OpCategory::Reduction
-                                    ? "reduction over a non-last axis"
-                                    : fmt::format("{} is not elementwise, broadcast or reduction", op_name(node->op)));
+      return FusionDecision::no(
+          RefusalCode::OpKind,
+          op_info(node->op).category == OpCategory::Reduction ? "reduction over a non-last axis"
+          : node->op == OpId::Reshape
+              ? "reshape that does not keep the last dimension"
+              : fmt::format("{} is not elementwise, broadcast, reduction or a reshape of rows", op_name(node->op)));
+    if (auto reshape = row_reshape_decision(module, *node); reshape && !*reshape) return *reshape;
+  }
   if (c.op == OpId::Broadcast && p.type.shape != c.type.shape && !is_row_shape(p.type.shape, c.type.shape))
     return FusionDecision::no(RefusalCode::IterationSpace, "broadcast from a shape that is not one per row");
   if (auto problem = check_row_space(graph, groups, producer, consumer))

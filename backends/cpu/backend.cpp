@@ -8,6 +8,9 @@
 // Options: threads=N (default: all hardware threads; OpenBLAS and TBB both
 // use N, and GEMMs run outside TBB's parallel loops so they never compete),
 // tile=N (elements per segment of a non-reducing kernel, default 4096),
+// stream=KiB (a fused kernel that writes at least this much, default 8192,
+// writes it with non-temporal stores: past the caches, which then keep the
+// inputs the next step reads),
 // strict=1 (compile fails when a described kernel of f32 values would run on
 // the reference kernels: tests use it to pin that the fast plans cover what
 // the fusion strategies make).
@@ -136,10 +139,11 @@ class CpuBackend : public plugin::Backend {
  public:
   explicit CpuBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
-      if (key != "threads" && key != "tile" && key != "strict")
-        throw std::invalid_argument("cpu has no option '" + key + "' (options: threads, tile, strict)");
+      if (key != "threads" && key != "tile" && key != "stream" && key != "strict")
+        throw std::invalid_argument("cpu has no option '" + key + "' (options: threads, tile, stream, strict)");
     threads_ = static_cast<int>(parse_positive(options, "threads", std::max(1u, std::thread::hardware_concurrency())));
     row_options_.tile = parse_positive(options, "tile", 4096);
+    row_options_.stream_min = parse_positive(options, "stream", row_options_.stream_min >> 10) << 10;
     strict_ = options.count("strict") && options.at("strict") != "0";
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
@@ -158,6 +162,7 @@ class CpuBackend : public plugin::Backend {
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
     caps.fuses_window_epilogue = 1;
+    caps.fuses_row_reshape = 1;
     caps.max_ops_per_kernel = 0;
   }
 

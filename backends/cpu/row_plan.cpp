@@ -62,6 +62,7 @@ void select_loop(float* out, View predicate, View a, View b, int64_t n) {
 
 struct Scratch {
   std::vector<float> buffers;
+  std::vector<float> stream;  // a segment of output on its way to memory past the caches
   std::vector<float> per_row;
   std::vector<RunOperand> run_operands;
 };
@@ -89,6 +90,34 @@ struct Operand {
 };
 
 inline void store_vector(float* out, Vec v) { std::memcpy(out, &v, sizeof v); }
+
+// Copies with non-temporal stores: an output larger than the caches is
+// written without first being read in (no read-for-ownership) and without
+// evicting the inputs that the next step reads.
+void stream_copy(float* out, const float* in, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__) || defined(__AVX2__)
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % sizeof(Vec) != 0; ++i) out[i] = in[i];
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec v;
+    std::memcpy(&v, in + i, sizeof v);
+#if defined(__AVX512F__)
+    _mm512_stream_ps(out + i, std::bit_cast<__m512>(v));
+#else
+    _mm256_stream_ps(out + i, std::bit_cast<__m256>(v));
+#endif
+  }
+#endif
+  for (; i < n; ++i) out[i] = in[i];
+}
+
+// Non-temporal stores are weakly ordered: fenced before the chunk's end is
+// published to the thread that joins it.
+void stream_fence() {
+#if defined(__AVX512F__) || defined(__AVX2__)
+  _mm_sfence();
+#endif
+}
 
 // out[i] = Op(a[i], b[i]): the op's formula on SIMD vectors, then on floats
 // for the tail.
@@ -160,47 +189,58 @@ void copy_loop(float* out, View a, int64_t n) {
     std::fill(out, out + n, a.scalar);
 }
 
-// Sixteen running partial results so the loop vectorises without -ffast-math.
+// Two SIMD accumulators, so the loop runs at the load rate rather than the
+// add latency; the order differs from the reference's, within tolerance.
 template <class F>
 float reduce_row(const float* x, int64_t n, float init, F f) {
-  float lanes[16];
-  std::fill(lanes, lanes + 16, init);
+  Vec first = VectorMath::constant(init), second = first;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; ++k) lanes[k] = f(lanes[k], x[i + k]);
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    first = f(first, Operand<true>{x, 0}.vector(i));
+    second = f(second, Operand<true>{x, 0}.vector(i + kLanes));
+  }
+  if (i + kLanes <= n) first = f(first, Operand<true>{x, 0}.vector(i)), i += kLanes;
+  first = f(first, second);
   float total = init;
-  for (int k = 0; k < 16; ++k) total = f(total, lanes[k]);
+  for (int k = 0; k < kLanes; ++k) total = f(total, first[k]);
   for (; i < n; ++i) total = f(total, x[i]);
   return total;
 }
 
 // max/min without a NaN test per element: plain comparisons in the lanes
 // (keeping the earlier value on ties, as std::max in the reference does),
-// and a separate flag for whether any element was NaN (the result then).
+// and a separate mask for whether any element was NaN (the result then).
 template <class Pick>
 float reduce_extreme(const float* x, int64_t n, float init, Pick pick) {
-  float lanes[16];
-  int nan_seen[16] = {};
-  std::fill(lanes, lanes + 16, init);
+  Vec first = VectorMath::constant(init), second = first;
+  Mask nan{};
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; ++k) {
-      lanes[k] = pick(lanes[k], x[i + k]);
-      nan_seen[k] |= x[i + k] != x[i + k];
-    }
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    Vec a = Operand<true>{x, 0}.vector(i), b = Operand<true>{x, 0}.vector(i + kLanes);
+    first = pick(first, a);
+    second = pick(second, b);
+    nan |= (a != a) | (b != b);
+  }
+  if (i + kLanes <= n) {
+    Vec a = Operand<true>{x, 0}.vector(i);
+    first = pick(first, a);
+    nan |= a != a;
+    i += kLanes;
+  }
+  first = pick(first, second);
   float total = init;
-  bool nan = false;
-  for (int k = 0; k < 16; ++k) total = pick(total, lanes[k]), nan = nan || nan_seen[k];
-  for (; i < n; ++i) total = pick(total, x[i]), nan = nan || x[i] != x[i];
-  return nan ? NAN : total;
+  bool any_nan = false;
+  for (int k = 0; k < kLanes; ++k) total = pick(total, first[k]), any_nan = any_nan || nan[k];
+  for (; i < n; ++i) total = pick(total, x[i]), any_nan = any_nan || x[i] != x[i];
+  return any_nan ? NAN : total;
 }
 
 float reduce(uint32_t op, const float* x, int64_t n) {
   switch (op) {
-    case LAZYLAB_OP_ReduceMax: return reduce_extreme(x, n, -INFINITY, [](float m, float v) { return v > m ? v : m; });
-    case LAZYLAB_OP_ReduceMin: return reduce_extreme(x, n, INFINITY, [](float m, float v) { return v < m ? v : m; });
-    case LAZYLAB_OP_ReduceSum: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; });
-    default: return reduce_row(x, n, 0.0f, [](float s, float v) { return s + v; }) / static_cast<float>(n);
+    case LAZYLAB_OP_ReduceMax: return reduce_extreme(x, n, -INFINITY, [](auto m, auto v) { return v > m ? v : m; });
+    case LAZYLAB_OP_ReduceMin: return reduce_extreme(x, n, INFINITY, [](auto m, auto v) { return v < m ? v : m; });
+    case LAZYLAB_OP_ReduceSum: return reduce_row(x, n, 0.0f, [](auto s, auto v) { return s + v; });
+    default: return reduce_row(x, n, 0.0f, [](auto s, auto v) { return s + v; }) / static_cast<float>(n);
   }
 }
 
@@ -210,6 +250,8 @@ class RowPlan : public RowKernelPlan {
       : rows_(rows), cols_(cols), options_(options) {
     segment_ = reduces ? cols : std::min(cols, options.tile);
     segments_per_row_ = (cols + segment_ - 1) / segment_;
+    // Far enough ahead that a short row's inputs arrive before it is reached.
+    prefetch_distance_ = std::max<int64_t>(1, kPrefetchBytes / (segment_ * static_cast<int64_t>(sizeof(float))));
   }
 
   std::vector<Instr> instrs;
@@ -217,38 +259,63 @@ class RowPlan : public RowKernelPlan {
   size_t longest_run = 0;  // steps of the longest run
   int num_buffers = 0, num_per_row = 0;
 
+  bool streams = false;              // outputs go to memory with non-temporal stores
+  std::vector<uint32_t> row_inputs;  // values read in full from memory
+
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
 
-  void run(const Memory& memory) override { run_rows(memory, 0, rows_); }
+  void run(const Memory& memory) override { run_range(memory, 0, rows_, streams); }
 
+  // An epilogue's output block is in cache, just written by the GEMM: it
+  // stays there.
   void run_rows(const Memory& memory, int64_t first_row, int64_t end_row) override {
-    int64_t first = first_row * segments_per_row_, end = end_row * segments_per_row_;
-    if ((end_row - first_row) * cols_ < options_.parallel_min || !options_.arena) {
-      // Per thread even here: a GEMM runs its batches' epilogues on several
-      // threads at once, each through this path.
-      Scratch& scratch = scratch_.local();
-      prepare(scratch);
-      for (int64_t s = first; s < end; ++s) run_segment(memory, scratch, s);
-      return;
-    }
-    int64_t grain = std::max<int64_t>(1, options_.parallel_min / std::max<int64_t>(segment_, 1) / 4);
-    parallel_chunks(*options_.arena, first, end, grain, [&](int64_t chunk_first, int64_t chunk_end) {
-      Scratch& scratch = scratch_.local();
-      prepare(scratch);
-      for (int64_t s = chunk_first; s < chunk_end; ++s) run_segment(memory, scratch, s);
-    });
+    run_range(memory, first_row, end_row, false);
   }
 
  private:
+  void run_range(const Memory& memory, int64_t first_row, int64_t end_row, bool stream) {
+    int64_t first = first_row * segments_per_row_, end = end_row * segments_per_row_;
+    auto run_segments = [&](int64_t chunk_first, int64_t chunk_end) {
+      Scratch& scratch = scratch_.local();
+      prepare(scratch);
+      for (int64_t s = chunk_first; s < chunk_end; ++s) {
+        if (s + prefetch_distance_ < chunk_end) prefetch_inputs(memory, s + prefetch_distance_);
+        run_segment(memory, scratch, s, stream);
+      }
+      if (stream) stream_fence();
+    };
+    if ((end_row - first_row) * cols_ < options_.parallel_min || !options_.arena) {
+      // Per thread even here: a GEMM runs its batches' epilogues on several
+      // threads at once, each through this path.
+      run_segments(first, end);
+      return;
+    }
+    int64_t grain = std::max<int64_t>(1, options_.parallel_min / std::max<int64_t>(segment_, 1) / 4);
+    parallel_chunks(*options_.arena, first, end, grain, run_segments);
+  }
+
+  // Asks for the next segment's inputs while this one computes, so that a
+  // kernel that reads a row and then works on it keeps memory busy.
+  void prefetch_inputs(const Memory& memory, int64_t segment) const {
+    int64_t row = segment / segments_per_row_;
+    int64_t c0 = (segment % segments_per_row_) * segment_;
+    int64_t bytes = std::min(segment_, cols_ - c0) * static_cast<int64_t>(sizeof(float));
+    for (uint32_t value : row_inputs) {
+      const char* first = reinterpret_cast<const char*>(memory.f32(value) + row * cols_ + c0);
+      for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(first + line, 0, 3);
+    }
+  }
+
   void prepare(Scratch& scratch) const {
     scratch.buffers.resize(static_cast<size_t>(num_buffers) * segment_);
+    scratch.stream.resize(streams ? segment_ : 0);
     scratch.per_row.resize(num_per_row);
     scratch.run_operands.resize(longest_run);
   }
 
-  void run_registers(const Instr& in, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0,
-                     int64_t len) const {
+  void run_registers(const Instr& in, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0, int64_t len,
+                     float* out) const {
     const RunInstr& run = runs[in.run];
     for (size_t s = 0; s < run.steps.size(); ++s) {
       RunStep::Other kind = run.steps[s].other;
@@ -257,7 +324,7 @@ class RowPlan : public RowKernelPlan {
       scratch.run_operands[s] = {v.ptr, v.scalar};
     }
     View input = view(in.a, memory, scratch, row, c0);
-    execute_run(full_out(in.out, memory, scratch, row, c0), input.ptr, run.steps, scratch.run_operands.data(), len);
+    execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len);
   }
 
   View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
@@ -294,19 +361,31 @@ class RowPlan : public RowKernelPlan {
     return slot.where == Slot::Local ? scratch.per_row[slot.local] : memory.f32(slot.value)[row];
   }
 
-  void run_segment(const Memory& memory, Scratch& scratch, int64_t segment) const {
+  void run_segment(const Memory& memory, Scratch& scratch, int64_t segment, bool stream) const {
     int64_t row = segment / segments_per_row_;
     int64_t c0 = (segment % segments_per_row_) * segment_;
     int64_t len = std::min(segment_, cols_ - c0);
     for (const Instr& in : instrs) {
+      bool full = in.out.kind == Slot::Full;
+      bool streamed = stream && full && in.out.where == Slot::Memory;
+      float* out = streamed ? scratch.stream.data() : full ? full_out(in.out, memory, scratch, row, c0) : nullptr;
+      execute(in, memory, scratch, row, c0, len, out);
+      if (streamed) stream_copy(full_out(in.out, memory, scratch, row, c0), out, len);
+    }
+  }
+
+  // One instruction on one segment; `out` is where a full result goes.
+  void execute(const Instr& in, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0, int64_t len,
+               float* out) const {
+    {
       if (in.kind == InstrKind::Run) {
-        run_registers(in, memory, scratch, row, c0, len);
-        continue;
+        run_registers(in, memory, scratch, row, c0, len, out);
+        return;
       }
       View a = view(in.a, memory, scratch, row, c0);
       if (in.kind == InstrKind::Reduce) {
         row_out(in.out, memory, scratch, row) = reduce(in.op, a.ptr, len);
-        continue;
+        return;
       }
       View b =
           in.kind == InstrKind::Binary || in.kind == InstrKind::Select ? view(in.b, memory, scratch, row, c0) : View{};
@@ -315,8 +394,8 @@ class RowPlan : public RowKernelPlan {
         if (in.out.kind == Slot::PerRow)
           row_out(in.out, memory, scratch, row) = a.scalar != 0 ? b.scalar : c.scalar;
         else
-          select_loop(full_out(in.out, memory, scratch, row, c0), a, b, c, len);
-        continue;
+          select_loop(out, a, b, c, len);
+        return;
       }
       if (in.out.kind == Slot::PerRow) {  // once per row, in double like the reference
         double result = 0;
@@ -327,9 +406,8 @@ class RowPlan : public RowKernelPlan {
         else
           result = a.scalar;
         row_out(in.out, memory, scratch, row) = static_cast<float>(result);
-        continue;
+        return;
       }
-      float* out = full_out(in.out, memory, scratch, row, c0);
       if (in.kind == InstrKind::Binary)
         binary(in.op, out, a, b, len);
       else if (in.kind == InstrKind::Unary)
@@ -339,7 +417,8 @@ class RowPlan : public RowKernelPlan {
     }
   }
 
-  int64_t rows_, cols_, segment_ = 0, segments_per_row_ = 1;
+  static constexpr int64_t kPrefetchBytes = 16 << 10;
+  int64_t rows_, cols_, segment_ = 0, segments_per_row_ = 1, prefetch_distance_ = 1;
   RowPlanOptions options_;
   tbb::enumerable_thread_specific<Scratch> scratch_;
 };
@@ -443,10 +522,37 @@ class RowCompiler {
     for (const RunInstr& run : plan->runs) plan->longest_run = std::max(plan->longest_run, run.steps.size());
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
+    plan->streams = output_bytes(*plan) >= options.stream_min;
+    plan->row_inputs = row_inputs(*plan);
     return plan;
   }
 
  private:
+  static std::vector<uint32_t> row_inputs(const RowPlan& plan) {
+    std::vector<uint32_t> inputs;
+    auto note = [&](const Slot& slot) {
+      if (slot.where == Slot::Memory && slot.kind == Slot::Full && !slot.byte &&
+          std::find(inputs.begin(), inputs.end(), slot.value) == inputs.end())
+        inputs.push_back(slot.value);
+    };
+    for (const Instr& in : plan.instrs) {
+      if (in.kind == InstrKind::Unary || in.kind == InstrKind::Binary || in.kind == InstrKind::Select ||
+          in.kind == InstrKind::Reduce || in.kind == InstrKind::Run || in.kind == InstrKind::Materialize)
+        note(in.a);
+      if (in.kind == InstrKind::Binary || in.kind == InstrKind::Select) note(in.b);
+      if (in.kind == InstrKind::Select) note(in.c);
+    }
+    for (const RunInstr& run : plan.runs)
+      for (const Slot& other : run.others) note(other);
+    return inputs;
+  }
+
+  int64_t output_bytes(const RowPlan& plan) const {
+    auto leaves = [](const Instr& in) { return in.out.where == Slot::Memory && in.out.kind == Slot::Full; };
+    return std::count_if(plan.instrs.begin(), plan.instrs.end(), leaves) * rows_ * cols_ *
+           static_cast<int64_t>(sizeof(float));
+  }
+
   // The iteration space and each value's indexing, as lower described them.
   bool read_description() {
     if (!lazylab_kernel_described(&kernel_)) return false;
@@ -479,9 +585,16 @@ class RowCompiler {
     return true;
   }
 
+  // A reshape is a view of its operand's buffer: the buffer lives as long
+  // as the view is read.
   void compute_last_uses() {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i)
       for (uint32_t k = 0; k < kernel_.ops[i].num_operands; ++k) last_use_[kernel_.ops[i].operands[k]] = i;
+    for (uint32_t i = kernel_.num_ops; i-- > 0;) {
+      const lazylab_op& op = kernel_.ops[i];
+      if (op.op == LAZYLAB_OP_Reshape && last_use_.count(op.result))
+        last_use_[op.operands[0]] = std::max(last_use_[op.operands[0]], last_use_[op.result]);
+    }
   }
 
   const lazylab_access* access(uint32_t value) const {
@@ -558,6 +671,8 @@ class RowCompiler {
     }
     if (auto it = slots_.find(a->source); it != slots_.end()) {
       if (it->second.kind == Slot::Splat || it->second.kind == Slot::PerRow) return it->second;
+      bool same_elements = a->kind == LAZYLAB_ACCESS_FULL && it->second.kind == Slot::Full;  // a reshape
+      if (same_elements) return it->second;
       return std::nullopt;
     }
     return memory_slot(a->source, *a);
@@ -571,7 +686,7 @@ class RowCompiler {
       slots_[op.result] = splat;
       return true;
     }
-    if (op.op == LAZYLAB_OP_Broadcast) {
+    if (op.op == LAZYLAB_OP_Broadcast || op.op == LAZYLAB_OP_Reshape) {
       auto view = broadcast_view(op);
       if (!view) return false;
       if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {

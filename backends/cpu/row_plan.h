@@ -16,8 +16,9 @@
 namespace lazylab::cpu {
 
 struct RowPlanOptions {
-  int64_t tile = 4096;           // elements per segment when the kernel does not reduce
-  int64_t parallel_min = 32768;  // below this many elements a kernel runs on the calling thread
+  int64_t tile = 4096;                    // elements per segment when the kernel does not reduce
+  int64_t parallel_min = 32768;           // below this many elements a kernel runs on the calling thread
+  int64_t stream_min = int64_t{8} << 20;  // output bytes from which a kernel writes past the caches
   tbb::task_arena* arena = nullptr;
 };
 

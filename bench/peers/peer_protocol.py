@@ -16,6 +16,7 @@ def parse_args(doc, defaults, extra=None):
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--flush-mib", type=int, default=0, help="MiB written before each timed step (cold caches)")
     if extra:
         extra(ap)
     args = ap.parse_args()

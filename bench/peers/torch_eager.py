@@ -88,12 +88,17 @@ def make(name, p, g, device="cpu"):
     raise SystemExit(f"unknown workload {name}")
 
 
-def measure(step, warmup, runs):
+def measure(step, warmup, runs, flush_mib=0):
+    """Medians of `runs` steps; with flush_mib, each after that many MiB are
+    written (outside the timing), so the step starts with cold caches."""
+    flush = torch.empty(flush_mib << 20, dtype=torch.uint8) if flush_mib else None
     with torch.no_grad():
         for _ in range(warmup):
             step()
         samples = []
         for _ in range(runs):
+            if flush is not None:
+                flush.fill_(1)
             t0 = time.perf_counter()
             step()
             samples.append((time.perf_counter() - t0) * 1e3)
@@ -110,14 +115,15 @@ def main():
             continue
         g = torch.Generator().manual_seed(args.seed + i)
         step, ops = make(name, params[name], g)
-        step_ms = measure(step, args.warmup, args.runs)
+        step_ms = measure(step, args.warmup, args.runs, args.flush_mib)
         cell = {"workload": name, "pipeline": "torch-eager", "backend": "torch", "params": params[name], "step_ms": step_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
         print(f"{name:12s} torch eager {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
-    write_report(args.out, f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}", cells)
+    caches = f", {args.flush_mib} MiB written before each step" if args.flush_mib else ""
+    write_report(args.out, f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}{caches}", cells)
 
 
 if __name__ == "__main__":

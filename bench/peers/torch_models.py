@@ -23,12 +23,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from reference_models import build  # noqa: E402
 
 
-def measure(step, warmup, runs, device):
+def measure(step, warmup, runs, device, flush_mib=0):
+    flush = torch.empty(flush_mib << 20, dtype=torch.uint8, device=device) if flush_mib else None
     with torch.no_grad():
         for _ in range(warmup):
             step()
         samples = []
         for _ in range(runs):
+            if flush is not None:  # cold caches, as lazylab's repeat.flush
+                flush.fill_(1)
             if device == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -56,7 +59,7 @@ def main():
             config = json.load(f)
         model, inputs = build(config["name"], config["size"], config["seed"])
         model, inputs = model.to(args.device), tuple(x.to(args.device) for x in inputs)
-        step_ms = measure(lambda: model(*inputs), args.warmup, args.runs, args.device)
+        step_ms = measure(lambda: model(*inputs), args.warmup, args.runs, args.device, args.flush_mib)
         cells.append({"workload": path, "pipeline": "torch-eager", "backend": "torch", "params": {},
                       "step_ms": step_ms})
         print(f"{config['name']:12s} torch eager ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")

@@ -48,6 +48,7 @@ std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path&
   args.push_back(fmt::format("--threads={}", std::max(1u, std::thread::hardware_concurrency())));
   args.push_back(fmt::format("--seed={}", e.seed));
   args.push_back("--out=" + out.string());
+  if (e.flush_bytes > 0) args.push_back(fmt::format("--flush-mib={}", e.flush_bytes >> 20));
   return args;
 }
 

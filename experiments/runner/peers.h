@@ -5,10 +5,12 @@
 // A peer is a program named in the experiment (`peers: {NAME: [argv...]}`,
 // run in the experiment file's folder) that takes
 //   --workloads a,b,... --param WORKLOAD.NAME=INT ... --warmup N --runs N
-//   --threads N --seed N --out FILE
+//   --threads N --seed N --out FILE [--flush-mib N]
 // and writes to FILE a JSON report with `peer` (a description) and `cells`,
 // each with `workload` and `step_ms` {median, min, max}; workloads it does not
-// know are left out. Built-in workloads are given by name, ONNX models by
+// know are left out. With --flush-mib (the experiment's repeat.flush), the
+// peer writes that many MiB before each timed step, outside its timing, as
+// lazylab does: both sides start each step with cold caches. Built-in workloads are given by name, ONNX models by
 // their path (bench/peers/torch_models.py rebuilds the network beside it). A workload listed several times is passed
 // once, with the parameters of its first entry. It runs with OPENBLAS_CORETYPE set to the OpenBLAS kernels lazylab
 // measured, so both sides use the same BLAS code.

@@ -28,8 +28,11 @@
  * max_pool2d and avg_pool2d; the window kernel (a conv2d with its
  * elementwise epilogue, LAZYLAB_KERNEL_WINDOW) and the capability that asks
  * for it (fuses_window_epilogue).
- * Version 3.2 (this header) appends generated_code: the code a backend
- * generates for a Program, for `lazylab show --code`.
+ * Version 3.2 appends generated_code: the code a backend generates for a
+ * Program, for `lazylab show --code`.
+ * Version 3.3 (this header) appends the capability fuses_row_reshape: a
+ * reshape that keeps the last dimension (so each row stays a row) may sit
+ * inside a row-space kernel or a GEMM epilogue, where it is a view.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -77,7 +80,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 2u
+#define LAZYLAB_ABI_MINOR 3u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -229,6 +232,11 @@ typedef struct lazylab_capabilities {
   uint8_t fuses_reduction_prologue;
   uint8_t fuses_gemm_epilogue;
   uint8_t fuses_window_epilogue; /* ABI 3.1: runs LAZYLAB_KERNEL_WINDOW kernels */
+  /* ABI 3.3: runs, inside row-space kernels and GEMM epilogues, reshapes
+   * that keep the last dimension: the description gives such a reshape the
+   * access of its operand (Full, source = the operand), a view of the same
+   * elements in the same order. */
+  uint8_t fuses_row_reshape;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
