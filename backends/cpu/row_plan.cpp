@@ -35,7 +35,8 @@ struct Instr {
   uint32_t op;
   Slot out;
   Slot a, b, c;
-  int run = -1;  // Run: index into RowPlan::runs; reads `a`, writes `out`
+  int run = -1;                 // Run: index into RowPlan::runs; reads `a`, writes `out`
+  bool leaves_program = false;  // `out` is one of the Program's outputs, in full
 };
 
 // Unary and binary instructions fused into one register run: each step's
@@ -367,7 +368,7 @@ class RowPlan : public RowKernelPlan {
     int64_t len = std::min(segment_, cols_ - c0);
     for (const Instr& in : instrs) {
       bool full = in.out.kind == Slot::Full;
-      bool streamed = stream && full && in.out.where == Slot::Memory;
+      bool streamed = stream && in.leaves_program;
       float* out = streamed ? scratch.stream.data() : full ? full_out(in.out, memory, scratch, row, c0) : nullptr;
       execute(in, memory, scratch, row, c0, len, out);
       if (streamed) stream_copy(full_out(in.out, memory, scratch, row, c0), out, len);
@@ -522,6 +523,7 @@ class RowCompiler {
     for (const RunInstr& run : plan->runs) plan->longest_run = std::max(plan->longest_run, run.steps.size());
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
+    mark_program_outputs(*plan);
     plan->streams = output_bytes(*plan) >= options.stream_min;
     plan->row_inputs = row_inputs(*plan);
     return plan;
@@ -547,8 +549,17 @@ class RowCompiler {
     return inputs;
   }
 
+  // Only what leaves the Program goes past the caches: a value the next
+  // kernel reads (attention's probabilities, read by the second product) is
+  // better left in the last-level cache.
+  void mark_program_outputs(RowPlan& plan) const {
+    for (Instr& in : plan.instrs)
+      in.leaves_program = in.out.where == Slot::Memory && in.out.kind == Slot::Full &&
+                          values_[in.out.value].kind == LAZYLAB_VALUE_OUTPUT;
+  }
+
   int64_t output_bytes(const RowPlan& plan) const {
-    auto leaves = [](const Instr& in) { return in.out.where == Slot::Memory && in.out.kind == Slot::Full; };
+    auto leaves = [](const Instr& in) { return in.leaves_program; };
     return std::count_if(plan.instrs.begin(), plan.instrs.end(), leaves) * rows_ * cols_ *
            static_cast<int64_t>(sizeof(float));
   }

@@ -61,6 +61,11 @@ __device__ __forceinline__ T lazylab_block_reduce(T x, T* shared, F f) {
 
 bool is_float(uint32_t dtype) { return dtype == LAZYLAB_F32 || dtype == LAZYLAB_F64; }
 
+// Ops that compute nothing: their access in the description says which
+// elements of their source they read (a reshape keeping the rows, ABI 3.3,
+// reads the same elements in the same order).
+bool is_view(const lazylab_op& op) { return op.op == LAZYLAB_OP_Broadcast || op.op == LAZYLAB_OP_Reshape; }
+
 const char* storage_type(uint32_t dtype) {
   switch (dtype) {
     case LAZYLAB_F32: return "float";
@@ -386,7 +391,7 @@ class RowSpaceSource {
   void collect_memory() {
     for (const lazylab_op* op : ops_) {
       if (stored_.count(op->result)) writes_.insert(op->result);
-      if (op->op == LAZYLAB_OP_Broadcast) {
+      if (is_view(*op)) {
         const lazylab_access& a = access(op->result);
         if (a.kind != LAZYLAB_ACCESS_SPLAT && !produced_.count(a.source)) reads_.insert(a.source);
         // A vector along the row (a layernorm's weights): a 128-bit load per group.
@@ -460,7 +465,7 @@ class RowSpaceSource {
     auto read = [&](uint32_t v) { return per_row ? row_operand(v) : operand(v); };
     uint32_t result_type = dtype(op.result);
     if (op.op == LAZYLAB_OP_Constant) return literal(op.attrs[0].f, result_type);
-    if (op.op == LAZYLAB_OP_Broadcast) {
+    if (is_view(op)) {
       const lazylab_access& a = access(op.result);
       if (a.kind == LAZYLAB_ACCESS_SPLAT) return literal(a.splat, result_type);
       if (produced_.count(a.source)) return read(a.source);
@@ -510,7 +515,7 @@ class RowSpaceSource {
     if (row_known_.count(v) || !produced_.count(v) || scope_.count(v)) return "";
     const lazylab_op& op = *produced_.at(v);
     std::string code;
-    if (op.op == LAZYLAB_OP_Broadcast) {
+    if (is_view(op)) {
       const lazylab_access& a = access(v);
       if (a.kind != LAZYLAB_ACCESS_SPLAT && produced_.count(a.source)) code += column_value(a.source);
     } else {
@@ -1008,6 +1013,7 @@ class ProgramSource {
     KernelCode result;
     result.product = true;
     result.product_out = c.matmul;
+    fold_reshape(kernel, epilogue, result);
     fuse_scale(kernel, epilogue, result);
     fuse_bias(kernel, epilogue, result);
     if (result.product_out == c.matmul && program_.values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL)
@@ -1017,6 +1023,24 @@ class ProgramSource {
     code.source += row_source(kernel, std::move(epilogue)).elementwise(name, launch);
     result.launches.push_back(std::move(launch));
     return result;
+  }
+
+  // The epilogue starts by reshaping the product, keeping its rows (a
+  // product of all the rows of a batch, reshaped back): the same memory, so
+  // what reads the reshape reads the product, and the patterns below see it.
+  void fold_reshape(const lazylab_kernel& kernel, std::vector<const lazylab_op*>& epilogue, KernelCode& result) {
+    const lazylab_contraction& c = kernel.contraction;
+    if (epilogue.empty() || epilogue[0]->op != LAZYLAB_OP_Reshape || epilogue[0]->operands[0] != c.matmul) return;
+    if (program_.values[c.matmul].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return;  // read as it is, too
+    uint32_t reshaped = epilogue[0]->result;
+    if (program_.values[reshaped].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {
+      if (epilogue.size() > 1) return;  // kept in memory and read on: the generated code writes it
+      result.product_out = reshaped;
+      epilogue.clear();
+      return;
+    }
+    epilogue.erase(epilogue.begin());
+    for (const lazylab_op*& op : epilogue) op = renamed(*op, reshaped, c.matmul);
   }
 
   // The product's first use is a multiply by a constant (attention's

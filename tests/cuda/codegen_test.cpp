@@ -25,7 +25,7 @@ const std::map<std::string, WorkloadParams> kSmall = {
     {"layernorm", {{"rows", 8}, {"cols", 96}}},
     {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 32}}},
     {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 8}, {"head_dim", 4}}},
-    {"gpt2-block", {{"batch", 1}, {"seq", 8}, {"channels", 16}, {"heads", 2}}},
+    {"gpt2-block", {{"batch", 2}, {"seq", 8}, {"channels", 16}, {"heads", 2}}},
 };
 
 Graph workload_graph(const std::string& name) {
@@ -206,6 +206,31 @@ TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha")
   const lazylab_kernel& k0 = view.get().kernels[0];
   CHECK(scores.product_out == k0.ops[k0.num_ops - 1].result);  // written where the multiply's result lives
   CHECK(code.kernels[2].alpha == 1.0);
+}
+
+// gpt2-block's four projections: a weight shared by the batches is one
+// product of all their rows (no weight copied per batch), the reshape back to
+// the batches folds into the product, and the bias after it is cuBLASLt's.
+TEST_CASE("a weight shared by the batches is one product, reshaped in place, its bias on cuBLASLt") {
+  Module module =
+      lowered(workload_graph("gpt2-block"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+  cuda::ProgramCode code = generated(module);
+  ProgramView view(*module.program, module.graph);
+  int projections = 0;
+  for (size_t k = 0; k < code.kernels.size(); ++k) {
+    const lazylab_kernel& kernel = view.get().kernels[k];
+    if (!code.kernels[k].product || kernel.contraction.batch != 1) continue;
+    CAPTURE(k);
+    ++projections;
+    CHECK(code.kernels[k].bias != cuda::kNoValue);
+    CHECK(kernel.contraction.m == 2 * 8);  // batch x seq rows
+  }
+  CHECK(projections == 4);
+  for (uint32_t k = 0; k < view.get().num_kernels; ++k) {  // no kernel broadcasts a weight
+    const lazylab_kernel& kernel = view.get().kernels[k];
+    bool broadcasts = kernel.kind == LAZYLAB_KERNEL_LAYOUT && kernel.ops[0].op == LAZYLAB_OP_Broadcast;
+    CHECK_FALSE(broadcasts);
+  }
 }
 
 TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trusting it") {
