@@ -16,6 +16,8 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
   return shape == rows;
 }
 
+bool is_chain_layout(OpId op) { return op == OpId::Transpose || op == OpId::Slice || op == OpId::Reshape; }
+
 bool keeps_rows(const Dims& in, const Dims& out) {
   return !in.empty() && !out.empty() && in.back() == out.back() &&
          TensorType{DType::F32, in}.num_elements() == TensorType{DType::F32, out}.num_elements();
@@ -270,32 +272,120 @@ std::vector<int64_t> row_major_strides(const Dims& shape) {
   return strides;
 }
 
-std::optional<StridedLayout> strided_layout(const Graph& graph, const Node& node) {
-  const Dims& in = graph.node(node.operands[0]).type.shape;
-  std::vector<int64_t> in_strides = row_major_strides(in);
-  StridedLayout layout;
-  layout.shape.assign(node.type.shape.begin(), node.type.shape.end());
+// The strides that read a strided view `in` in the order of `shape` (same
+// element count), or nullopt where dims it merges are not one run of memory
+// in `in` (numpy's rule for a reshape without a copy).
+std::optional<std::vector<int64_t>> reshaped_strides(const StridedLayout& in, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> old_shape, old_strides;  // dims of size 1 constrain nothing
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (in.shape[d] != 1) old_shape.push_back(in.shape[d]), old_strides.push_back(in.strides[d]);
+  std::vector<int64_t> strides(shape.size(), 0);
+  for (size_t o = 0, n = 0; n < shape.size();) {
+    if (shape[n] == 1) {
+      ++n;
+      continue;
+    }
+    if (o >= old_shape.size()) return std::nullopt;
+    // A group: old dims [o, o_end) hold the same elements as new dims [n, n_end).
+    int64_t old_size = old_shape[o], new_size = shape[n];
+    size_t o_end = o + 1, n_end = n + 1;
+    while (old_size != new_size) {
+      if (old_size < new_size && o_end < old_shape.size())
+        old_size *= old_shape[o_end++];
+      else if (new_size < old_size && n_end < shape.size())
+        new_size *= shape[n_end++];
+      else
+        return std::nullopt;
+    }
+    for (size_t k = o; k + 1 < o_end; ++k)
+      if (old_strides[k] != old_strides[k + 1] * old_shape[k + 1]) return std::nullopt;
+    int64_t stride = old_strides[o_end - 1];
+    for (size_t k = n_end; k-- > n;) {
+      strides[k] = shape[k] == 1 ? 0 : stride;
+      stride *= shape[k];
+    }
+    o = o_end;
+    n = n_end;
+  }
+  return strides;
+}
+
+// The layout op `node` applied to a strided view `in` of memory (the view of
+// its operand): the view of the same memory that is its result.
+std::optional<StridedLayout> view_after(const Node& node, const StridedLayout& in) {
+  StridedLayout out;
+  out.offset = in.offset;
+  out.shape.assign(node.type.shape.begin(), node.type.shape.end());
   switch (node.op) {
-    case OpId::Reshape:  // the same elements in order: one flat copy
-      layout.shape = {node.type.num_elements()};
-      layout.strides = {1};
-      return layout;
+    case OpId::Reshape: {
+      auto strides = reshaped_strides(in, out.shape);
+      if (!strides) return std::nullopt;
+      out.strides = std::move(*strides);
+      return out;
+    }
     case OpId::Transpose:
-      for (int64_t axis : node.attrs[0].ints) layout.strides.push_back(in_strides[axis]);
-      return layout;
+      for (int64_t axis : node.attrs[0].ints) out.strides.push_back(in.strides[axis]);
+      return out;
     case OpId::Slice:
-      for (size_t d = 0; d < in.size(); ++d) {
-        layout.offset += node.attrs[0].ints[d] * in_strides[d];
-        layout.strides.push_back(node.attrs[2].ints[d] * in_strides[d]);
+      for (size_t d = 0; d < in.shape.size(); ++d) {
+        out.offset += node.attrs[0].ints[d] * in.strides[d];
+        out.strides.push_back(node.attrs[2].ints[d] * in.strides[d]);
       }
-      return layout;
+      return out;
     case OpId::Broadcast:
-      layout.strides.assign(layout.shape.size(), 0);
-      for (size_t d = 0; d < in.size(); ++d)
-        if (in[d] != 1) layout.strides[node.attrs[0].ints[d]] = in_strides[d];
-      return layout;
+      out.strides.assign(out.shape.size(), 0);
+      for (size_t d = 0; d < in.shape.size(); ++d)
+        if (in.shape[d] != 1) out.strides[node.attrs[0].ints[d]] = in.strides[d];
+      return out;
     default: return std::nullopt;
   }
+}
+
+StridedLayout contiguous(const Dims& shape) { return {{shape.begin(), shape.end()}, row_major_strides(shape), 0}; }
+
+std::optional<StridedLayout> strided_layout(const Graph& graph, const Node& node) {
+  if (node.op == OpId::Reshape)  // the same elements in order: one flat copy
+    return StridedLayout{{node.type.num_elements()}, {1}, 0};
+  return view_after(node, contiguous(graph.node(node.operands[0]).type.shape));
+}
+
+// Adjacent dims that are one run of memory as one dim, dims of size 1 gone:
+// the fewest loops that copy the view.
+StridedLayout coalesced(const StridedLayout& view) {
+  StridedLayout out;
+  out.offset = view.offset;
+  for (size_t d = 0; d < view.shape.size(); ++d) {
+    if (view.shape[d] == 1) continue;
+    if (!out.shape.empty() && out.strides.back() == view.strides[d] * view.shape[d]) {
+      out.shape.back() *= view.shape[d];
+      out.strides.back() = view.strides[d];
+      continue;
+    }
+    out.shape.push_back(view.shape[d]);
+    out.strides.push_back(view.strides[d]);
+  }
+  if (out.shape.empty()) out.shape = {1}, out.strides = {0};
+  return out;
+}
+
+// A chain of layout ops, each reading the one before (ABI 3.3): one strided
+// view of the first op's operand. The copy writes the view's elements in
+// order, so a reshape at the end changes nothing (it may merge dims that are
+// apart in memory: heads transposed back, then merged).
+std::optional<StridedLayout> chain_layout(const Graph& graph, std::span<const NodeId> ops) {
+  const Node& first = graph.node(ops[0]);
+  if (first.operands.size() != 1 || first.type.num_elements() == 0) return std::nullopt;
+  StridedLayout view = contiguous(graph.node(first.operands[0]).type.shape);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Node& node = graph.node(ops[i]);
+    if (!is_chain_layout(node.op) || node.operands.size() != 1 || (i > 0 && node.operands[0] != ops[i - 1]))
+      return std::nullopt;
+    if (node.op == OpId::Reshape && i + 1 == ops.size()) break;
+    auto next = view_after(node, view);
+    if (!next) return std::nullopt;
+    view = std::move(*next);
+  }
+  return coalesced(view);
 }
 
 }  // namespace
@@ -382,13 +472,19 @@ Expected<KernelDescription> describe_window(const Graph& graph, std::span<const 
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops) {
   if (auto contraction = describe_contraction(graph, ops)) return *contraction;
   if (auto window = describe_window(graph, ops)) return std::move(*window);
-  if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1)
+  if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1) {
     if (auto layout = strided_layout(graph, graph.node(ops[0]))) {
       KernelDescription description;
       description.kind = KernelKind::Layout;
       description.layout = std::move(*layout);
       return description;
     }
+  } else if (auto chain = ops.empty() ? std::nullopt : chain_layout(graph, ops)) {
+    KernelDescription description;
+    description.kind = KernelKind::Layout;
+    description.layout = std::move(*chain);
+    return description;
+  }
   if (auto rows = describe_row_space(graph, ops)) return std::move(*rows);
   return {};
 }

@@ -58,6 +58,11 @@ struct KernelDescription {
 // leading dims, with the last dropped or 1.
 bool is_row_shape(const Dims& shape, const Dims& space);
 
+// The layout ops a layout kernel may chain (ABI 3.3's fuses_layout_chain):
+// each reads the one before, and the kernel is one strided copy of the first
+// one's operand.
+bool is_chain_layout(OpId op);
+
 // Whether a reshape from `in` to `out` keeps the last dimension, so every row
 // of one is a row of the other: inside a kernel it is a view (ABI 3.3).
 bool keeps_rows(const Dims& in, const Dims& out);

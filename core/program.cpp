@@ -1,6 +1,7 @@
 #include "core/program.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/text_format.h"
 
@@ -49,6 +50,9 @@ std::string describe_space(const KernelDescription& d) {
       return fmt::format("contraction {} x [{} x {}] x [{} x {}]{}{}", d.contraction.batch, d.contraction.m,
                          d.contraction.k, d.contraction.k, d.contraction.n,
                          d.contraction.lhs_transposed ? ", lhs^T" : "", d.contraction.rhs_transposed ? ", rhs^T" : "");
+    case KernelKind::Layout:
+      return fmt::format("layout [{}] strides [{}] offset {}", fmt::join(d.layout.shape, ","),
+                         fmt::join(d.layout.strides, ","), d.layout.offset);
     default: return std::string(kind_name(d.kind));
   }
 }

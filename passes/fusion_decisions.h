@@ -8,8 +8,13 @@
 
 namespace lazylab {
 
+// Ops reading `id`, and the graph's output if it is one (a folded transpose
+// or a chained layout op is never written: found by lazylab fuzz, an output
+// transpose folded into its matmul came back unwritten).
+size_t user_count(const Graph& graph, NodeId id);
+
 // A reshape that keeps the last dimension: a view inside a kernel, where the
-// backend runs those (ABI 3.3's fuses_row_reshape); nullopt for other ops.
+// backend runs those (ABI 3.3's fuses_layout_views); nullopt for other ops.
 std::optional<FusionDecision> row_reshape_decision(const Module& module, const Node& node);
 
 FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer);

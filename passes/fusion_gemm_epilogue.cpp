@@ -39,16 +39,6 @@ bool swaps_last_two(const Node& transpose) {
   return true;
 }
 
-// Ops reading `id`, and the graph's output if it is one (a folded transpose
-// is never written: found by lazylab fuzz, an output transpose folded into
-// its matmul came back unwritten).
-size_t user_count(const Graph& graph, NodeId id) {
-  size_t users = static_cast<size_t>(std::count(graph.roots().begin(), graph.roots().end(), id));
-  for (const Node& node : graph.nodes())
-    for (NodeId operand : node.operands) users += operand == id;
-  return users;
-}
-
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.
 std::optional<FusionDecision> epilogue_problem(const Module& module, KernelGroups& groups, NodeId id,

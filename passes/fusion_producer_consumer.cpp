@@ -54,9 +54,45 @@ std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& gro
 
 }  // namespace
 
+size_t user_count(const Graph& graph, NodeId id) {
+  size_t users = static_cast<size_t>(std::count(graph.roots().begin(), graph.roots().end(), id));
+  for (const Node& node : graph.nodes())
+    for (NodeId operand : node.operands) users += operand == id;
+  return users;
+}
+
+namespace {
+
+bool is_row_view(const Graph& graph, const Node& node) {
+  return node.op == OpId::Reshape && keeps_rows(graph.node(node.operands[0]).type.shape, node.type.shape);
+}
+
+// Transposes, slices and reshapes, each read only by the next, as one
+// strided copy (a transformer's split heads: slice, reshape, transpose).
+FusionDecision decide_layout_chain(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+  const Graph& graph = module.graph;
+  if (module.capabilities && !module.capabilities->fuses_layout_views)
+    return FusionDecision::no(RefusalCode::Capability, "backend cannot run chains of layout ops");
+  std::vector<NodeId> members;
+  std::merge(groups.members_of(producer).begin(), groups.members_of(producer).end(),
+             groups.members_of(consumer).begin(), groups.members_of(consumer).end(), std::back_inserter(members));
+  for (size_t i = 0; i + 1 < members.size(); ++i)
+    if (user_count(graph, members[i]) != 1)
+      return FusionDecision::no(RefusalCode::SeveralConsumers, "a layout op of the chain is read elsewhere too");
+  if (describe_kernel(graph, members).kind != KernelKind::Layout)
+    return FusionDecision::no(RefusalCode::IterationSpace,
+                              "not one strided view (a reshape merges dims that are apart in memory)");
+  if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
+  if (groups.would_create_cycle(producer, consumer))
+    return FusionDecision::no(RefusalCode::Cycle, "would create a cycle between kernels");
+  return FusionDecision::yes();
+}
+
+}  // namespace
+
 std::optional<FusionDecision> row_reshape_decision(const Module& module, const Node& node) {
   if (node.op != OpId::Reshape) return std::nullopt;
-  if (module.capabilities && !module.capabilities->fuses_row_reshape)
+  if (module.capabilities && !module.capabilities->fuses_layout_views)
     return FusionDecision::no(RefusalCode::Capability, "backend cannot run reshapes inside kernels");
   return FusionDecision::yes();
 }
@@ -64,6 +100,8 @@ std::optional<FusionDecision> row_reshape_decision(const Module& module, const N
 FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
   const Graph& graph = module.graph;
   const Node &p = graph.node(producer), &c = graph.node(consumer);
+  if (is_chain_layout(p.op) && is_chain_layout(c.op) && !(is_row_view(graph, p) && is_row_view(graph, c)))
+    return decide_layout_chain(module, groups, producer, consumer);
   for (const Node* node : {&p, &c}) {
     if (!is_fusible(graph, *node))
       return FusionDecision::no(

@@ -162,7 +162,7 @@ class CpuBackend : public plugin::Backend {
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
     caps.fuses_window_epilogue = 1;
-    caps.fuses_row_reshape = 1;
+    caps.fuses_layout_views = 1;
     caps.max_ops_per_kernel = 0;
   }
 

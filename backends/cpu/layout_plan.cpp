@@ -69,14 +69,16 @@ class StridedCopy : public KernelPlan {
 std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                              tbb::task_arena* arena) {
   if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_LAYOUT) return nullptr;
-  const lazylab_op& op = kernel.ops[0];
-  const ValueInfo &in = values[op.operands[0]], &out = values[op.result];
+  // A view of the first op's operand, written to the last op's result (a
+  // chain of layout ops, ABI 3.3).
+  uint32_t source = kernel.ops[0].operands[0], result = kernel.ops[kernel.num_ops - 1].result;
+  const ValueInfo &in = values[source], &out = values[result];
   if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
   const lazylab_layout& layout = kernel.layout;
   size_t element = in.size() ? in.bytes / in.size() : 1;
-  return std::make_unique<StridedCopy>(
-      op.operands[0], op.result, std::vector<int64_t>(layout.shape, layout.shape + layout.rank),
-      std::vector<int64_t>(layout.strides, layout.strides + layout.rank), layout.offset, element, arena);
+  return std::make_unique<StridedCopy>(source, result, std::vector<int64_t>(layout.shape, layout.shape + layout.rank),
+                                       std::vector<int64_t>(layout.strides, layout.strides + layout.rank),
+                                       layout.offset, element, arena);
 }
 
 }  // namespace lazylab::cpu

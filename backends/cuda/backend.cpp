@@ -593,7 +593,7 @@ class CudaBackend : public plugin::Backend {
     caps.fuses_elementwise = 1;
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
-    caps.fuses_row_reshape = 1;
+    caps.fuses_layout_views = 1;
   }
 
   std::string device_description() const override {

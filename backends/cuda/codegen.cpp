@@ -968,13 +968,13 @@ class ProgramSource {
         return result;
       }
       case LAZYLAB_KERNEL_CONTRACTION: return contraction(kernel, name, code);
-      case LAZYLAB_KERNEL_LAYOUT: {
-        const lazylab_op& op = kernel.ops[0];
+      case LAZYLAB_KERNEL_LAYOUT: {  // a view of the first op's operand, into the last op's result
+        uint32_t source = kernel.ops[0].operands[0], out = kernel.ops[kernel.num_ops - 1].result;
         const lazylab_layout& l = kernel.layout;
         Launch launch;
-        code.source += strided_copy(name, op.operands[0], op.result, program_.values[op.result].dtype,
-                                    std::vector<int64_t>(l.shape, l.shape + l.rank),
-                                    std::vector<int64_t>(l.strides, l.strides + l.rank), l.offset, launch);
+        code.source +=
+            strided_copy(name, source, out, program_.values[out].dtype, std::vector<int64_t>(l.shape, l.shape + l.rank),
+                         std::vector<int64_t>(l.strides, l.strides + l.rank), l.offset, launch);
         result.launches.push_back(std::move(launch));
         return result;
       }

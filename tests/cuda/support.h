@@ -23,7 +23,7 @@ inline const lazylab_capabilities& cuda_capabilities() {
     c.num_ops = kNumOps;
     c.supports_op = supported;
     for (int op = 0; op < kNumOps; ++op) supported[op] = op != LAZYLAB_OP_Parameter;
-    c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = c.fuses_row_reshape = 1;
+    c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = c.fuses_layout_views = 1;
     return c;
   }();
   return caps;

@@ -250,9 +250,9 @@ TEST_CASE("fused broadcasts read their source as the result's layout says, whate
 // A reshape that keeps the last dimension is a view of its operand's local
 // buffer: the buffer must outlive the view, or the result written in place
 // of its operand's last direct use (the product here) would be read through
-// the view. Rows of 4000 elements
-// make several segments and the parallel path; one kernel (the dominator
-// strategy leaves the last reshape to a layout kernel).
+// the view. Rows of 4000 elements make several segments and the parallel
+// path; one kernel (the dominator strategy leaves the last reshape to a
+// layout kernel).
 TEST_CASE("reshapes inside a kernel read their operand's buffer for as long as they are read") {
   auto cpu = load_backend("cpu", "threads=2,tile=1000");
   REQUIRE(cpu.ok());
@@ -327,6 +327,40 @@ TEST_CASE("exp is within an ulp everywhere") {
       continue;
     }
     CHECK(std::abs(int64_t{std::bit_cast<int32_t>(got[i])} - std::bit_cast<int32_t>(want)) <= 1);
+  }
+}
+
+// Chains of layout ops as one strided copy (ABI 3.3): heads split from a
+// fused projection and merged back, a strided slice under a transpose, a
+// reshape that splits a dim then permutes it, and one whose merge of dims
+// apart in memory ends the chain. Every element against the interpreter.
+TEST_CASE("chains of layout ops copy what the ops one by one would") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> data(2 * 6 * 36);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+    Tensor qkv = ctx.from_vector(data, {2, 6, 36});
+    Tensor heads = permute(reshape(slice(qkv, {0, 0, 12}, {2, 6, 24}), {2, 6, 3, 4}), {0, 2, 1, 3});
+    Tensor merged = reshape(permute(heads * 2.0, {0, 2, 1, 3}), {2, 6, 12});
+    Tensor strided = transpose(slice(qkv, {1, 1, 3}, {2, 6, 36}, {1, 2, 5}), 1, 2);
+    Tensor split = permute(reshape(transpose(qkv, 1, 2), {2, 6, 6, 6}), {3, 1, 0, 2});
+    Tensor ended = transpose(reshape(transpose(qkv, 0, 1), {12, 36}), 0, 1);
+    return std::vector<Tensor>{heads, merged, strided, split, ended};
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  for (const char* strategy : {"producer-consumer", "gemm-epilogue", "dominator", "horizontal"}) {
+    CAPTURE(strategy);
+    Engine engine(pipeline(std::string("fuse{strategy=") + strategy + "},lower,plan-memory"), **cpu);
+    Context ctx(engine);
+    auto got = program(ctx);
+    for (size_t o = 0; o < want.size(); ++o) {
+      CAPTURE(o);
+      CHECK(values(got[o]) == values(want[o]));
+    }
   }
 }
 

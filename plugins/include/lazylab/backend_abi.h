@@ -30,9 +30,12 @@
  * for it (fuses_window_epilogue).
  * Version 3.2 appends generated_code: the code a backend generates for a
  * Program, for `lazylab show --code`.
- * Version 3.3 (this header) appends the capability fuses_row_reshape: a
+ * Version 3.3 (this header) appends the capability fuses_layout_views: a
  * reshape that keeps the last dimension (so each row stays a row) may sit
- * inside a row-space kernel or a GEMM epilogue, where it is a view.
+ * inside a row-space kernel or a GEMM epilogue, where it is a view; and a
+ * layout kernel may hold a chain of layout ops (transpose, slice, reshape),
+ * each reading the one before, described as one strided view of the first
+ * op's operand and written to the last op's result.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -136,7 +139,7 @@ typedef enum lazylab_kernel_kind {
   LAZYLAB_KERNEL_ELEMENTWISE = 1,   /* elementwise ops, constants and broadcast views over [rows, cols] */
   LAZYLAB_KERNEL_ROW_REDUCTION = 2, /* the same, with reductions over the last axis (cols) into one value per row */
   LAZYLAB_KERNEL_CONTRACTION = 3,   /* one matmul, operand transposes folded in, and a row-space epilogue */
-  LAZYLAB_KERNEL_LAYOUT = 4,        /* one layout op with one operand: a strided copy */
+  LAZYLAB_KERNEL_LAYOUT = 4,        /* one layout op with one operand: a strided copy (ABI 3.3: or a chain) */
   /* ABI 3.1: one conv2d and an elementwise epilogue over its result
    * [N, O, OH, OW] seen as [rows = N * O, cols = OH * OW] (a per-channel
    * value is PER_ROW; only for N = 1, where a row is a channel) */
@@ -235,8 +238,9 @@ typedef struct lazylab_capabilities {
   /* ABI 3.3: runs, inside row-space kernels and GEMM epilogues, reshapes
    * that keep the last dimension: the description gives such a reshape the
    * access of its operand (Full, source = the operand), a view of the same
-   * elements in the same order. */
-  uint8_t fuses_row_reshape;
+   * elements in the same order. And runs layout kernels of several ops: the
+   * layout is a view of ops[0]'s operand, the result is the last op's. */
+  uint8_t fuses_layout_views;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
