@@ -124,12 +124,16 @@ Status CellRun::flush_caches(bool wait) {
     flush_engine_ = std::make_unique<Engine>(std::move(*pipeline), setup_.backend);
     flush_context_ = std::make_unique<Context>(*flush_engine_);
   }
-  // Written, then read back: a backend that writes large outputs past the
-  // caches (the cpu backend's non-temporal stores) would leave them as they
-  // were; the read fills them. Read as 1024 rows, so it runs in parallel.
+  // Written, read back, written again. A backend that writes large outputs
+  // past the caches (the cpu backend's non-temporal stores) leaves them as
+  // they were: the read fills them (as 1024 rows, so it runs in parallel).
+  // The last write leaves a GPU's L2 full of written lines, as the peers'
+  // memset does.
   const int64_t elements = setup_.experiment.flush_bytes / 4, rows = 1024;
-  Tensor written = flush_context_->full(1.0, TensorType{DType::F32, {rows, elements / rows}});
+  TensorType type{DType::F32, {rows, elements / rows}};
+  Tensor written = flush_context_->full(1.0, type);
   Tensor read_back = sum(written, {1});
+  Tensor written_again = flush_context_->full(2.0, type);
   LAZYLAB_TRY(flush_context_->sync());
   return wait ? flush_context_->wait() : Status{};
 }

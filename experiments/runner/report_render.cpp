@@ -69,8 +69,9 @@ std::string markdown_header(const ExperimentResult& result, const RunInfo& info)
       result.isolated ? ", each cell in its own child process, cell after cell"
       : e.interleave  ? ", the cells of a workload interleaved (round-robin, shuffled each round)"
                       : ", cell after cell",
-      e.flush_bytes ? fmt::format(", each after {} MiB written on the cell's backend (caches flushed, as the GPU peers "
-                                  "do): device time from steps queued behind it, host time from as many steps "
+      e.flush_bytes ? fmt::format(", each after {} MiB written, read back and written again on the cell's backend "
+                                  "(caches flushed, as the peers do): device time from steps queued behind it, host "
+                                  "time from as many steps "
                                   "started after it",
                                   e.flush_bytes >> 20)
                     : "",

@@ -561,7 +561,7 @@ experiment "$work/flush.yaml" "name: flush" "workloads: [{name: softmax, params:
   "pipelines: {p: \"decompose,lower\"}" "backends: [cpu]" "repeat: {warmup: 1, runs: 3, profile: 0, flush: 8}" \
   "report: {json: $work/flush.json, markdown: $work/flush.md}"
 check "a run with flushed caches" 0 "" -- "$lazylab" run "$work/flush.yaml" -q
-check "the report says the steps ran after a flush" 0 "each after 8 MiB written on the cell's backend" -- \
+check "the report says the steps ran after a flush" 0 "each after 8 MiB written, read back and written again on the cell's backend" -- \
   cat "$work/flush.md"
 check "flush bytes in the results; host and device samples from alternate steps; no flush in the metrics" 0 "ok" -- python3 -c "
 import json
