@@ -58,7 +58,7 @@ struct KernelDescription {
 // leading dims, with the last dropped or 1.
 bool is_row_shape(const Dims& shape, const Dims& space);
 
-// The layout ops a layout kernel may chain (ABI 3.3's fuses_layout_chain):
+// The layout ops a layout kernel may chain (ABI 3.3's fuses_layout_views):
 // each reads the one before, and the kernel is one strided copy of the first
 // one's operand.
 bool is_chain_layout(OpId op);

@@ -17,6 +17,7 @@
 #include <tbb/task_arena.h>
 
 #include <cstring>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -143,7 +144,10 @@ class CpuBackend : public plugin::Backend {
         throw std::invalid_argument("cpu has no option '" + key + "' (options: threads, tile, stream, strict)");
     threads_ = static_cast<int>(parse_positive(options, "threads", std::max(1u, std::thread::hardware_concurrency())));
     row_options_.tile = parse_positive(options, "tile", 4096);
-    row_options_.stream_min = parse_positive(options, "stream", row_options_.stream_min >> 10) << 10;
+    // KiB to bytes; more than any output can have means never.
+    int64_t stream_kib = parse_positive(options, "stream", row_options_.stream_min >> 10);
+    constexpr int64_t kMaxKib = std::numeric_limits<int64_t>::max() >> 10;
+    row_options_.stream_min = stream_kib > kMaxKib ? std::numeric_limits<int64_t>::max() : stream_kib << 10;
     strict_ = options.count("strict") && options.at("strict") != "0";
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
