@@ -287,7 +287,17 @@ std::string Backend::device_description() const { return instance_->api().device
 int32_t Backend::device_count() const { return instance_->api().device_count(instance_->handle); }
 
 Status Backend::check_supported(const Program& program, const Graph& graph) const {
-  for (const Kernel& kernel : program.kernels)
+  for (const Kernel& kernel : program.kernels) {
+    if (kernel.description.kind == KernelKind::Attention) {
+      const Attention& a = kernel.description.attention;
+      if (std::max(a.d, a.dv) > capabilities_.attention_max_head_dim)
+        return make_error(fmt::format(
+            "backend {} cannot run the attention kernel ending at %{} (head dims {} and {}; it runs {}): fuse "
+            "for this backend (lazylab passes its capabilities to fusion)",
+            name_, a.output, a.d, a.dv,
+            capabilities_.attention_max_head_dim ? fmt::format("up to {}", capabilities_.attention_max_head_dim)
+                                                 : std::string("none")));
+    }
     for (NodeId id : kernel.ops) {
       OpId op = graph.node(id).op;
       if (capabilities_.supports_op[static_cast<int>(op)]) continue;
@@ -295,6 +305,7 @@ Status Backend::check_supported(const Program& program, const Graph& graph) cons
       return make_error(fmt::format("backend {} cannot run op '{}' (%{} = {}){}", name_, op_name(op), id,
                                     print_node(graph, id), composite ? "; add 'decompose' to the pipeline" : ""));
     }
+  }
   return {};
 }
 

@@ -101,11 +101,10 @@ FusionDecision check_backend(const Module& module, KernelGroups& groups, NodeId 
 void duplicate_constants(Module& module);
 
 // Runs `decide` over every producer/consumer pair in program order, merging
-// on yes and logging every decision; sets module.kernel_of.
+// on yes and logging every decision, starting from `groups` (a strategy may
+// have merged some already); sets module.kernel_of.
 template <class Decide>
-void partition_pairwise(Module& module, Decide decide) {
-  duplicate_constants(module);
-  KernelGroups groups(module.graph);
+void partition_pairwise(Module& module, KernelGroups& groups, Decide decide) {
   for (NodeId consumer = 0; consumer < module.graph.size(); ++consumer) {
     if (!groups.in_kernel(consumer)) continue;
     for (NodeId producer : module.graph.node(consumer).operands) {
@@ -116,6 +115,14 @@ void partition_pairwise(Module& module, Decide decide) {
     }
   }
   module.kernel_of = groups.kernel_of();
+}
+
+// The same from a node per group, constants duplicated first.
+template <class Decide>
+void partition_pairwise(Module& module, Decide decide) {
+  duplicate_constants(module);
+  KernelGroups groups(module.graph);
+  partition_pairwise(module, groups, decide);
 }
 
 }  // namespace lazylab

@@ -1,5 +1,7 @@
 #include "core/kernel_description.h"
 
+#include "core/attention_pattern.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +16,17 @@ bool is_row_shape(const Dims& shape, const Dims& space) {
   if (shape == rows) return true;
   rows.push_back(1);
   return shape == rows;
+}
+
+bool swaps_last_two(const Node& node) {
+  if (node.op != OpId::Transpose) return false;
+  const Ints& perm = node.attrs[0].ints;
+  size_t rank = perm.size();
+  if (rank < 2 || perm[rank - 1] != static_cast<int64_t>(rank) - 2 || perm[rank - 2] != static_cast<int64_t>(rank) - 1)
+    return false;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (perm[d] != static_cast<int64_t>(d)) return false;
+  return true;
 }
 
 bool is_chain_layout(OpId op) { return op == OpId::Transpose || op == OpId::Slice || op == OpId::Reshape; }
@@ -205,16 +218,6 @@ class RowSpaceAnalysis {
   std::unordered_map<NodeId, size_t> index_;  // value -> its entry in description_.accesses
   KernelDescription description_;
 };
-
-bool swaps_last_two(const Node& node) {
-  const Ints& perm = node.attrs[0].ints;
-  size_t rank = perm.size();
-  if (rank < 2 || perm[rank - 1] != static_cast<int64_t>(rank) - 2 || perm[rank - 2] != static_cast<int64_t>(rank) - 1)
-    return false;
-  for (size_t d = 0; d + 2 < rank; ++d)
-    if (perm[d] != static_cast<int64_t>(d)) return false;
-  return true;
-}
 
 // One matmul; transposes of its operands' last two dims used by nothing else
 // in the kernel fold into it; the other ops form a row-space epilogue over
@@ -470,6 +473,7 @@ Expected<KernelDescription> describe_window(const Graph& graph, std::span<const 
 }
 
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops) {
+  if (auto attention = describe_attention(graph, ops)) return std::move(*attention);
   if (auto contraction = describe_contraction(graph, ops)) return *contraction;
   if (auto window = describe_window(graph, ops)) return std::move(*window);
   if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1) {
@@ -497,6 +501,7 @@ std::string_view kind_name(KernelKind kind) {
     case KernelKind::Contraction: return "contraction";
     case KernelKind::Layout: return "layout";
     case KernelKind::Window: return "window";
+    case KernelKind::Attention: return "attention";
   }
   return "?";
 }

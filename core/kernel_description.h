@@ -16,7 +16,7 @@
 namespace lazylab {
 
 // The values of lazylab_kernel_kind and lazylab_access_kind.
-enum class KernelKind : uint8_t { Opaque, Elementwise, RowReduction, Contraction, Layout, Window };
+enum class KernelKind : uint8_t { Opaque, Elementwise, RowReduction, Contraction, Layout, Window, Attention };
 enum class Access : uint8_t { Full, PerRow, Splat, Scalar, Repeat };
 
 // How `value` is indexed in the row space [rows, cols]; a broadcast's result
@@ -43,12 +43,23 @@ struct StridedLayout {
   int64_t offset = 0;
 };
 
+// lazylab_attention: softmax(scale * q kᵀ, causally masked or not) v per
+// batch, q [batch..., m, d], k [batch..., n, d] read transposed (or, where
+// k_transposed is false, [batch..., d, n] read as it is), v [batch..., n, dv].
+struct Attention {
+  NodeId output = 0, q = 0, k = 0, v = 0;
+  bool k_transposed = false, causal = false;
+  int64_t batch = 1, m = 0, n = 0, d = 0, dv = 0;
+  double scale = 1.0;
+};
+
 struct KernelDescription {
   KernelKind kind = KernelKind::Opaque;
   int64_t rows = 0, cols = 0;
   std::vector<ValueAccess> accesses;  // row-space kinds and a contraction's epilogue
   Contraction contraction;
   StridedLayout layout;
+  Attention attention;
 
   // The access recorded for `value`, or nullptr.
   const ValueAccess* access_of(NodeId value) const;
@@ -57,6 +68,10 @@ struct KernelDescription {
 // Whether `shape` has one element per row of the row space `space`: its
 // leading dims, with the last dropped or 1.
 bool is_row_shape(const Dims& shape, const Dims& space);
+
+// Whether `node` is a transpose of the last two dims only: a matmul reads
+// its operand so, as a transposed operand.
+bool swaps_last_two(const Node& node);
 
 // The layout ops a layout kernel may chain (ABI 3.3's fuses_layout_views):
 // each reads the one before, and the kernel is one strided copy of the first
@@ -78,8 +93,9 @@ Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<con
 // they are not one.
 Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops);
 
-// The description of a kernel holding `ops`: a contraction, a window, a
-// layout copy or a row-space kernel where the ops form one, else Opaque.
+// The description of a kernel holding `ops`: an attention, a contraction, a
+// window, a layout copy or a row-space kernel where the ops form one, else
+// Opaque.
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops);
 
 std::string_view kind_name(KernelKind kind);

@@ -50,6 +50,12 @@ std::string describe_space(const KernelDescription& d) {
       return fmt::format("contraction {} x [{} x {}] x [{} x {}]{}{}", d.contraction.batch, d.contraction.m,
                          d.contraction.k, d.contraction.k, d.contraction.n,
                          d.contraction.lhs_transposed ? ", lhs^T" : "", d.contraction.rhs_transposed ? ", rhs^T" : "");
+    case KernelKind::Attention: {  // "attention 48 x softmax([256 x 64] x [64 x 256] * 0.125, causal) x [256 x 64],
+                                   // k^T"
+      const Attention& a = d.attention;
+      return fmt::format("attention {} x softmax([{} x {}] x [{} x {}] * {}{}) x [{} x {}]{}", a.batch, a.m, a.d, a.d,
+                         a.n, a.scale, a.causal ? ", causal" : "", a.n, a.dv, a.k_transposed ? ", k^T" : "");
+    }
     case KernelKind::Layout:
       return fmt::format("layout [{}] strides [{}] offset {}", fmt::join(d.layout.shape, ","),
                          fmt::join(d.layout.strides, ","), d.layout.offset);

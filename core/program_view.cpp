@@ -28,6 +28,9 @@ lazylab_kernel ProgramView::describe(const KernelDescription& description) {
   auto& shape = int_arrays_.emplace_back(layout.shape);
   auto& strides = int_arrays_.emplace_back(layout.strides);
   kernel.layout = lazylab_layout{static_cast<uint32_t>(shape.size()), shape.data(), strides.data(), layout.offset};
+  const Attention& a = description.attention;
+  kernel.attention =
+      lazylab_attention{a.output, a.q, a.k, a.v, a.k_transposed, a.causal, a.batch, a.m, a.n, a.d, a.dv, a.scale};
   return kernel;
 }
 

@@ -29,16 +29,6 @@ bool is_epilogue_op(OpId op) {
   return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
 }
 
-bool swaps_last_two(const Node& transpose) {
-  const Ints& perm = transpose.attrs[0].ints;
-  size_t rank = perm.size();
-  if (rank < 2 || perm[rank - 1] != static_cast<int64_t>(rank - 2) || perm[rank - 2] != static_cast<int64_t>(rank - 1))
-    return false;
-  for (size_t d = 0; d + 2 < rank; ++d)
-    if (perm[d] != static_cast<int64_t>(d)) return false;
-  return true;
-}
-
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.
 std::optional<FusionDecision> epilogue_problem(const Module& module, KernelGroups& groups, NodeId id,

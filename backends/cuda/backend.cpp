@@ -504,11 +504,17 @@ class CudaExecutable : public plugin::Executable {
       CUfunction function = nullptr;
       check(device_.driver, device_.driver.cuModuleGetFunction(&function, module_, launch.function.c_str()),
             "cuModuleGetFunction");
+      if (launch.shared_bytes > 48 * 1024)  // past the default, asked for explicitly
+        check(device_.driver,
+              device_.driver.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                static_cast<int>(launch.shared_bytes)),
+              "cuFuncSetAttribute");
       // Grid-stride loops: enough blocks to fill the device, no more.
       uint64_t blocks = launch.block_per_item ? (launch.work + launch.items_per_block - 1) / launch.items_per_block
                                               : (launch.work + launch.block - 1) / launch.block;
       uint64_t limit = launch.block_per_item ? uint64_t{1} << 30 : static_cast<uint64_t>(device_.sm_count) * 32;
-      loaded.launches.push_back({function, launch, static_cast<uint32_t>(std::min(blocks, limit))});
+      uint32_t grid = launch.blocks ? launch.blocks : static_cast<uint32_t>(std::min(blocks, limit));
+      loaded.launches.push_back({function, launch, grid});
     }
     return loaded;
   }
@@ -529,8 +535,8 @@ class CudaExecutable : public plugin::Executable {
       for (CUdeviceptr& p : pointers) args.push_back(&p);
       args.push_back(&work);
       check(device_.driver,
-            device_.driver.cuLaunchKernel(l.function, l.grid, 1, 1, l.launch.block, 1, 1, 0, stream, args.data(),
-                                          nullptr),
+            device_.driver.cuLaunchKernel(l.function, l.grid, l.launch.blocks_y, 1, l.launch.block, 1, 1,
+                                          l.launch.shared_bytes, stream, args.data(), nullptr),
             "cuLaunchKernel");
     }
   }
@@ -594,6 +600,7 @@ class CudaBackend : public plugin::Backend {
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
     caps.fuses_layout_views = 1;
+    caps.attention_max_head_dim = 128;  // attention_kernel.h's tiles: shared memory and registers
   }
 
   std::string device_description() const override {

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "attention_kernel.h"
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
@@ -968,6 +969,15 @@ class ProgramSource {
         return result;
       }
       case LAZYLAB_KERNEL_CONTRACTION: return contraction(kernel, name, code);
+      case LAZYLAB_KERNEL_ATTENTION: {
+        if (!lazylab_kernel_has_attention(&kernel)) return opaque(kernel, name, code);
+        if (!attention_template_) code.source += kAttentionTemplate;
+        attention_template_ = true;
+        Launch launch;
+        code.source += attention_function(kernel, name, launch);
+        result.launches.push_back(std::move(launch));
+        return result;
+      }
       case LAZYLAB_KERNEL_LAYOUT: {  // a view of the first op's operand, into the last op's result
         uint32_t source = kernel.ops[0].operands[0], out = kernel.ops[kernel.num_ops - 1].result;
         const lazylab_layout& l = kernel.layout;
@@ -1153,6 +1163,7 @@ class ProgramSource {
   }
 
   const lazylab_program& program_;
+  bool attention_template_ = false;  // in the translation unit already
   std::set<uint32_t> needs_memory_;
   std::deque<std::vector<uint32_t>> renamed_operands_;  // deques: what they hold never moves
   std::deque<lazylab_op> renamed_ops_;

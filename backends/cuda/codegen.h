@@ -28,6 +28,10 @@ struct Launch {
   bool block_per_item = false;  // a block per work item (rows) instead of a thread per item
   int64_t items_per_block = 1;  // with block_per_item: rows a block takes at once (a warp each)
   uint32_t block = 256;
+  // Where set, the grid as it is (blocks x blocks_y) instead of one sized
+  // from `work`, and the dynamic shared memory each block takes.
+  uint32_t blocks = 0, blocks_y = 1;
+  uint32_t shared_bytes = 0;
 };
 
 inline constexpr uint32_t kNoValue = ~uint32_t{0};

@@ -292,7 +292,7 @@ check "unknown pass in a pipeline" 1 "pipelines.p: pipeline 'cse,bogus,lower': u
   "$lazylab" run "$work/bad-pass.yaml" -o "$work/out2"
 check "no report after a pipeline error" 1 "" -- test -e "$work/out2/r.json"
 experiment "$work/bad-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{strategy=magic},lower'}" "backends: [interp]"
-check "bad pass option" 1 "option 'strategy' expects one of \{dominator, gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
+check "bad pass option" 1 "option 'strategy' expects one of \{dominator, flash-attention, gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
 experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
 check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
 experiment "$work/bad-pass-plugin.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
@@ -305,7 +305,7 @@ check "--load-plugin with a taken name" 1 "it registers pass 'cse', which a buil
 check "--load-plugin without the entry point" 1 "missing entry point 'lazylab_pass_plugin_info'" \
   -- "$lazylab" show chain-tiny --pipeline lower --load-plugin="$test_build/lazylab-backend-failing.so"
 experiment "$work/abi.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [$test_build/lazylab-backend-wrongabi.so]"
-check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 3.3" -- "$lazylab" run "$work/abi.yaml"
+check "wrong plugin ABI" 1 "built for plugin ABI 1.0, this lazylab speaks 3.4" -- "$lazylab" run "$work/abi.yaml"
 experiment "$work/prepare.yaml" "name: t" "prepare: [sh, -c, 'touch made; exit 3']" "workloads: [chain-tiny]" \
   "pipelines: {p: lower}" "backends: [interp]"
 check "a failing prepare step stops the run, naming it" 1 "prepare.yaml:2: prepare: 'sh' exited with status 3" -- \
@@ -608,7 +608,7 @@ check "show with an unknown pass" 1 "unknown pass 'csee'" -- "$lazylab" show cha
 check "show with a bad param" 1 "expected NAME=INTEGER" -- "$lazylab" show chain-tiny --param iters
 
 # listings
-check "passes lists every pass" 0 "strategy=\{dominator\|gemm-epilogue\|greedy-elementwise\|horizontal\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
+check "passes lists every pass" 0 "strategy=\{dominator\|flash-attention\|gemm-epilogue\|greedy-elementwise\|horizontal\|none\|producer-consumer\} \(default none\)" -- "$lazylab" passes
 check "passes gives each strategy's rules" 0 "^ +legal: TVM's rules \(matmul into" -- "$lazylab" passes
 check "backends lists interp" 0 "interp +Reference interpreter" -- "$lazylab" backends
 check "a broken plugin on the path is listed as unusable" 0 "wrongabi +UNUSABLE: .*ABI 1.0" -- \

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attention_variants.h"
 #include "codegen.h"
 #include "compiler.h"
 #include "core/fusion_strategy.h"
@@ -231,6 +232,33 @@ TEST_CASE("a weight shared by the batches is one product, reshaped in place, its
     bool broadcasts = kernel.kind == LAZYLAB_KERNEL_LAYOUT && kernel.ops[0].op == LAZYLAB_OP_Broadcast;
     CHECK_FALSE(broadcasts);
   }
+}
+
+TEST_CASE("attention written every way is one attention kernel each, which NVRTC compiles") {
+  for (const AttentionShape& shape : kAttentionShapes)
+    for (int variant = 0; variant < kAttentionVariants; ++variant) {
+      CAPTURE(to_string(shape.q));
+      CAPTURE(variant);
+      Context ctx;
+      std::vector<Tensor> outputs = attention_variant(ctx, variant, shape);
+      Module module = lowered(ctx.capture(), "decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower");
+      std::vector<const Kernel*> attention;
+      for (const Kernel& kernel : module.program->kernels)
+        if (kernel.description.kind == KernelKind::Attention) attention.push_back(&kernel);
+      REQUIRE(attention.size() == 2);
+      CHECK(attention[0]->description.attention.causal != attention[1]->description.attention.causal);
+      for (const Kernel* kernel : attention) {
+        const Attention& a = kernel->description.attention;
+        CHECK(a.k_transposed == (variant % 2 == 0));
+        CHECK(a.d == shape.q.back());
+        CHECK(a.n == shape.n);
+        CHECK(a.dv == shape.dv);
+        CHECK(static_cast<float>(a.scale) == doctest::Approx(a.causal ? 0.3 : 0.2));
+      }
+      cuda::ProgramCode code = generated(module);
+      CHECK(count(code.source, "lazylab_attention::attention<") == 2);
+      CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+    }
 }
 
 TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trusting it") {

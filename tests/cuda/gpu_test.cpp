@@ -7,6 +7,7 @@
 #include "../unit/random_program.h"
 #include "../unit/support.h"
 #include "../unit/workload_steps.h"
+#include "attention_variants.h"
 #include "core/fusion_strategy.h"
 #include "runner/workload.h"
 
@@ -72,6 +73,34 @@ TEST_CASE("row kernels of every width match the interpreter") {
             *cuda, **workload,
             std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower,plan-memory", 2);
         check_steps(steps, want, 1e-4, 1e-2);
+      }
+    }
+  }
+}
+
+// Every shape and way of writing attention_variants.h's, each kernel's
+// output against the interpreter.
+TEST_CASE("attention kernels of every shape match the interpreter") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  for (const AttentionShape& shape : kAttentionShapes) {
+    for (int variant = 0; variant < kAttentionVariants; ++variant) {
+      CAPTURE(to_string(shape.q));
+      CAPTURE(shape.n);
+      CAPTURE(shape.dv);
+      CAPTURE(variant);
+      Engine reference_engine(pipeline("decompose,lower"), *interp);
+      Context reference(reference_engine);
+      std::vector<Tensor> want = attention_variant(reference, variant, shape);
+      Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory"), *cuda);
+      Context ctx(engine);
+      std::vector<Tensor> got = attention_variant(ctx, variant, shape);
+      for (size_t o = 0; o < got.size(); ++o) {
+        auto g = values(got[o]), w = values(want[o]);
+        REQUIRE(g.size() == w.size());
+        // Each output is an average of v's rows (|v| <= 2): its error is
+        // absolute, from the exp and the order of the sums.
+        for (size_t i = 0; i < w.size(); ++i) REQUIRE(g[i] == doctest::Approx(w[i]).epsilon(2e-5).scale(1.0));
       }
     }
   }

@@ -43,8 +43,8 @@ TEST_CASE("pipeline errors name the pass, the option and the value") {
   // this process loaded (pass_plugin_test: `capped`) may stand before them.
   std::string magic = pipeline_error("fuse{strategy=magic}");
   CHECK(magic.find("option 'strategy' expects one of {") != std::string::npos);
-  CHECK(magic.find("dominator, gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer}, got 'magic'") !=
-        std::string::npos);
+  CHECK(magic.find("dominator, flash-attention, gemm-epilogue, greedy-elementwise, horizontal, none, "
+                   "producer-consumer}, got 'magic'") != std::string::npos);
   CHECK(pipeline_error("fuse{colour=red}").find("pass 'fuse' has no option 'colour' (options: strategy)") !=
         std::string::npos);
   CHECK(pipeline_error("canonicalize{max-iterations=lots}")

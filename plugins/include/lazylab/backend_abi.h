@@ -30,12 +30,17 @@
  * for it (fuses_window_epilogue).
  * Version 3.2 appends generated_code: the code a backend generates for a
  * Program, for `lazylab show --code`.
- * Version 3.3 (this header) appends the capability fuses_layout_views: a
+ * Version 3.3 appends the capability fuses_layout_views: a
  * reshape that keeps the last dimension (so each row stays a row) may sit
  * inside a row-space kernel or a GEMM epilogue, where it is a view; and a
  * layout kernel may hold a chain of layout ops (transpose, slice, reshape),
  * each reading the one before, described as one strided view of the first
  * op's operand and written to the last op's result.
+ * Version 3.4 (this header) appends the attention kernel
+ * (LAZYLAB_KERNEL_ATTENTION): softmax(f(Q Kᵀ)) V in one kernel, f a scale
+ * and an optional causal mask, described by lazylab_attention at the end of
+ * lazylab_kernel; and the capability that asks for it
+ * (attention_max_head_dim).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -83,7 +88,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 3u
+#define LAZYLAB_ABI_MINOR 4u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -143,7 +148,11 @@ typedef enum lazylab_kernel_kind {
   /* ABI 3.1: one conv2d and an elementwise epilogue over its result
    * [N, O, OH, OW] seen as [rows = N * O, cols = OH * OW] (a per-channel
    * value is PER_ROW; only for N = 1, where a row is a channel) */
-  LAZYLAB_KERNEL_WINDOW = 5
+  LAZYLAB_KERNEL_WINDOW = 5,
+  /* ABI 3.4: two matmuls around a softmax over the last axis, described by
+   * lazylab_attention; its other ops are the scores' scale and mask and the
+   * softmax's own (max, subtract, exp, sum, divide) */
+  LAZYLAB_KERNEL_ATTENTION = 6
 } lazylab_kernel_kind;
 
 /* How a value's elements are indexed in the kernel's iteration space
@@ -187,6 +196,23 @@ typedef struct lazylab_layout {
   int64_t offset;
 } lazylab_layout;
 
+/* An attention kernel (ABI 3.4), per batch b (every dim before the last two,
+ * flattened): scores = q[b] k[b]ᵀ ([m, d] x [d, n]); logits = scores * scale,
+ * where causal is set with element (i, j) replaced by -inf for j > i;
+ * output[b] = softmax(logits, over j) v[b] ([m, n] x [n, dv]). q, k and v are
+ * row-major values of shapes [batch..., m, d], [batch..., n, d] (or
+ * [batch..., d, n] where k_transposed is 0: the kernel's first matmul reads k
+ * as it is) and [batch..., n, dv]. The scores and the softmax never leave
+ * the kernel; only `output` (the second matmul's result) is written. */
+typedef struct lazylab_attention {
+  uint32_t output;      /* the second matmul's result value */
+  uint32_t q, k, v;     /* values read */
+  uint8_t k_transposed; /* k is [n, d]: the first matmul reads its transpose */
+  uint8_t causal;
+  int64_t batch, m, n, d, dv;
+  double scale;
+} lazylab_attention;
+
 /* A kernel runs its ops in order; inputs/outputs are the values that cross
  * its boundary. */
 typedef struct lazylab_kernel {
@@ -204,10 +230,13 @@ typedef struct lazylab_kernel {
   const lazylab_access* accesses; /* ELEMENTWISE, ROW_REDUCTION, CONTRACTION (its epilogue) */
   lazylab_contraction contraction;
   lazylab_layout layout;
+  lazylab_attention attention; /* ABI 3.4: ATTENTION */
 } lazylab_kernel;
 
 #define lazylab_kernel_described(kernel) \
   ((kernel)->struct_size >= offsetof(lazylab_kernel, layout) + sizeof(lazylab_layout))
+#define lazylab_kernel_has_attention(kernel) \
+  ((kernel)->struct_size >= offsetof(lazylab_kernel, attention) + sizeof(lazylab_attention))
 
 typedef struct lazylab_program {
   size_t struct_size;
@@ -241,6 +270,9 @@ typedef struct lazylab_capabilities {
    * elements in the same order. And runs layout kernels of several ops: the
    * layout is a view of ops[0]'s operand, the result is the last op's. */
   uint8_t fuses_layout_views;
+  /* ABI 3.4: runs LAZYLAB_KERNEL_ATTENTION kernels whose d and dv are at
+   * most this; 0: none. */
+  uint32_t attention_max_head_dim;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */

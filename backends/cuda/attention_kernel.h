@@ -1,0 +1,25 @@
+// The attention kernel (ABI 3.4's LAZYLAB_KERNEL_ATTENTION) as CUDA:
+// FlashAttention's tiling in f32 on the CUDA cores. A block takes 128 query
+// rows of one batch and walks the keys 64 at a time: the scores of the tile
+// in registers, the online softmax (a running max and sum per row, the
+// accumulated output rescaled when the max grows), the probabilities through
+// shared memory into the second product. The scores never reach memory; a
+// causal mask skips the tiles above the diagonal.
+#pragma once
+
+#include <string>
+
+#include "codegen.h"
+
+namespace lazylab::cuda {
+
+// The device template every attention launch instantiates (once per
+// translation unit).
+extern const char* const kAttentionTemplate;
+
+// The __global__ function for `kernel`'s attention, named `name`, and its
+// launch: a block per (batch, 128 rows), 256 threads, its tiles in dynamic
+// shared memory.
+std::string attention_function(const lazylab_kernel& kernel, const std::string& name, Launch& launch);
+
+}  // namespace lazylab::cuda

@@ -1,0 +1,228 @@
+#include "core/attention_pattern.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace lazylab {
+namespace {
+
+// Walks the pattern backwards from the output, collecting its ops; each
+// step names what it expected where the graph differs.
+class AttentionMatcher {
+ public:
+  AttentionMatcher(const Graph& graph, NodeId output) : graph_(graph), output_(output) {}
+
+  Expected<AttentionPattern> run() {
+    const Node& out = node(output_);
+    if (out.op != OpId::Matmul) return fail(output_, "is not a matmul");
+    if (out.type.dtype != DType::F32) return fail(output_, "is not f32");
+    take(output_);
+    Expected<NodeId> e = normalized(out.operands[0]);
+    if (!e) return e.error();
+    Expected<NodeId> logits = exponentiated(*e);
+    if (!logits) return logits.error();
+    Expected<NodeId> scores = transformed(*logits);
+    if (!scores) return scores.error();
+    LAZYLAB_TRY(product(*scores, out.operands[1]));
+    std::sort(pattern_.ops.begin(), pattern_.ops.end());
+    return std::move(pattern_);
+  }
+
+ private:
+  const Node& node(NodeId id) const { return graph_.node(id); }
+
+  Error fail(NodeId id, const std::string& why) const {
+    return make_error(fmt::format("not attention: %{} ({}) {}", id, op_name(node(id).op), why));
+  }
+
+  void take(NodeId id) { pattern_.ops.push_back(id); }
+
+  bool last_axis_keepdim(const Node& reduction) const {
+    int64_t rank = node(reduction.operands[0]).type.rank();
+    return reduction.attrs[0].ints == Ints{rank - 1} && reduction.attrs[1].i != 0;
+  }
+
+  // broadcast(reduce_OP(of)) over the last axis, back to of's shape.
+  Status row_statistic(NodeId view, OpId op, NodeId of) {
+    const Node& b = node(view);
+    if (b.op != OpId::Broadcast) return fail(view, "is not a broadcast of a row statistic");
+    const Node& r = node(b.operands[0]);
+    if (r.op != op || r.operands[0] != of || !last_axis_keepdim(r))
+      return fail(b.operands[0], fmt::format("is not {} over the last axis of %{}", op_name(op), of));
+    Ints identity(b.type.rank());
+    for (size_t d = 0; d < identity.size(); ++d) identity[d] = static_cast<int64_t>(d);
+    if (b.attrs[0].ints != identity || b.type.shape != node(of).type.shape)
+      return fail(view, "does not spread the statistic over its row");
+    take(view);
+    take(b.operands[0]);
+    return {};
+  }
+
+  // p = div(e, broadcast(reduce_sum(e))): returns e.
+  Expected<NodeId> normalized(NodeId p) {
+    const Node& div = node(p);
+    if (div.op != OpId::Div) return fail(p, "is not the softmax's division");
+    LAZYLAB_TRY(row_statistic(div.operands[1], OpId::ReduceSum, div.operands[0]));
+    take(p);
+    return div.operands[0];
+  }
+
+  // e = exp(sub(x, broadcast(reduce_max(x)))): returns x.
+  Expected<NodeId> exponentiated(NodeId e) {
+    const Node& exp = node(e);
+    if (exp.op != OpId::Exp) return fail(e, "is not the softmax's exp");
+    const Node& sub = node(exp.operands[0]);
+    if (sub.op != OpId::Sub) return fail(exp.operands[0], "is not the softmax's subtraction");
+    LAZYLAB_TRY(row_statistic(sub.operands[1], OpId::ReduceMax, sub.operands[0]));
+    take(e);
+    take(exp.operands[0]);
+    return sub.operands[0];
+  }
+
+  // A splat constant's value, where `id` is one.
+  std::optional<double> splat(NodeId id) const {
+    const Node& c = node(id);
+    if (c.op != OpId::Constant) return std::nullopt;
+    return c.attrs[0].f;
+  }
+
+  // The scale and the mask, in either order, down to the scores.
+  Expected<NodeId> transformed(NodeId x) {
+    bool scaled = false, masked = false;
+    for (;;) {
+      const Node& n = node(x);
+      if (n.op == OpId::Mul && !scaled) {
+        int constant = splat(n.operands[1]) ? 1 : splat(n.operands[0]) ? 0 : -1;
+        if (constant < 0) return fail(x, "multiplies the scores by something other than a constant");
+        pattern_.attention.scale = *splat(n.operands[constant]);
+        scaled = true;
+        take(x);
+        take(n.operands[constant]);
+        x = n.operands[1 - constant];
+      } else if (n.op == OpId::Select && !masked) {
+        // The kernel scales, then masks: a scale after the mask must keep -inf.
+        if (scaled && !(pattern_.attention.scale > 0))
+          return fail(x, "is scaled after the mask by a factor that is not positive");
+        LAZYLAB_TRY(causal_mask(x));
+        masked = true;
+        x = n.operands[1];
+      } else {
+        return x;
+      }
+    }
+  }
+
+  // select(i >= j, x, -inf), the condition broadcast over the batches.
+  Status causal_mask(NodeId select) {
+    const Node& s = node(select);
+    auto fill = splat(s.operands[2]);
+    if (!fill || !std::isinf(*fill) || *fill > 0) return fail(select, "masks with a fill other than -inf");
+    NodeId condition = s.operands[0];
+    std::optional<NodeId> view;
+    if (node(condition).op == OpId::Broadcast) {
+      const Node& b = node(condition);
+      int64_t rank = b.type.rank(), in_rank = node(b.operands[0]).type.rank();
+      for (int64_t d = 0; d < in_rank; ++d)
+        if (b.attrs[0].ints[d] != rank - in_rank + d)
+          return fail(condition, "spreads the mask other than over the batches");
+      view = condition;
+      condition = b.operands[0];
+    }
+    if (!is_causal(condition)) return fail(condition, "is not the causal mask i >= j of two iotas");
+    pattern_.attention.causal = true;
+    pattern_.mask = select;
+    take(select);
+    take(s.operands[2]);
+    if (view) take(*view);
+    return {};
+  }
+
+  // ge(iota(rows), iota(cols)) or le(iota(cols), iota(rows)) over [..., m, n].
+  bool is_causal(NodeId id) const {
+    const Node& c = node(id);
+    if ((c.op != OpId::Ge && c.op != OpId::Le) || c.type.rank() < 2) return false;
+    int64_t rank = c.type.rank();
+    auto iota_axis = [&](NodeId v) -> int64_t {
+      const Node& i = node(v);
+      return i.op == OpId::Iota && i.type.shape == c.type.shape ? i.attrs[0].i : -1;
+    };
+    int64_t first = iota_axis(c.operands[0]), second = iota_axis(c.operands[1]);
+    int64_t row = c.op == OpId::Ge ? first : second, col = c.op == OpId::Ge ? second : first;
+    return row == rank - 2 && col == rank - 1;
+  }
+
+  // scores = matmul(q, kᵀ), and the output's v: shapes and batches agree.
+  Status product(NodeId scores, NodeId v) {
+    const Node& s = node(scores);
+    if (s.op != OpId::Matmul) return fail(scores, "is not the scores' matmul");
+    take(scores);
+    pattern_.scores = scores;
+    Attention& a = pattern_.attention;
+    a.output = output_;
+    a.q = s.operands[0];
+    a.k = s.operands[1];
+    a.v = v;
+    if (swaps_last_two(node(a.k))) {
+      take(a.k);
+      a.k = node(a.k).operands[0];
+      a.k_transposed = true;
+    }
+    const Dims &q = node(a.q).type.shape, &k = node(a.k).type.shape, &vs = node(v).type.shape;
+    const Dims& out = node(output_).type.shape;
+    size_t rank = out.size();
+    if (q.size() != rank || k.size() != rank || vs.size() != rank || s.type.rank() != static_cast<int64_t>(rank))
+      return fail(scores, "has batches broadcast between q, k and v");
+    for (size_t d = 0; d + 2 < rank; ++d)
+      if (q[d] != out[d] || k[d] != out[d] || vs[d] != out[d])
+        return fail(scores, "has batches broadcast between q, k and v");
+    for (NodeId operand : {a.q, a.k, v})
+      if (node(operand).type.dtype != DType::F32) return fail(operand, "is not f32");
+    a.m = q[rank - 2];
+    a.d = q[rank - 1];
+    a.n = s.type.shape.back();
+    a.dv = vs[rank - 1];
+    a.batch = node(output_).type.num_elements() / std::max<int64_t>(a.m * a.dv, 1);
+    return {};
+  }
+
+  const Graph& graph_;
+  NodeId output_;
+  AttentionPattern pattern_;
+};
+
+}  // namespace
+
+Expected<AttentionPattern> match_attention(const Graph& graph, NodeId output) {
+  return AttentionMatcher(graph, output).run();
+}
+
+AttentionPattern without_k_transpose(const Graph& graph, AttentionPattern pattern) {
+  Attention& a = pattern.attention;
+  if (!a.k_transposed) return pattern;
+  NodeId transpose = graph.node(pattern.scores).operands[1];
+  std::erase(pattern.ops, transpose);
+  a.k = transpose;
+  a.k_transposed = false;
+  return pattern;
+}
+
+Expected<KernelDescription> describe_attention(const Graph& graph, std::span<const NodeId> ops) {
+  if (ops.empty()) return make_error("no ops");
+  NodeId last = *std::max_element(ops.begin(), ops.end());
+  Expected<AttentionPattern> pattern = match_attention(graph, last);
+  if (!pattern) return pattern.error();
+  std::vector<NodeId> given(ops.begin(), ops.end());
+  std::sort(given.begin(), given.end());
+  if (given != pattern->ops) *pattern = without_k_transpose(graph, std::move(*pattern));
+  if (given != pattern->ops) return make_error("the kernel holds ops besides the attention's");
+  KernelDescription description;
+  description.kind = KernelKind::Attention;
+  description.attention = pattern->attention;
+  description.rows = pattern->attention.batch * pattern->attention.m;
+  description.cols = pattern->attention.n;
+  return description;
+}
+
+}  // namespace lazylab

@@ -1,0 +1,39 @@
+// Attention as one kernel (ABI 3.4's LAZYLAB_KERNEL_ATTENTION): the two
+// products around a softmax, softmax(f(Q Kᵀ)) V, where f scales the scores
+// and may mask them causally. Found once here from the ops `decompose`
+// leaves, so the fusion strategy that groups them and the description the
+// backends read agree on what the group is.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "expected.h"
+#include "kernel_description.h"
+
+namespace lazylab {
+
+struct AttentionPattern {
+  Attention attention;
+  std::vector<NodeId> ops;  // every op of the kernel, in program order; the last is the output
+  NodeId scores = 0;        // the first product
+  NodeId mask = 0;          // the causal mask's select (0: none), for the explanation
+};
+
+// The attention ending at the matmul `output`, or why `output` ends none.
+// The pattern: output = matmul(p, v); p = div(e, broadcast(reduce_sum(e)));
+// e = exp(sub(x, broadcast(reduce_max(x)))), the reductions over the last
+// axis; x = the scores, multiplied by a constant and/or selected by a mask
+// i >= j (ge of the row and column iotas) against -inf; the scores =
+// matmul(q, kᵀ), the transpose folded where it is one of the last two dims.
+// All f32.
+Expected<AttentionPattern> match_attention(const Graph& graph, NodeId output);
+
+// The same attention reading k's transpose from memory, as a [.., d, n]
+// value, instead of folding it in (for a transpose other ops read too).
+AttentionPattern without_k_transpose(const Graph& graph, AttentionPattern pattern);
+
+// `ops` as one attention kernel, or why they are not exactly one.
+Expected<KernelDescription> describe_attention(const Graph& graph, std::span<const NodeId> ops);
+
+}  // namespace lazylab

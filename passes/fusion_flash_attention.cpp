@@ -1,0 +1,102 @@
+// Fusion strategy `flash-attention`: gemm-epilogue, plus attention as one
+// kernel. Two products around a softmax, softmax(f(Q Kᵀ)) V with f a scale
+// and an optional causal mask (core/attention_pattern.h), become one
+// LAZYLAB_KERNEL_ATTENTION kernel, which a backend runs FlashAttention-style:
+// the scores and the probabilities, batch x m x n each, never reach memory.
+//
+// Legality: the whole pattern or none of it (a transpose of k that other
+// ops read too is left out, and the kernel reads it from memory); no value inside it read outside
+// it (only the second product leaves); the backend runs attention kernels
+// with these head dims and every op of the pattern, within its size limit.
+// (No cycle can form: nothing leaves the pattern but its output.) Pairs
+// outside an attention kernel follow gemm-epilogue; an attention kernel
+// takes nothing more. Profitability: fuse whenever legal.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/attention_pattern.h"
+#include "core/fusion_strategy.h"
+#include "fusion_decisions.h"
+
+namespace lazylab {
+namespace {
+
+FusionDecision attention_decision(const Module& module, const AttentionPattern& pattern) {
+  const Graph& graph = module.graph;
+  const Attention& a = pattern.attention;
+  if (const lazylab_capabilities* caps = module.capabilities) {
+    if (std::max(a.d, a.dv) > caps->attention_max_head_dim)
+      return FusionDecision::no(RefusalCode::Capability,
+                                caps->attention_max_head_dim
+                                    ? fmt::format("backend runs attention kernels with head dims up to {}, not {}",
+                                                  caps->attention_max_head_dim, std::max(a.d, a.dv))
+                                    : std::string("backend runs no attention kernels"));
+    for (NodeId id : pattern.ops)
+      if (!caps->supports_op[static_cast<int>(graph.node(id).op)])
+        return FusionDecision::no(RefusalCode::Capability,
+                                  fmt::format("backend cannot run {}", op_name(graph.node(id).op)));
+    if (caps->max_ops_per_kernel && pattern.ops.size() > caps->max_ops_per_kernel)
+      return FusionDecision::no(RefusalCode::SizeLimit,
+                                fmt::format("size limit: {} ops > {}", pattern.ops.size(), caps->max_ops_per_kernel));
+  }
+  std::set<NodeId> inside(pattern.ops.begin(), pattern.ops.end());
+  for (NodeId root : graph.roots())
+    if (root != a.output && inside.count(root))
+      return FusionDecision::no(RefusalCode::SeveralConsumers, fmt::format("%{} is an output too", root));
+  for (NodeId user = pattern.ops.front(); user < graph.size(); ++user) {
+    if (inside.count(user)) continue;
+    for (NodeId operand : graph.node(user).operands)
+      if (operand != a.output && inside.count(operand))
+        return FusionDecision::no(RefusalCode::SeveralConsumers,
+                                  fmt::format("%{} is read outside the attention, by %{}", operand, user));
+  }
+  return FusionDecision::yes();
+}
+
+class FlashAttention : public FusionStrategy {
+ public:
+  Status partition(Module& module) override {
+    duplicate_constants(module);
+    const Graph& graph = module.graph;
+    KernelGroups groups(graph);
+    std::set<NodeId> in_attention;
+    for (NodeId id = 0; id < graph.size(); ++id) {
+      if (graph.node(id).op != OpId::Matmul || !groups.in_kernel(id)) continue;
+      auto pattern = match_attention(graph, id);
+      if (!pattern) {
+        // A product of a division, as a softmax ends: say why it is not attention.
+        NodeId lhs = graph.node(id).operands[0];
+        if (graph.node(lhs).op == OpId::Div)
+          module.fusion_log.push_back({lhs, id, FusionDecision::no(RefusalCode::OpKind, pattern.error().message)});
+        continue;
+      }
+      // A transpose of k that other ops read too stays a kernel of its own.
+      if (pattern->attention.k_transposed && user_count(graph, graph.node(pattern->scores).operands[1]) > 1)
+        *pattern = without_k_transpose(graph, std::move(*pattern));
+      FusionDecision decision = attention_decision(module, *pattern);
+      if (decision)
+        for (NodeId op : pattern->ops) {
+          groups.merge(pattern->ops.back(), op);
+          in_attention.insert(op);
+        }
+      module.fusion_log.push_back({pattern->scores, id, std::move(decision)});
+    }
+    partition_pairwise(module, groups, [&](Module& m, KernelGroups& g, NodeId producer, NodeId consumer) {
+      if (in_attention.count(producer) || in_attention.count(consumer))
+        return FusionDecision::no(RefusalCode::OpKind, "an attention kernel takes nothing more");
+      return decide_gemm_epilogue(m, g, producer, consumer);
+    });
+    return {};
+  }
+};
+
+const FusionStrategyRegistrar kRegistrar{
+    {"flash-attention", "gemm-epilogue, plus softmax(scale * Q K^T, causal mask or none) V as one attention kernel",
+     "gemm-epilogue; an attention pattern whole, where nothing inside it is read outside it and the backend runs "
+     "attention kernels of its head dims",
+     "whenever legal", [](const PassOptions&) { return std::make_unique<FlashAttention>(); }}};
+
+}  // namespace
+}  // namespace lazylab
