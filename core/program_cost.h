@@ -18,7 +18,10 @@ struct ProgramCost {
   std::vector<uint64_t> kernel_flops;  // per kernel: its contractions' FLOPs alone
   uint64_t total_bytes = 0;            // sum of kernel_bytes
   uint64_t minimum_bytes = 0;          // parameters read once + roots written once
-  uint64_t flops = 0;                  // 2mnk per matmul, 2 x window size per conv2d result
+  // 2mnk per matmul, 2 x window size per conv2d result; an attention kernel
+  // counts only the (query, key) pairs its causal mask keeps.
+  uint64_t flops = 0;
+  uint64_t minimum_flops = 0;  // what the graph needs: flops, a causal attention's masked half left out
   // One per element of each elementwise op's result and of each reduction's
   // input; constants (leaves), broadcasts and layout ops count nothing.
   uint64_t elementwise_ops = 0;

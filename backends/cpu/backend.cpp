@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "attention_plan.h"
 #include "conv_plan.h"
 #include "gemm_plan.h"
 #include "layout_plan.h"
@@ -50,11 +51,13 @@ struct AlignedFree {
 
 // A matmul or conv2d fused with an epilogue produces a kernel-local value,
 // but sgemm needs memory for it: such products get their own arena space
-// after the memory plan's. Returns the arena size.
+// after the memory plan's (not an attention kernel's scores: its plan keeps
+// a block of them at a time). Returns the arena size.
 uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& values) {
   uint64_t end = program.arena_bytes;
   for (uint32_t k = 0; k < program.num_kernels; ++k)
     for (uint32_t i = 0; i < program.kernels[k].num_ops; ++i) {
+      if (program.kernels[k].kind == LAZYLAB_KERNEL_ATTENTION) break;
       const lazylab_op& op = program.kernels[k].ops[i];
       ValueInfo& value = values[op.result];
       bool product = op.op == LAZYLAB_OP_Matmul || op.op == LAZYLAB_OP_Conv2d;
@@ -76,7 +79,8 @@ class CpuExecutable : public plugin::HostExecutable {
         outputs_(program.outputs, program.outputs + program.num_outputs) {
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
-      std::unique_ptr<KernelPlan> plan = make_gemm_plan(kernel, values_, options, blas);
+      std::unique_ptr<KernelPlan> plan = make_attention_plan(kernel, values_, options, blas);
+      if (!plan) plan = make_gemm_plan(kernel, values_, options, blas);
       if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
@@ -167,6 +171,7 @@ class CpuBackend : public plugin::Backend {
     caps.fuses_gemm_epilogue = 1;
     caps.fuses_window_epilogue = 1;
     caps.fuses_layout_views = 1;
+    caps.attention_max_head_dim = 1 << 20;  // attention_plan.h: any head dim OpenBLAS takes
     caps.max_ops_per_kernel = 0;
   }
 

@@ -102,6 +102,7 @@ json cell_to_json(const CellResult& c) {
                {"bytes_moved", c.cost.total_bytes},
                {"minimum_bytes", c.cost.minimum_bytes},
                {"flops", c.cost.flops},
+               {"minimum_flops", c.cost.minimum_flops},
                {"elementwise_ops", c.cost.elementwise_ops},
                {"achieved_gb_s", c.achieved_gb_s},
                {"copy_bandwidth_fraction", c.copy_bandwidth_fraction},
@@ -162,6 +163,7 @@ Expected<CellResult> cell_from_json(const json& j) {
     c.cost.total_bytes = j.value("bytes_moved", uint64_t{0});
     c.cost.minimum_bytes = j.value("minimum_bytes", uint64_t{0});
     c.cost.flops = j.value("flops", uint64_t{0});
+    c.cost.minimum_flops = j.value("minimum_flops", c.cost.flops);  // reports before it: the dense count
     c.cost.elementwise_ops = j.value("elementwise_ops", uint64_t{0});
     c.achieved_gb_s = j.value("achieved_gb_s", 0.0);
     c.copy_bandwidth_fraction = j.value("copy_bandwidth_fraction", 0.0);

@@ -32,7 +32,8 @@ Status check_inputs(const Workload& workload, const WorkloadEntry& entry, const 
 }
 
 // The floor is the slowest of three bounds: the minimum bytes at copy
-// bandwidth, the matmul FLOPs at the sgemm rate, and the elementwise work at
+// bandwidth, the matmul FLOPs the graph needs at the sgemm rate (a causal
+// attention needs half its products), and the elementwise work at
 // the elementwise rate. Elementwise work is the least any pipeline of the
 // run needed for that workload, so a pipeline that does more extra work is
 // not given a higher floor for it.
@@ -57,7 +58,7 @@ void compute_rooflines(ExperimentResult& result) {
     cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
     cell.copy_bandwidth_fraction = copy > 0 ? cell.achieved_gb_s / copy : 0;
     double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), copy * 1e9);
-    double matmul_ms = ms_at(static_cast<double>(cell.cost.flops), gemm * 1e9);
+    double matmul_ms = ms_at(static_cast<double>(cell.cost.minimum_flops), gemm * 1e9);
     double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), elementwise * 1e9);
     cell.floor_ms = std::max({memory_ms, matmul_ms, elementwise_ms});
     cell.floor_fraction = cell.floor_ms / time_ms;  // 0 without ceilings (an isolated cell's child)

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "attention_variants.h"
+#include "../unit/attention_variants.h"
 #include "codegen.h"
 #include "compiler.h"
 #include "core/fusion_strategy.h"
@@ -157,23 +157,23 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(code.source, "make_float4") == 1);
     CHECK(code.kernels[0].launches[0].work == 4096 / 4);
   }
-  SUBCASE("mlp under gemm-epilogue: products on cuBLASLt adding the biases, gelu in a generated epilogue") {
+  SUBCASE("mlp under gemm-epilogue: products on cuBLASLt, a bias alone its BIAS epilogue, bias + gelu generated") {
     Module module = lowered(workload_graph("mlp"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
     cuda::ProgramCode code = generated(module);
     REQUIRE(code.kernels.size() == 2);
-    for (const cuda::KernelCode& kernel : code.kernels) {
-      CHECK(kernel.product);
-      CHECK(kernel.bias != cuda::kNoValue);
-    }
-    CHECK(code.kernels[0].launches.size() == 1);  // gelu, reading the product + bias
-    CHECK(code.kernels[1].launches.empty());      // + b2 was all: cuBLASLt writes the output
-    CHECK(count(code.source, "expf(") >= 1);      // gelu
+    for (const cuda::KernelCode& kernel : code.kernels) CHECK(kernel.product);
+    CHECK(code.kernels[0].bias == cuda::kNoValue);  // the generated gelu adds it as it reads the product
+    CHECK(code.kernels[0].launches.size() == 1);
+    CHECK(code.kernels[1].bias != cuda::kNoValue);  // + b2 was all: cuBLASLt writes the output
+    CHECK(code.kernels[1].launches.empty());
+    CHECK(count(code.source, "expf(") >= 1);  // gelu
     CHECK(count(code.source, "__global__") == 1);
     // What `lazylab show --code` prints: each kernel marked with what runs for it.
     ProgramView view(*module.program, module.graph);
     std::string listing = cuda::annotated_source(view.get(), code);
     CHECK(count(listing, "// ---- kernel k") == 2);
-    CHECK(count(listing, "// cuBLASLt: 1 x [4 x 16] x [16 x 32] + bias") == 1);
+    CHECK(count(listing, "// cuBLASLt: 1 x [4 x 16] x [16 x 32] -> %") == 1);
+    CHECK(count(listing, "// cuBLASLt: 1 x [4 x 32] x [32 x 16] + bias") == 1);
     CHECK(count(listing, "// launch k0: 32 work items, 256 threads a block") == 1);  // 128 elements, four a thread
     CHECK(listing.find(code.kernels[0].source) != std::string::npos);
   }
@@ -212,21 +212,25 @@ TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha")
 // gpt2-block's four projections: a weight shared by the batches is one
 // product of all their rows (no weight copied per batch), the reshape back to
 // the batches folds into the product, and the bias after it is cuBLASLt's.
-TEST_CASE("a weight shared by the batches is one product, reshaped in place, its bias on cuBLASLt") {
+TEST_CASE("a weight shared by the batches is one product, reshaped in place, a bias alone on cuBLASLt") {
   Module module =
       lowered(workload_graph("gpt2-block"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
   cuda::ProgramCode code = generated(module);
   ProgramView view(*module.program, module.graph);
-  int projections = 0;
+  int projections = 0, biased = 0;
   for (size_t k = 0; k < code.kernels.size(); ++k) {
     const lazylab_kernel& kernel = view.get().kernels[k];
     if (!code.kernels[k].product || kernel.contraction.batch != 1) continue;
     CAPTURE(k);
     ++projections;
-    CHECK(code.kernels[k].bias != cuda::kNoValue);
+    // The QKV projection's bias is its whole epilogue; the others' epilogues
+    // go on (a residual, gelu) in a generated kernel, which adds the bias.
+    biased += code.kernels[k].bias != cuda::kNoValue;
+    CHECK((code.kernels[k].bias != cuda::kNoValue) == code.kernels[k].launches.empty());
     CHECK(kernel.contraction.m == 2 * 8);  // batch x seq rows
   }
   CHECK(projections == 4);
+  CHECK(biased == 1);
   for (uint32_t k = 0; k < view.get().num_kernels; ++k) {  // no kernel broadcasts a weight
     const lazylab_kernel& kernel = view.get().kernels[k];
     bool broadcasts = kernel.kind == LAZYLAB_KERNEL_LAYOUT && kernel.ops[0].op == LAZYLAB_OP_Broadcast;

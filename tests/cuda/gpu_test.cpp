@@ -4,10 +4,10 @@
 // (exit 77, from main.cpp) where there is no CUDA device.
 #include <cmath>
 
+#include "../unit/attention_variants.h"
 #include "../unit/random_program.h"
 #include "../unit/support.h"
 #include "../unit/workload_steps.h"
-#include "attention_variants.h"
 #include "core/fusion_strategy.h"
 #include "runner/workload.h"
 

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 
+#include "attention_variants.h"
 #include "core/fusion_strategy.h"
 #include "runner/workload.h"
 #include "support.h"
@@ -208,6 +209,35 @@ TEST_CASE("batched GEMM epilogues run per batch on several threads and match on 
         std::vector<float> got = values(program(ctx, use_relu));
         REQUIRE(got.size() == want.size());
         for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-4).scale(0.1));
+      }
+    }
+}
+
+// Every shape and way of writing attention_variants.h's, on four threads
+// (blocks of rows on each), every step's outputs against the interpreter.
+// strict=1: an attention kernel without its plan would fail here.
+TEST_CASE("attention kernels of every shape match the interpreter on every step") {
+  auto cpu = load_backend("cpu", "threads=4,strict=1");
+  REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
+  auto interp = interp_backend();
+  for (const AttentionShape& shape : kAttentionShapes)
+    for (int variant = 0; variant < kAttentionVariants; ++variant) {
+      Engine reference_engine(pipeline("decompose,lower"), *interp);
+      Context reference(reference_engine);
+      std::vector<Tensor> want = attention_variant(reference, variant, shape);
+      Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      for (int step = 0; step < 3; ++step) {
+        CAPTURE(to_string(shape.q));
+        CAPTURE(variant);
+        CAPTURE(step);
+        std::vector<Tensor> got = attention_variant(ctx, variant, shape);
+        for (size_t o = 0; o < got.size(); ++o) {
+          auto g = values(got[o]), w = values(want[o]);
+          REQUIRE(g.size() == w.size());
+          // Each output is an average of v's rows (|v| <= 2): its error is absolute.
+          for (size_t i = 0; i < w.size(); ++i) REQUIRE(g[i] == doctest::Approx(w[i]).epsilon(2e-5).scale(1.0));
+        }
       }
     }
 }

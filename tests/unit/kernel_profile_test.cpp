@@ -2,6 +2,9 @@
 // Program, in order, on every backend that runs kernel by kernel; an
 // execution not asked to is not profiled; a plugin without the optional
 // event_kernel_times simply gives none.
+#include <algorithm>
+
+#include "attention_variants.h"
 #include "support.h"
 
 using namespace lazylab;
@@ -78,4 +81,32 @@ TEST_CASE("each kernel's operations add up to the Program's FLOPs and elementwis
   CHECK(cost.kernel_flops[0] == cost.flops);
   for (size_t k = 1; k < cost.kernel_flops.size(); ++k) CHECK(cost.kernel_flops[k] == 0);
   CHECK(s.engine.last_compiled()->kernel_labels[0] == "matmul");
+}
+
+TEST_CASE("a causal attention needs only the products over the pairs its mask keeps") {
+  Session s("decompose,lower");
+  AttentionShape shape{{2, 63, 64}, 63, 64};
+  std::vector<Tensor> outputs = attention_variant(s.ctx, 0, shape);  // one causal attention, one plain
+  REQUIRE(s.ctx.sync().ok());
+  const ProgramCost& cost = s.engine.last_compiled()->cost;
+  uint64_t dense = 2 * 2 * 63 * 63 * (64 + 64);  // both products of one attention, every pair
+  uint64_t causal = 2 * 2 * (63 * 64 / 2) * (64 + 64);
+  CHECK(cost.flops == 2 * dense);  // the interpreter runs every product whole
+  CHECK(cost.minimum_flops == dense + causal);
+
+  // Fused, each attention kernel counts what it computes.
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  std::vector<Tensor> fused = attention_variant(ctx, 0, shape);
+  REQUIRE(ctx.sync().ok());
+  const ProgramCost& fused_cost = engine.last_compiled()->cost;
+  CHECK(fused_cost.flops == dense + causal);
+  CHECK(fused_cost.minimum_flops == dense + causal);
+  std::vector<uint64_t> attention_flops;
+  for (uint64_t flops : fused_cost.kernel_flops)
+    if (flops) attention_flops.push_back(flops);
+  std::sort(attention_flops.begin(), attention_flops.end());
+  CHECK(attention_flops == std::vector<uint64_t>{causal, dense});
 }

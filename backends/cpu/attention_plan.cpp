@@ -1,0 +1,118 @@
+#include "attention_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "float_math.h"
+#include "parallel.h"
+
+namespace lazylab::cpu {
+namespace {
+
+class AttentionPlan : public KernelPlan {
+ public:
+  AttentionPlan(const lazylab_attention& a, const RowPlanOptions& options, const openblas::Runtime& blas)
+      : a_(a), arena_(options.arena), blas_(blas) {
+    threads_ = arena_ ? arena_->max_concurrency() : 1;
+    block_rows_ = std::clamp<int64_t>(kScratchFloats / std::max<int64_t>(a_.n, 1), 1, std::max<int64_t>(a_.m, 1));
+    blocks_ = (a_.m + block_rows_ - 1) / block_rows_;
+  }
+
+  void run(const Memory& memory) override {
+    int64_t tasks = a_.batch * blocks_;
+    if (tasks == 0) return;
+    auto chunk = [&](int64_t first, int64_t end) {
+      std::vector<float> scores(static_cast<size_t>(block_rows_ * a_.n));
+      std::vector<float> sums(static_cast<size_t>(block_rows_));
+      for (int64_t task = first; task < end; ++task) run_block(memory, task, scores.data(), sums.data());
+    };
+    if (threads_ > 1 && arena_) {
+      // Each block is small: one thread each; OpenBLAS's own would only wait.
+      blas_.set_num_threads(1);
+      parallel_chunks(*arena_, 0, tasks, 1, chunk);
+      blas_.set_num_threads(threads_);
+    } else {
+      chunk(0, tasks);
+    }
+  }
+
+ private:
+  // A block's scores, 256 KiB: in L2 between the two products.
+  static constexpr int64_t kScratchFloats = 65536;
+
+  void run_block(const Memory& memory, int64_t task, float* scores, float* sums) const {
+    int64_t batch = task / blocks_, r0 = task % blocks_ * block_rows_;
+    int64_t rows = std::min(block_rows_, a_.m - r0);
+    // Causal: no row of the block sees a key past its last row.
+    int64_t keys = a_.causal ? std::min(a_.n, r0 + rows) : a_.n;
+    if (keys == 0) return;
+    const float* q = memory.f32(a_.q) + (batch * a_.m + r0) * a_.d;
+    const float* k = memory.f32(a_.k) + batch * a_.n * a_.d;
+    const float* v = memory.f32(a_.v) + batch * a_.n * a_.dv;
+    float* out = memory.f32(a_.output) + (batch * a_.m + r0) * a_.dv;
+    blas_.sgemm(CblasRowMajor, CblasNoTrans, a_.k_transposed ? CblasTrans : CblasNoTrans, rows, keys, a_.d, 1.0f, q,
+                a_.d, k, a_.k_transposed ? a_.d : a_.n, 0.0f, scores, keys);
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t seen = a_.causal ? std::min(keys, r0 + i + 1) : keys;
+      sums[i] = softmax_numerators(scores + i * keys, seen, keys);
+    }
+    blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a_.dv, keys, 1.0f, scores, keys, v, a_.dv, 0.0f, out,
+                a_.dv);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < a_.dv; ++c) out[i * a_.dv + c] /= sums[i];
+  }
+
+  // row[j] = exp(row[j] * scale - max) for the `seen` keys, 0 for the rest
+  // (masked: exp(-inf) is 0); returns their sum. The scale is a multiply of
+  // the product, as the graph's; max propagates NaN, as the reference's.
+  float softmax_numerators(float* row, int64_t seen, int64_t keys) const {
+    const float scale = static_cast<float>(a_.scale);
+    constexpr int64_t L = kLanes;
+    int64_t vectors = seen / L * L;
+    Vec peak_v = VectorMath::constant(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < vectors; j += L) {
+      Vec x;
+      std::copy_n(row + j, L, reinterpret_cast<float*>(&x));
+      x *= scale;
+      std::copy_n(reinterpret_cast<const float*>(&x), L, row + j);
+      peak_v = max_nan(peak_v, x);
+    }
+    float peak = -std::numeric_limits<float>::infinity();
+    for (int64_t lane = 0; lane < L; ++lane) peak = max_nan(peak, peak_v[lane]);
+    for (int64_t j = vectors; j < seen; ++j) peak = max_nan(peak, row[j] *= scale);
+    Vec sum_v = VectorMath::constant(0.0);
+    for (int64_t j = 0; j < vectors; j += L) {
+      Vec x;
+      std::copy_n(row + j, L, reinterpret_cast<float*>(&x));
+      x = VectorMath::exp(x - peak);
+      std::copy_n(reinterpret_cast<const float*>(&x), L, row + j);
+      sum_v += x;
+    }
+    float sum = 0;
+    for (int64_t lane = 0; lane < L; ++lane) sum += sum_v[lane];
+    for (int64_t j = vectors; j < seen; ++j) sum += row[j] = std::exp(row[j] - peak);
+    std::fill(row + seen, row + keys, 0.0f);
+    return sum;
+  }
+
+  lazylab_attention a_;
+  int64_t block_rows_ = 1, blocks_ = 0;
+  tbb::task_arena* arena_;
+  int threads_ = 1;
+  const openblas::Runtime& blas_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelPlan> make_attention_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                                const RowPlanOptions& options, const openblas::Runtime& blas) {
+  if (kernel.kind != LAZYLAB_KERNEL_ATTENTION || !lazylab_kernel_has_attention(&kernel)) return nullptr;
+  const lazylab_attention& a = kernel.attention;
+  for (uint32_t v : {a.q, a.k, a.v, a.output})
+    if (values[v].dtype != LAZYLAB_F32) return nullptr;
+  return std::make_unique<AttentionPlan>(a, options, blas);
+}
+
+}  // namespace lazylab::cpu
