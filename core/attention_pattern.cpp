@@ -130,6 +130,11 @@ class AttentionMatcher {
       view = condition;
       condition = b.operands[0];
     }
+    // The mask's own rows and columns must be the scores': a [1, n] mask
+    // spread over the rows is not i >= j.
+    const Dims &mask = node(condition).type.shape, &scores = s.type.shape;
+    if (mask.size() < 2 || mask[mask.size() - 2] != scores[scores.size() - 2] || mask.back() != scores.back())
+      return fail(condition, "is a mask of other rows or columns than the scores'");
     if (!is_causal(condition)) return fail(condition, "is not the causal mask i >= j of two iotas");
     pattern_.attention.causal = true;
     pattern_.mask = select;
@@ -184,6 +189,9 @@ class AttentionMatcher {
     a.n = s.type.shape.back();
     a.dv = vs[rank - 1];
     a.batch = node(output_).type.num_elements() / std::max<int64_t>(a.m * a.dv, 1);
+    // Softmax over no keys is no distribution; an empty batch is no work.
+    if (node(scores).type.num_elements() == 0 || a.d == 0 || a.dv == 0)
+      return fail(scores, "has an empty dimension");
     return {};
   }
 
