@@ -190,8 +190,7 @@ class AttentionMatcher {
     a.dv = vs[rank - 1];
     a.batch = node(output_).type.num_elements() / std::max<int64_t>(a.m * a.dv, 1);
     // Softmax over no keys is no distribution; an empty batch is no work.
-    if (node(scores).type.num_elements() == 0 || a.d == 0 || a.dv == 0)
-      return fail(scores, "has an empty dimension");
+    if (node(scores).type.num_elements() == 0 || a.d == 0 || a.dv == 0) return fail(scores, "has an empty dimension");
     return {};
   }
 

@@ -66,33 +66,31 @@ class AttentionPlan : public KernelPlan {
 
   // row[j] = exp(row[j] * scale - max) for the `seen` keys, 0 for the rest
   // (masked: exp(-inf) is 0); returns their sum. The scale is a multiply of
-  // the product, as the graph's; max propagates NaN, as the reference's.
+  // the product, as the graph's, done in both passes rather than stored;
+  // max propagates NaN, as the reference's.
   float softmax_numerators(float* row, int64_t seen, int64_t keys) const {
     const float scale = static_cast<float>(a_.scale);
     constexpr int64_t L = kLanes;
     int64_t vectors = seen / L * L;
-    Vec peak_v = VectorMath::constant(-std::numeric_limits<float>::infinity());
-    for (int64_t j = 0; j < vectors; j += L) {
+    auto load = [&](int64_t j) {
       Vec x;
       std::copy_n(row + j, L, reinterpret_cast<float*>(&x));
-      x *= scale;
-      std::copy_n(reinterpret_cast<const float*>(&x), L, row + j);
-      peak_v = max_nan(peak_v, x);
-    }
+      return x * scale;
+    };
+    Vec peak_v = VectorMath::constant(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < vectors; j += L) peak_v = max_nan(peak_v, load(j));
     float peak = -std::numeric_limits<float>::infinity();
     for (int64_t lane = 0; lane < L; ++lane) peak = max_nan(peak, peak_v[lane]);
-    for (int64_t j = vectors; j < seen; ++j) peak = max_nan(peak, row[j] *= scale);
+    for (int64_t j = vectors; j < seen; ++j) peak = max_nan(peak, row[j] * scale);
     Vec sum_v = VectorMath::constant(0.0);
     for (int64_t j = 0; j < vectors; j += L) {
-      Vec x;
-      std::copy_n(row + j, L, reinterpret_cast<float*>(&x));
-      x = VectorMath::exp(x - peak);
-      std::copy_n(reinterpret_cast<const float*>(&x), L, row + j);
-      sum_v += x;
+      Vec e = VectorMath::exp(load(j) - peak);
+      std::copy_n(reinterpret_cast<const float*>(&e), L, row + j);
+      sum_v += e;
     }
     float sum = 0;
     for (int64_t lane = 0; lane < L; ++lane) sum += sum_v[lane];
-    for (int64_t j = vectors; j < seen; ++j) sum += row[j] = std::exp(row[j] - peak);
+    for (int64_t j = vectors; j < seen; ++j) sum += row[j] = std::exp(row[j] * scale - peak);
     std::fill(row + seen, row + keys, 0.0f);
     return sum;
   }

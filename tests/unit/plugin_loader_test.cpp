@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "attention_variants.h"
+#include "core/pass_manager.h"
 #include "support.h"
 
 using namespace lazylab;
@@ -145,6 +147,27 @@ TEST_CASE("an op the backend does not declare is refused before compiling") {
   CHECK(status.error().message ==
         "backend failing cannot run op 'softmax' (%1 = softmax(%0) {axis = 1} : f32[1,2]); add 'decompose' to the "
         "pipeline");
+}
+
+// A Program fused without the backend's capabilities (as a pass pipeline run
+// on its own does) holds an attention kernel; a backend that declares none
+// gets an error naming the kernel, not the kernel.
+TEST_CASE("an attention kernel is refused before compiling by a backend that runs none") {
+  auto backend = load_backend(kDir + "/lazylab-backend-failing.so");
+  REQUIRE(backend.ok());
+  CHECK((*backend)->capabilities().attention_max_head_dim == 0);
+  Context ctx;
+  std::vector<Tensor> outputs =
+      lazylab::testing::attention_variant(ctx, 0, lazylab::testing::AttentionShape{{2, 5, 4}, 5, 4});
+  Module module;
+  module.graph = ctx.capture();
+  REQUIRE(run_pipeline(lazylab::testing::pipeline("decompose,fuse{strategy=flash-attention},lower,plan-memory"), module)
+              .ok());
+  auto executable = (*backend)->compile(*module.program, module.graph);
+  REQUIRE_FALSE(executable.ok());
+  CHECK(executable.error().message.find("backend failing cannot run the attention kernel ending at %") !=
+        std::string::npos);
+  CHECK(executable.error().message.find("(head dims 4 and 4; it runs none)") != std::string::npos);
 }
 
 TEST_CASE("bad backend options, compile failures and execute failures come back as errors") {
