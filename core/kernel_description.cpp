@@ -473,7 +473,11 @@ Expected<KernelDescription> describe_window(const Graph& graph, std::span<const 
 }
 
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops) {
-  if (auto attention = describe_attention(graph, ops)) return std::move(*attention);
+  // Attention ends with its second product: only then is it worth matching
+  // (strategies describe every candidate group).
+  bool ends_in_product = !ops.empty() && graph.node(*std::max_element(ops.begin(), ops.end())).op == OpId::Matmul;
+  if (ends_in_product && ops.size() > 2)
+    if (auto attention = describe_attention(graph, ops)) return std::move(*attention);
   if (auto contraction = describe_contraction(graph, ops)) return *contraction;
   if (auto window = describe_window(graph, ops)) return std::move(*window);
   if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1) {
