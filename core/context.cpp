@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "core/hash.h"
 #include "core/tensor.h"
@@ -10,6 +11,9 @@ namespace lazylab {
 inline constexpr NodeId kNoNode = ~NodeId{0};
 
 struct TensorImpl {
+  // User-provided, so make_shared runs the initialisers below instead of
+  // zero-filling the object first: a measurable part of tracing cost.
+  TensorImpl() {}
   Context* context = nullptr;
   TensorType type;
   NodeId node = kNoNode;  // pending node in the current trace
@@ -104,7 +108,6 @@ Tensor Context::make_pending(NodeId node) {
   impl->node = node;
   impl->pending_index = pending_.size();
   pending_.push_back(impl.get());
-  ++metrics().nodes_traced;
   return Tensor(std::move(impl));
 }
 
@@ -120,10 +123,56 @@ Tensor Context::from_buffer(TensorType type, BufferPtr data) {
   return Tensor(std::move(impl));
 }
 
-Tensor Context::full(double value, TensorType type) {
+namespace {
+
+// A slot of the recent-constants cache: two constants that share one only
+// cost a duplicate node, so a multiplicative hash of a few words will do.
+size_t constant_slot(double value, const TensorType& type, size_t slots) {  // slots: a power of 2
+  uint64_t word = std::bit_cast<uint64_t>(value) ^ static_cast<uint64_t>(type.dtype) << 3 ^ type.shape.size() << 7;
+  if (!type.shape.empty()) word ^= static_cast<uint64_t>(type.shape.back()) << 11;
+  // The product's top bits depend on every bit of the word (a value's
+  // differ from another's mostly in the exponent, the top bits).
+  return static_cast<size_t>((word * 0x9E3779B97F4A7C15ULL) >> (64 - std::countr_zero(slots)));
+}
+
+bool is_constant(const Node& node, double value, const TensorType& type) {
+  return node.op == OpId::Constant && std::bit_cast<uint64_t>(node.attrs[0].f) == std::bit_cast<uint64_t>(value) &&
+         node.type == type;
+}
+
+}  // namespace
+
+// A splat constant appears once per trace however often it is written
+// (`x * 0.99` in a loop): each copy would be a node to type, hash, cut and
+// lower on every step, and CSE would merge them anyway.
+Expected<NodeId> Context::constant_node(double value, const TensorType& type) {
+  // An entry is checked against the trace, so one left from an earlier
+  // trace (or from another constant in the slot) is only a miss.
+  NodeId& recent = recent_constants_[constant_slot(value, type, recent_constants_.size())];
+  if (recent < trace_.size() && is_constant(trace_.node(recent), value, type)) return recent;
   Attrs attrs;
   attrs[0].f = value;
-  return record(OpId::Constant, std::span<const Tensor* const>(), attrs, &type);
+  auto node = append(OpId::Constant, {}, {}, std::move(attrs), &type);
+  if (node) recent = *node;
+  return node;
+}
+
+Tensor Context::full(double value, TensorType type) {
+  auto node = constant_node(value, type);
+  if (!node) return error_tensor(node.error());
+  return make_pending(*node);
+}
+
+Tensor Context::record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first) {
+  auto x_node = node_for(x);
+  if (!x_node) return error_tensor(x_node.error());
+  auto constant = constant_node(value, x.type());
+  if (!constant) return error_tensor(constant.error());
+  const TensorType* types[] = {&x.type(), &x.type()};
+  Operands ids = scalar_first ? Operands{*constant, *x_node} : Operands{*x_node, *constant};
+  auto node = append(op, types, std::move(ids), {}, nullptr);
+  if (!node) return error_tensor(node.error());
+  return make_pending(*node);
 }
 
 Tensor Context::dynamic_scalar(double value, DType dtype) {
@@ -169,9 +218,17 @@ Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs a
     ids.push_back(*id);
     types.push_back(&operand->type());
   }
-  auto type = infer_type(op, std::span(types.data(), types.size()), attrs, declared);
-  if (!type) return error_tensor(type.error());
-  return make_pending(trace_.add(op, std::move(*type), std::move(ids), std::move(attrs)));
+  auto node = append(op, std::span(types.data(), types.size()), std::move(ids), std::move(attrs), declared);
+  if (!node) return error_tensor(node.error());
+  return make_pending(*node);
+}
+
+Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
+                                 const TensorType* declared) {
+  auto type = infer_type(op, types, attrs, declared);
+  if (!type) return type.error();
+  ++metrics().nodes_traced;
+  return trace_.emplace(op, std::move(*type), std::move(operands), std::move(attrs));
 }
 
 Tensor Context::record(OpId op, std::span<const Tensor> operands, Attrs attrs, const TensorType* declared) {

@@ -8,6 +8,10 @@
 namespace lazylab {
 
 NodeId Graph::add(OpId op, TensorType type, Operands operands, Attrs attrs) {
+  return emplace(op, std::move(type), std::move(operands), std::move(attrs));
+}
+
+NodeId Graph::emplace(OpId op, TensorType&& type, Operands&& operands, Attrs&& attrs) {
   Node& node = nodes_.emplace_back(op, std::move(type), std::move(operands), std::move(attrs));
   node.hash = hash_node(node, nodes_);
   return static_cast<NodeId>(nodes_.size() - 1);

@@ -34,6 +34,9 @@ class Graph {
   // Appends a node and hashes it; the caller has inferred `type` and checked
   // that every operand id precedes the new node.
   NodeId add(OpId op, TensorType type, Operands operands = {}, Attrs attrs = {});
+  // The same, moving from the caller's values: the tracer's path, where
+  // each extra move of a type was measurable.
+  NodeId emplace(OpId op, TensorType&& type, Operands&& operands, Attrs&& attrs);
 
   const Node& node(NodeId id) const { return nodes_[id]; }
   const std::vector<Node>& nodes() const { return nodes_; }

@@ -62,6 +62,9 @@ using Ints = std::vector<int64_t>;
 
 // One attribute's value; which member is meaningful follows the op's schema.
 struct AttrValue {
+  // User-provided, so `Attrs{}` runs these initialisers instead of zero-filling
+  // the whole array first (a `rep stos` per traced node).
+  AttrValue() {}
   int64_t i = 0;
   double f = 0;
   Ints ints;

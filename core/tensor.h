@@ -14,6 +14,7 @@
 // host-memory backend, views it).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -123,6 +124,8 @@ class Context {
   Tensor record(OpId op, std::span<const Tensor* const> operands, Attrs attrs = {},
                 const TensorType* declared = nullptr);
   Tensor record(OpId op, std::span<const Tensor> operands, Attrs attrs = {}, const TensorType* declared = nullptr);
+  // `op` of x and a splat of `value` in x's type (first when scalar_first).
+  Tensor record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first);
   Tensor error_tensor(Error error);
 
   // Bookkeeping for TensorImpl; not for users.
@@ -133,6 +136,9 @@ class Context {
   struct Roots;
   Expected<NodeId> node_for(const Tensor& operand);
   Tensor make_pending(NodeId node);
+  Expected<NodeId> append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
+                          const TensorType* declared);
+  Expected<NodeId> constant_node(double value, const TensorType& type);
   Roots collect_roots();
   Status run_roots(const Roots& roots);
   void reset_trace();
@@ -143,6 +149,8 @@ class Context {
   Graph trace_;
   uint64_t epoch_ = 1;
   std::vector<TensorImpl*> pending_;
+  // This trace's splat constants, so `x * 0.99` in a loop adds one node.
+  std::array<NodeId, 64> recent_constants_{};
   std::vector<std::shared_ptr<TensorImpl>> parameters_;  // by trace ordinal
 };
 

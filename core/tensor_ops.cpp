@@ -7,6 +7,11 @@
 namespace lazylab {
 namespace {
 
+Tensor with_scalar(OpId op, const Tensor& x, double value, bool scalar_first) {
+  if (!x.ok()) return x;
+  return x.context().record_with_scalar(op, x, value, scalar_first);
+}
+
 Tensor first_error(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
     if (!t->ok()) return *t;
@@ -285,13 +290,13 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, double b) { return add(a, full_like(a, b)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, full_like(a, b)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, full_like(a, b)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, full_like(a, b)); }
-Tensor operator+(double a, const Tensor& b) { return add(full_like(b, a), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(full_like(b, a), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(full_like(b, a), b); }
-Tensor operator/(double a, const Tensor& b) { return div(full_like(b, a), b); }
+Tensor operator+(const Tensor& a, double b) { return with_scalar(OpId::Add, a, b, false); }
+Tensor operator-(const Tensor& a, double b) { return with_scalar(OpId::Sub, a, b, false); }
+Tensor operator*(const Tensor& a, double b) { return with_scalar(OpId::Mul, a, b, false); }
+Tensor operator/(const Tensor& a, double b) { return with_scalar(OpId::Div, a, b, false); }
+Tensor operator+(double a, const Tensor& b) { return with_scalar(OpId::Add, b, a, true); }
+Tensor operator-(double a, const Tensor& b) { return with_scalar(OpId::Sub, b, a, true); }
+Tensor operator*(double a, const Tensor& b) { return with_scalar(OpId::Mul, b, a, true); }
+Tensor operator/(double a, const Tensor& b) { return with_scalar(OpId::Div, b, a, true); }
 
 }  // namespace lazylab

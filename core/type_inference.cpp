@@ -294,7 +294,10 @@ Expected<TensorType> infer_type(OpId op, Operands operands, const Attrs& attrs, 
   if (declared)
     if (std::string problem = size_problem(*declared); !problem.empty()) return type_error(op, problem);
   auto result = infer_by_rule(op, operands, attrs, declared);
-  if (result && !declared)
+  // These rules give an operand's shape, which was checked when it was made.
+  TypeRule rule = info.type_rule;
+  bool keeps_operand_shape = rule == TypeRule::Same || rule == TypeRule::Compare || rule == TypeRule::Select;
+  if (result && !declared && !keeps_operand_shape)
     if (std::string problem = size_problem(*result); !problem.empty()) return type_error(op, problem);
   if (result && declared && !(*result == *declared))
     return type_error(op,

@@ -21,8 +21,8 @@ TEST_CASE("a constant that changes every step is named with both values") {
   }
   REQUIRE(diagnoses(s).size() == 2);
   CHECK(diagnoses(s)[0] ==
-        "constant at %0 changes: 0.99 -> 0.98; make it a dynamic scalar (a parameter) instead of a constant");
-  CHECK(diagnoses(s)[1].starts_with("constant at %0 changes: 0.98 -> 0.97"));
+        "constant at %1 changes: 0.99 -> 0.98; make it a dynamic scalar (a parameter) instead of a constant");
+  CHECK(diagnoses(s)[1].starts_with("constant at %1 changes: 0.98 -> 0.97"));
 }
 
 TEST_CASE("a dynamic scalar does not recompile") {
@@ -71,5 +71,5 @@ TEST_CASE("the nearest cached graph is the one named") {
   REQUIRE(s.ctx.sync().ok());
   check_close(values(c), {3, 6, 9, 12});
   REQUIRE(diagnoses(s).size() == 2);
-  CHECK(diagnoses(s)[1].starts_with("constant at %0 changes: 2 -> 3"));
+  CHECK(diagnoses(s)[1].starts_with("constant at %1 changes: 2 -> 3"));
 }

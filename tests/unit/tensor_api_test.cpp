@@ -136,3 +136,24 @@ TEST_CASE("a value over the engine's buffer limit is refused at compile, naming 
   CHECK(read.error().message.find("needs 4000 bytes, over the limit of 1000 bytes for one buffer") !=
         std::string::npos);
 }
+
+TEST_CASE("a splat constant is one node per trace and type; the values stay right") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2, 3, 4}, {4});
+  Tensor y = x;
+  for (int i = 0; i < 3; ++i) y = (y + 1.0) * 0.5;
+  // A parameter, two constants and six ops.
+  CHECK(s.ctx.pending_nodes() == 9);
+  Tensor z = 0.5 - x;                                       // the same 0.5, now the first operand
+  Tensor w = s.ctx.full(0.5, TensorType{DType::F32, {2}});  // another shape: its own node
+  Tensor v = x * -0.0;                                      // -0.0 is not 0.0
+  Tensor u = x * 0.0;
+  CHECK(s.ctx.pending_nodes() == 9 + 1 + 1 + 2 + 2);
+  check_close(values(y), {1, 1.125, 1.25, 1.375});
+  check_close(values(z), {-0.5, -1.5, -2.5, -3.5});
+  check_close(values(w), {0.5, 0.5});
+  // The next trace starts empty: an earlier trace's constants are not reused.
+  Tensor again = x * 0.5;
+  CHECK(s.ctx.pending_nodes() == 3);
+  check_close(values(again), {0.5, 1, 1.5, 2});
+}
