@@ -103,6 +103,19 @@ inline constexpr bool kExpInline = false;
 
 struct VectorMath : ArithmeticMath<Vec, Mask> {
   static Vec constant(double v) { return Vec{} + static_cast<float>(v); }
+  // a * b + c with one rounding.
+  static Vec fma(Vec a, Vec b, Vec c) {
+#if defined(__AVX512F__)
+    return std::bit_cast<Vec>(
+        _mm512_fmadd_ps(std::bit_cast<__m512>(a), std::bit_cast<__m512>(b), std::bit_cast<__m512>(c)));
+#elif defined(__FMA__)
+    return std::bit_cast<Vec>(
+        _mm256_fmadd_ps(std::bit_cast<__m256>(a), std::bit_cast<__m256>(b), std::bit_cast<__m256>(c)));
+#else
+    for (int i = 0; i < kLanes; ++i) a[i] = std::fma(a[i], b[i], c[i]);
+    return a;
+#endif
+  }
   static Vec abs(Vec x) { return std::bit_cast<Vec>(std::bit_cast<Mask>(x) & 0x7fffffff); }
   static Vec sqrt(Vec x) {
 #if defined(__AVX512F__)

@@ -171,7 +171,41 @@ void unary_loop(float* out, View a, int64_t n) {
 constexpr bool is_unary_formula(uint32_t op) { return formulas::has_formula(op) && ops::row(op).arity == 1; }
 constexpr bool is_binary_formula(uint32_t op) { return formulas::has_formula(op) && ops::row(op).arity == 2; }
 
+// a[i] / divisor as a product with the reciprocal plus one correction
+// (Markstein: q + (a - q d) / d, the remainder exact by FMA), which rounds
+// as the division does wherever the quotient is a normal number: one
+// division a row (softmax's normalisation) instead of one a vector, which
+// bounded that loop.
+void divide_by_scalar(float* out, const float* a, float divisor, int64_t n) {
+  float reciprocal = 1.0f / divisor;
+  VectorMath math;
+  Vec r = math.constant(reciprocal), d = math.constant(divisor);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec x = Operand<true>{a, 0}.vector(i);
+    Vec q = x * r;
+    Vec remainder = math.fma(-q, d, x);
+    // No remainder: q is exact (and keeps a zero's sign); a NaN one: x is
+    // infinite, and so is q.
+    Mask exact = (remainder == 0) | (remainder != remainder);
+    store_vector(out + i, exact ? q : math.fma(remainder, r, q));
+  }
+  for (; i < n; ++i) {
+    float q = a[i] * reciprocal;
+    float remainder = std::fma(-q, divisor, a[i]);
+    out[i] = remainder == 0 || remainder != remainder ? q : std::fma(remainder, reciprocal, q);
+  }
+}
+
+// Where the product with the reciprocal cannot overflow (|divisor| >= 1)
+// nor lose bits to a subnormal reciprocal.
+bool divides_by_product(View a, View b) {
+  float reciprocal = 1.0f / b.scalar;
+  return a.ptr && !b.ptr && std::isnormal(b.scalar) && std::isnormal(reciprocal) && std::fabs(b.scalar) >= 1.0f;
+}
+
 void binary(uint32_t op, float* out, View a, View b, int64_t n) {
+  if (op == LAZYLAB_OP_Div && divides_by_product(a, b)) return divide_by_scalar(out, a.ptr, b.scalar, n);
   formulas::with_formula_op(op, [&](auto constant) {
     if constexpr (is_binary_formula(constant.value)) binary_loop<constant.value>(out, a, b, n);
   });

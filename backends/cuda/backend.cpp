@@ -67,6 +67,10 @@ struct Device {
   // cuBLASLt's choice for each product shape, asked once per device.
   mutable std::mutex algo_mutex;
   mutable std::map<std::array<int64_t, 8>, cublasLtMatmulAlgo_t> algos;
+  // Events of finished executions, for the next ones: creating and
+  // destroying two a step was a measurable part of a small step's host time.
+  mutable std::mutex event_mutex;
+  mutable std::vector<CUevent> spare_events;
 
   Device(const Driver& d, const CublasLt& b, int index) : driver(d), blas(b) {
     check(d, d.cuDeviceGet(&device, index), "cuDeviceGet");
@@ -94,6 +98,7 @@ struct Device {
   ~Device() {
     bind();
     driver.cuStreamSynchronize(stream);
+    for (CUevent event : spare_events) driver.cuEventDestroy(event);
     driver.cuMemFree(workspace);
     blas.cublasLtDestroy(lt);
     driver.cuStreamDestroy(capture_stream);
@@ -108,9 +113,27 @@ struct Device {
 
   CUdeviceptr allocate(size_t bytes) const {
     CUdeviceptr pointer = 0;
-    check(driver, driver.cuMemAllocAsync(&pointer, std::max<size_t>(bytes, 256), stream),
-          fmt::format("cuMemAllocAsync ({} bytes)", bytes).c_str());
+    CUresult result = driver.cuMemAllocAsync(&pointer, std::max<size_t>(bytes, 256), stream);
+    if (result != CUDA_SUCCESS) check(driver, result, fmt::format("cuMemAllocAsync ({} bytes)", bytes).c_str());
     return pointer;
+  }
+
+  CUevent take_event() const {
+    {
+      std::lock_guard<std::mutex> lock(event_mutex);
+      if (!spare_events.empty()) {
+        CUevent event = spare_events.back();
+        spare_events.pop_back();
+        return event;
+      }
+    }
+    CUevent event = nullptr;
+    check(driver, driver.cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+    return event;
+  }
+  void give_back_event(CUevent event) const {
+    std::lock_guard<std::mutex> lock(event_mutex);
+    spare_events.push_back(event);
   }
 };
 
@@ -141,9 +164,9 @@ class ExecutionEvent : public plugin::Event {
       for (size_t k = 0; k <= num_kernels; ++k) marks_.push_back(create());
   }
   ~ExecutionEvent() override {
-    for (CUevent event : marks_) device_.driver.cuEventDestroy(event);
-    device_.driver.cuEventDestroy(start_);
-    device_.driver.cuEventDestroy(stop_);
+    for (CUevent event : marks_) device_.give_back_event(event);
+    device_.give_back_event(start_);
+    device_.give_back_event(stop_);
   }
   ExecutionEvent(const ExecutionEvent&) = delete;
   ExecutionEvent& operator=(const ExecutionEvent&) = delete;
@@ -164,11 +187,7 @@ class ExecutionEvent : public plugin::Event {
   }
 
  private:
-  CUevent create() {
-    CUevent event = nullptr;
-    check(device_.driver, device_.driver.cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
-    return event;
-  }
+  CUevent create() { return device_.take_event(); }
   void record(CUevent event) {
     check(device_.driver, device_.driver.cuEventRecord(event, device_.stream), "cuEventRecord");
   }

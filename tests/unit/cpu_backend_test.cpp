@@ -179,6 +179,51 @@ TEST_CASE("cpu row max and min match the interpreter, NaN included") {
   }
 }
 
+// A division by one value a row (softmax's normalisation) is a product with
+// the reciprocal plus a correction: it must round as the division does.
+TEST_CASE("cpu division by a row's scalar matches the interpreter bit for bit") {
+  auto cpu = load_backend("cpu", "threads=2");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  const std::vector<float> divisors = {1.0f, 3.0f, -7.0f, 1e30f, 1e38f, 0.5f, 1.1f, INFINITY};
+  const int64_t rows = static_cast<int64_t>(divisors.size()), cols = 4101;  // a tail after 256 vectors
+  std::vector<float> data(rows * cols);
+  uint32_t state = 12345;
+  for (float& v : data) {  // wide exponents and every mantissa pattern
+    state = state * 1664525u + 1013904223u;
+    float mantissa = 1.0f + static_cast<float>(state >> 9) / 8388608.0f;
+    v = std::ldexp(state & 1 ? -mantissa : mantissa, static_cast<int>(state >> 24) % 120 - 60);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = data.data() + r * cols;
+    row[5] = INFINITY, row[6] = -INFINITY, row[7] = NAN, row[8] = 0.0f, row[9] = -0.0f;
+    row[10] = 1e-40f, row[11] = 3e38f, row[cols - 1] = 1e-38f;  // subnormal, near the largest, the tail
+  }
+  auto program = [&](Context& ctx) {
+    Tensor x = ctx.from_vector<float>(data, {rows, cols});
+    Tensor d = ctx.from_vector<float>(divisors, {rows, 1});
+    return x / d;
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  Engine engine(pipeline("fuse{strategy=producer-consumer},lower"), **cpu);
+  Context ctx(engine);
+  auto want = values(program(reference)), got = values(program(ctx));
+  int64_t subnormal = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::isnan(got[i]) == std::isnan(want[i]));
+    if (std::isnan(want[i])) continue;
+    if (std::fpclassify(want[i]) == FP_SUBNORMAL) {  // within one subnormal step there
+      ++subnormal;
+      CHECK(std::fabs(got[i] - want[i]) <= std::numeric_limits<float>::denorm_min());
+    } else {
+      CHECK(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
+    }
+  }
+  CHECK(subnormal > 0);
+}
+
 TEST_CASE("batched GEMM epilogues run per batch on several threads and match on every step") {
   // 64 small products run one per thread, each applying its bias + tanh/relu
   // epilogue as soon as its matrix is written; the epilogue's scratch was once
