@@ -243,6 +243,20 @@ Executable::Executable(std::shared_ptr<BackendInstance> backend, lazylab_executa
 
 Executable::~Executable() { backend_->api().destroy_executable(handle_); }
 
+Expected<std::vector<std::string>> Executable::notes() const {
+  const lazylab_backend_api& api = backend_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, executable_notes), api.executable_notes))
+    return std::vector<std::string>{};
+  char *text = nullptr, *error = nullptr;
+  if (api.executable_notes(handle_, &text, &error) != 0) return backend_->take_error(error, "executable notes");
+  std::vector<std::string> lines;
+  std::istringstream in(text ? text : "");
+  api.free_error(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
 Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const DeviceBuffer* const> parameters,
                                                            std::unique_ptr<DeviceEvent>* done, bool profile_kernels) {
   boost::container::small_vector<lazylab_buffer*, 8> inputs;

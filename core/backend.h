@@ -76,6 +76,9 @@ class Executable {
   // `profile_kernels` asks for them and the backend can (ABI 2.2).
   Expected<std::vector<DeviceBufferPtr>> execute(std::span<const DeviceBuffer* const> parameters,
                                                  std::unique_ptr<DeviceEvent>* done, bool profile_kernels = false);
+  // What the backend decided compiling it (ABI 3.5), a line each; none from
+  // an older plugin.
+  Expected<std::vector<std::string>> notes() const;
 
  private:
   std::shared_ptr<BackendInstance> backend_;

@@ -41,6 +41,9 @@ struct CompiledGraph {
   std::string kernel_graph;
   std::vector<std::string> kernel_labels;  // each kernel's ops (dot.h's kernel_label), for per-kernel reports
   double compile_ms = 0;
+  // What the backend decided compiling it (Executable::notes): candidates
+  // timed and chosen, where its code came from.
+  std::vector<std::string> backend_notes;
   // The fusion strategy's refusals, counted by code (module.h).
   std::array<uint32_t, kRefusalCodes> fusion_refusals{};
 };

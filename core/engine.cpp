@@ -80,6 +80,9 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
   if (!executable) return executable.error();
   auto compiled = std::make_shared<CompiledGraph>();
   compiled->executable = std::move(*executable);
+  auto notes = compiled->executable->notes();
+  if (!notes) return notes.error();
+  compiled->backend_notes = std::move(*notes);
   compiled->source_ordinals = std::move(source_ordinals);
   for (NodeId root : graph.roots()) compiled->output_types.push_back(graph.node(root).type);
   compiled->source = graph;

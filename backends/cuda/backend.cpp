@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -23,6 +24,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "algo_choice.h"
 #include "codegen.h"
 #include "compiler.h"
 #include "cuda_api.h"
@@ -66,7 +68,7 @@ struct Device {
   CUdeviceptr workspace = 0;
   // cuBLASLt's choice for each product shape, asked once per device.
   mutable std::mutex algo_mutex;
-  mutable std::map<std::array<int64_t, 8>, cublasLtMatmulAlgo_t> algos;
+  mutable std::map<std::array<int64_t, 8>, AlgoChoice> algos;
   // Events of finished executions, for the next ones: creating and
   // destroying two a step was a measurable part of a small step's host time.
   mutable std::mutex event_mutex;
@@ -209,7 +211,9 @@ class Product {
  public:
   // With `bias`, cuBLASLt adds a vector of n along each row of the product
   // (its BIAS epilogue: in D^T's column-major terms, one value per row).
-  Product(const Device& device, const lazylab_contraction& c, bool tf32, bool bias, float alpha = 1.0f)
+  // `compiler` says where the disk cache keeps cuBLASLt's choices.
+  Product(const Device& device, const CompilerOptions& compiler, const lazylab_contraction& c, bool tf32, bool bias,
+          float alpha = 1.0f)
       : device_(device), c_(c), bias_(bias), alpha_(alpha) {
     const CublasLt& b = device.blas;
     cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -229,16 +233,54 @@ class Product {
     first_ = layout(c.rhs_transposed ? c.k : c.n, c.rhs_transposed ? c.n : c.k, c.k * c.n);
     second_ = layout(c.lhs_transposed ? c.m : c.k, c.lhs_transposed ? c.k : c.m, c.m * c.k);
     out_ = layout(c.n, c.m, c.m * c.n);
-    algo_ = choose_algo(tf32);
+    choice_ = choose_algo(compiler, tf32);
+    algo_ = choice_.algo;
   }
 
  private:
   // The fastest of cuBLASLt's first heuristic choices for this shape, each
-  // timed once on this device; asked once per shape and device.
-  cublasLtMatmulAlgo_t choose_algo(bool tf32) {
+  // timed on this device: once per shape and device in a process, and once
+  // per machine where the disk cache is on.
+  AlgoChoice choose_algo(const CompilerOptions& compiler, bool tf32) {
     std::array<int64_t, 8> key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32};
     std::lock_guard<std::mutex> lock(device_.algo_mutex);
-    if (auto it = device_.algos.find(key); it != device_.algos.end()) return it->second;
+    if (auto it = device_.algos.find(key); it != device_.algos.end()) {
+      AlgoChoice again = it->second;
+      again.source = AlgoChoice::Source::Process;
+      return again;
+    }
+    std::string path;
+    if (compiler.disk_cache) {
+      path = algo_choice_path(cache_directory(compiler), identity(key, compiler));
+      std::string why;
+      if (auto stored = load_algo_choice(path, why); stored && runs(stored->algo)) {
+        device_.algos.emplace(key, *stored);
+        return *stored;
+      }
+    }
+    AlgoChoice choice = time_candidates();
+    device_.algos.emplace(key, choice);
+    if (!path.empty() && choice.source == AlgoChoice::Source::Timed) store_algo_choice(path, choice);
+    return choice;
+  }
+
+  // What a stored choice is valid for: the shape, the device and the
+  // libraries that timed it.
+  std::string identity(const std::array<int64_t, 8>& key, const CompilerOptions& compiler) const {
+    return fmt::format("{}|{}|{}|cublasLt {}|driver {}|candidates {}", fmt::join(key, " "), device_.name,
+                       device_.arch(), device_.blas.cublasLtGetVersion(), compiler.driver_version, kAlgoCandidates);
+  }
+
+  // Whether cuBLASLt accepts `algo` for this product (one read from disk
+  // is checked before it is trusted).
+  bool runs(const cublasLtMatmulAlgo_t& algo) const {
+    cublasLtMatmulHeuristicResult_t result{};
+    return device_.blas.cublasLtMatmulAlgoCheck(device_.lt, desc_, first_, second_, out_, out_, &algo, &result) ==
+               CUBLAS_STATUS_SUCCESS &&
+           result.workspaceSize <= kWorkspaceBytes;
+  }
+
+  AlgoChoice time_candidates() {
     const CublasLt& b = device_.blas;
     cublasLtMatmulPreference_t preference = nullptr;
     check(b.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
@@ -254,30 +296,29 @@ class Product {
     if (found == 0)
       throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for a {} x [{} x {}] x [{} x {}] product",
                                            c_.batch, c_.m, c_.k, c_.k, c_.n));
-    cublasLtMatmulAlgo_t best = found > 1 ? fastest(results.data(), found) : results[0].algo;
-    device_.algos.emplace(key, best);
-    return best;
+    return fastest(results.data(), found);
   }
 
   // Times each candidate on scratch operands (3 runs after one to warm up)
   // and keeps the fastest; the heuristic's first where the operands would
-  // not fit or a candidate fails.
-  cublasLtMatmulAlgo_t fastest(const cublasLtMatmulHeuristicResult_t* results, int count) {
+  // not fit or every candidate fails.
+  AlgoChoice fastest(const cublasLtMatmulHeuristicResult_t* results, int count) {
     const Driver& d = device_.driver;
     // Each operand 256-byte aligned, as the arena places them.
     auto aligned = [](uint64_t floats) { return (floats * 4 + 255) / 256 * 256; };
     const uint64_t lhs_bytes = aligned(c_.batch * c_.m * c_.k), rhs_bytes = aligned(c_.batch * c_.k * c_.n);
     const uint64_t out_bytes = aligned(c_.batch * c_.m * c_.n),
                    bytes = lhs_bytes + rhs_bytes + out_bytes + aligned(c_.n);
-    if (bytes > kMaxAutotuneBytes) return results[0].algo;
+    AlgoChoice heuristic{results[0].algo, 0, {}, AlgoChoice::Source::Heuristic};
+    if (bytes > kMaxAutotuneBytes) return heuristic;
     CUdeviceptr scratch = 0;
-    if (d.cuMemAlloc(&scratch, bytes) != CUDA_SUCCESS) return results[0].algo;
+    if (d.cuMemAlloc(&scratch, bytes) != CUDA_SUCCESS) return heuristic;
     CUdeviceptr lhs = scratch, rhs = lhs + lhs_bytes, out = rhs + rhs_bytes, bias = out + out_bytes;
     d.cuMemsetD8Async(scratch, 0x3c, bytes, device_.stream);  // about 0.0115, not zero
     CUevent start = nullptr, stop = nullptr;
     d.cuEventCreate(&start, CU_EVENT_DEFAULT);
     d.cuEventCreate(&stop, CU_EVENT_DEFAULT);
-    cublasLtMatmulAlgo_t best = results[0].algo;
+    AlgoChoice choice{results[0].algo, 0, std::vector<float>(count, -1.0f), AlgoChoice::Source::Timed};
     float best_ms = std::numeric_limits<float>::infinity();
     for (int i = 0; i < count; ++i) {
       algo_ = results[i].algo;
@@ -289,7 +330,8 @@ class Product {
         float ms = 0;
         if (d.cuEventSynchronize(stop) != CUDA_SUCCESS || d.cuEventElapsedTime(&ms, start, stop) != CUDA_SUCCESS)
           continue;
-        if (ms < best_ms) best_ms = ms, best = results[i].algo;
+        choice.candidate_ms[i] = ms / 3;
+        if (ms < best_ms) best_ms = ms, choice.algo = results[i].algo, choice.chosen = i;
       } catch (const std::runtime_error&) {  // this candidate cannot run the product: the next
       }
     }
@@ -297,7 +339,7 @@ class Product {
     d.cuEventDestroy(start);
     d.cuEventDestroy(stop);
     d.cuMemFree(scratch);
-    return best;
+    return std::isfinite(best_ms) ? choice : heuristic;
   }
 
  public:
@@ -326,6 +368,8 @@ class Product {
           "cublasLtMatmul");
   }
   const lazylab_contraction& contraction() const { return c_; }
+  const AlgoChoice& choice() const { return choice_; }
+  bool adds_bias() const { return bias_; }
 
  private:
   cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t batch_stride) {
@@ -345,6 +389,7 @@ class Product {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  AlgoChoice choice_;
 };
 
 struct Value {
@@ -390,8 +435,11 @@ class CudaExecutable : public plugin::Executable {
     CompiledModule module = compile_cuda(code.source, compiler);
     check(device.driver, device.driver.cuModuleLoadData(&module_, module.cubin.data()), "cuModuleLoadData");
     for (uint32_t k = 0; k < program.num_kernels; ++k)
-      kernels_.push_back(load(program.kernels[k], code.kernels[k], tf32));
+      kernels_.push_back(load(program.kernels[k], code.kernels[k], compiler, tf32));
+    notes_ = compile_notes(module);
   }
+
+  std::string notes() const override { return notes_; }
   ~CudaExecutable() override {
     device_.bind();
     device_.driver.cuStreamSynchronize(device_.stream);
@@ -481,6 +529,21 @@ class CudaExecutable : public plugin::Executable {
     check(d, d.cuGraphInstantiateWithFlags(&graph_exec_, graph_, 0), "cuGraphInstantiateWithFlags");
   }
 
+  // How the generated code was had, and each product's cuBLASLt choice.
+  std::string compile_notes(const CompiledModule& module) const {
+    std::string notes = module.from_cache ? "generated kernels: from the disk cache\n"
+                                          : fmt::format("generated kernels: NVRTC, {:.0f} ms ({})\n", module.nvrtc_ms,
+                                                        module.cache_note);
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      const Product* product = kernels_[k].product.get();
+      if (!product) continue;
+      const lazylab_contraction& c = product->contraction();
+      notes += fmt::format("kernel {}: cuBLASLt {} x [{} x {}] x [{} x {}]{}: {}\n", k, c.batch, c.m, c.k, c.k, c.n,
+                           product->adds_bias() ? " + bias" : "", describe(product->choice()));
+    }
+    return notes;
+  }
+
   uint64_t staged_bytes() const {
     uint64_t bytes = 0;
     for (const Value& value : values_)
@@ -512,10 +575,10 @@ class CudaExecutable : public plugin::Executable {
     }
   }
 
-  LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, bool tf32) {
+  LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, const CompilerOptions& compiler, bool tf32) {
     LoadedKernel loaded;
     if (code.product)
-      loaded.product = std::make_unique<Product>(device_, kernel.contraction, tf32, code.bias != kNoValue,
+      loaded.product = std::make_unique<Product>(device_, compiler, kernel.contraction, tf32, code.bias != kNoValue,
                                                  static_cast<float>(code.alpha));
     loaded.product_out = code.product_out;
     loaded.bias = code.bias;
@@ -568,6 +631,7 @@ class CudaExecutable : public plugin::Executable {
   CUdeviceptr arena_ = 0;
   CUmodule module_ = nullptr;
   std::vector<LoadedKernel> kernels_;
+  std::string notes_;    // compile_notes()
   bool staged_ = false;  // replayed as a graph (unless a step's kernels are profiled)
   CUgraph graph_ = nullptr;
   CUgraphExec graph_exec_ = nullptr;
@@ -726,7 +790,7 @@ lazylab_ceilings CudaBackend::measure_ceilings(int32_t index) {
   double copy_ms = best_ms(5, [&] { driver.cuMemcpyDtoDAsync(b, a, copy_bytes, d.stream); });
   const int64_t n = 8192;
   lazylab_contraction c{0, 0, 0, 0, 0, 1, n, n, n};
-  Product product(d, c, tf32_, false);
+  Product product(d, compiler_, c, tf32_, false);
   driver.cuMemsetD8Async(a, 0x3c, n * n * 4, d.stream);  // 0x3c3c3c3c: about 0.0115, not zero
   double gemm_ms = best_ms(3, [&] { product.run(d.stream, a, a + n * n * 4, b); });
   driver.cuMemFreeAsync(a, d.stream);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "disk_cache.h"
 
 namespace lazylab::cuda {
 namespace {
@@ -21,13 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'L', 'Z', 'C', 'U', 'B', 'I', 'N', '1'};
-
-// An entry: magic, payload size, payload checksum, payload.
-struct Header {
-  char magic[8];
-  uint64_t size;
-  uint64_t checksum;
-};
 
 std::vector<std::string> nvrtc_options(const CompilerOptions& options) {
   return {"--gpu-architecture=" + options.arch, "--std=c++17", "-default-device", "--extra-device-vectorization",
@@ -39,55 +33,6 @@ uint64_t cache_key(const std::string& source, const CompilerOptions& options, co
   for (const std::string& option : nvrtc_options(options)) identity += '\0' + option;
   identity += fmt::format("|nvrtc {}.{}|driver {}", nvrtc.major, nvrtc.minor, options.driver_version);
   return XXH3_64bits(identity.data(), identity.size());
-}
-
-// The payload of a sound entry, or empty with `why` when there is none.
-std::string read_entry(const fs::path& path, std::string& why) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    why = "not cached";
-    return "";
-  }
-  Header header{};
-  in.read(reinterpret_cast<char*>(&header), sizeof header);
-  if (!in || std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) {
-    why = "corrupt cache entry (bad header), recompiled";
-    return "";
-  }
-  std::string payload(header.size, '\0');
-  in.read(payload.data(), static_cast<std::streamsize>(payload.size()));
-  if (!in || in.peek() != std::char_traits<char>::eof()) {
-    why = "corrupt cache entry (wrong length), recompiled";
-    return "";
-  }
-  if (XXH3_64bits(payload.data(), payload.size()) != header.checksum) {
-    why = "corrupt cache entry (checksum), recompiled";
-    return "";
-  }
-  return payload;
-}
-
-// Temporary file, then rename: a reader sees the old entry or the new one.
-void write_entry(const fs::path& path, const std::string& payload) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  fs::path temporary = path;
-  temporary += fmt::format(".tmp.{}", getpid());
-  Header header{};
-  std::memcpy(header.magic, kMagic, sizeof kMagic);
-  header.size = payload.size();
-  header.checksum = XXH3_64bits(payload.data(), payload.size());
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(&header), sizeof header);
-    out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-    if (!out.flush()) {
-      fs::remove(temporary, ec);
-      return;  // an unwritable cache costs a recompile next time, nothing else
-    }
-  }
-  fs::rename(temporary, path, ec);
-  if (ec) fs::remove(temporary, ec);
 }
 
 std::string nvrtc_log(const Nvrtc& nvrtc, nvrtcProgram program) {
@@ -143,7 +88,8 @@ CompiledModule compile_cuda(const std::string& source, const CompilerOptions& op
   CompiledModule module;
   fs::path entry = fs::path(cache_directory(options)) / fmt::format("{:016x}.cubin", key);
   if (options.disk_cache) {
-    module.cubin = read_entry(entry, module.cache_note);
+    module.cubin = read_cache_entry(entry.string(), kMagic, module.cache_note);
+    if (module.cache_note.starts_with("corrupt")) module.cache_note += ", recompiled";
     if (!module.cubin.empty()) {
       module.from_cache = true;
       return module;
@@ -154,7 +100,7 @@ CompiledModule compile_cuda(const std::string& source, const CompilerOptions& op
   auto start = std::chrono::steady_clock::now();
   module.cubin = run_nvrtc(*nvrtc, source, options, key);
   module.nvrtc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (options.disk_cache) write_entry(entry, module.cubin);
+  if (options.disk_cache) write_cache_entry(entry.string(), kMagic, module.cubin);
   return module;
 }
 

@@ -104,6 +104,7 @@ struct CublasLt {
   X(cublasLtMatmulPreferenceDestroy) \
   X(cublasLtMatmulPreferenceSetAttribute) \
   X(cublasLtMatmulAlgoGetHeuristic) \
+  X(cublasLtMatmulAlgoCheck) \
   X(cublasLtMatmul)
 #define LAZYLAB_DECLARE(name) decltype(&::name) name = nullptr;
   LAZYLAB_CUBLASLT_FUNCTIONS(LAZYLAB_DECLARE)

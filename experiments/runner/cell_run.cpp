@@ -148,6 +148,7 @@ void CellRun::record_compilation() {
     result_.cost = compiled->cost;
     result_.kernel_graph = compiled->kernel_graph;
     result_.kernel_labels = compiled->kernel_labels;
+    result_.compile_notes = compiled->backend_notes;
     for (int code = 1; code < kRefusalCodes; ++code)
       if (uint32_t count = compiled->fusion_refusals[code])
         result_.fusion_refusals[refusal_code_name(static_cast<RefusalCode>(code))] = count;

@@ -19,6 +19,21 @@ std::vector<const CellResult*> all_cells(const ExperimentResult& result) {
   return rows;
 }
 
+// Each cell's backend decisions at its cold compile (autotuning: the
+// candidates' times and the choice), where a backend reported any.
+std::string compile_notes_text(const std::vector<const CellResult*>& cells) {
+  std::string out;
+  for (const CellResult* c : cells) {
+    if (c->compile_notes.empty()) continue;
+    out += fmt::format("\n- {} / {} / {}:\n", c->workload_shown, c->pipeline, c->backend_shown);
+    for (const std::string& note : c->compile_notes) out += fmt::format("  - {}\n", note);
+  }
+  if (out.empty()) return "";
+  return "\n## Backend decisions (cold compile)\n\nWhat each cell's backend chose while compiling, with the "
+         "candidates it timed and where its code came from.\n" +
+         out;
+}
+
 std::string peers_text(const ExperimentResult& result, ReportFormat format) {
   if (result.peers.empty()) return "";
   bool markdown = format == ReportFormat::Markdown;
@@ -124,7 +139,7 @@ std::string markdown(const ExperimentResult& result, const RunInfo& info) {
   std::vector<const PassRow*> pass_rows;
   for (const PassRow& row : passes) pass_rows.push_back(&row);
   out += "\n## Passes (cold compile)\n\n" + render_table(pass_columns(), pass_rows, ReportFormat::Markdown);
-  return out;
+  return out + compile_notes_text(cells);
 }
 
 }  // namespace

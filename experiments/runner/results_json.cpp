@@ -98,6 +98,7 @@ json cell_to_json(const CellResult& c) {
                {"kernel_operations", c.cost.kernel_operations},
                {"kernel_flops", c.cost.kernel_flops},
                {"kernel_labels", c.kernel_labels},
+               {"compile_notes", c.compile_notes},
                {"kernel_ms", c.kernel_ms},
                {"bytes_moved", c.cost.total_bytes},
                {"minimum_bytes", c.cost.minimum_bytes},
@@ -159,6 +160,7 @@ Expected<CellResult> cell_from_json(const json& j) {
     c.cost.kernel_operations = j.value("kernel_operations", std::vector<uint64_t>{});
     c.cost.kernel_flops = j.value("kernel_flops", std::vector<uint64_t>{});
     c.kernel_labels = j.value("kernel_labels", std::vector<std::string>{});
+    c.compile_notes = j.value("compile_notes", std::vector<std::string>{});
     c.kernel_ms = j.value("kernel_ms", std::vector<double>{});
     c.cost.total_bytes = j.value("bytes_moved", uint64_t{0});
     c.cost.minimum_bytes = j.value("minimum_bytes", uint64_t{0});

@@ -83,6 +83,7 @@ struct CellResult : CellIdentity {
   ProgramCost cost;
   std::string kernel_graph;                // Graphviz DOT of the kernels after fusion; empty when too many to draw
   std::vector<std::string> kernel_labels;  // each kernel's ops
+  std::vector<std::string> compile_notes;  // the backend's decisions at the cold compile (Executable::notes)
   // Each kernel's median time over the profiled steps (Experiment::
   // profile_steps), timed by the backend; empty when none was timed.
   std::vector<double> kernel_ms;

@@ -1,10 +1,12 @@
 // CUDA code generation and NVRTC compilation, without a GPU: every reference
 // workload under every fusion strategy, every op of the op table, the shape
-// of the generated source, and the disk cache's handling of bad entries.
+// of the generated source, the disk cache's handling of bad entries, and
+// the cuBLASLt choices kept there.
 #include <filesystem>
 #include <fstream>
 
 #include "../unit/attention_variants.h"
+#include "algo_choice.h"
 #include "codegen.h"
 #include "compiler.h"
 #include "core/fusion_strategy.h"
@@ -322,4 +324,39 @@ TEST_CASE("a kernel that does not compile is an error with NVRTC's log and the s
     CHECK(fs::exists(path));
     fs::remove(path);
   }
+}
+
+TEST_CASE("a cuBLASLt choice goes to disk and back whole, and a bad entry is never trusted") {
+  fs::path dir = fs::temp_directory_path() / ("lazylab-algo-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  cuda::AlgoChoice timed;
+  for (size_t w = 0; w < sizeof timed.algo.data / sizeof timed.algo.data[0]; ++w)
+    timed.algo.data[w] = 0x0123456789abcdefULL * (w + 1);
+  timed.chosen = 2;
+  timed.candidate_ms = {1.402f, 1.3906f, 1.371f, -1.0f};
+  CHECK(cuda::describe(timed) == "candidate 3 of 4, 1.371 ms (timed at compile; all: 1.402 1.391 1.371 failed ms)");
+  std::string path = cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 0 0|NVIDIA H100|sm_90");
+  CHECK(path != cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 1 0|NVIDIA H100|sm_90"));
+  std::string why;
+  CHECK_FALSE(cuda::load_algo_choice(path, why));
+  CHECK(why == "not cached");
+  cuda::store_algo_choice(path, timed);
+  auto loaded = cuda::load_algo_choice(path, why);
+  REQUIRE(loaded);
+  CHECK(std::memcmp(&loaded->algo, &timed.algo, sizeof timed.algo) == 0);
+  CHECK(loaded->chosen == 2);
+  CHECK(loaded->candidate_ms == std::vector<float>{1.402f, 1.3906f, 1.371f, -1.0f});
+  CHECK(loaded->source == cuda::AlgoChoice::Source::Disk);
+  CHECK(cuda::describe(*loaded).ends_with("(from the disk cache; all: 1.402 1.391 1.371 failed ms)"));
+  // A compiled kernel's entry at that path is not a choice.
+  std::ofstream(path, std::ios::trunc) << "garbage";
+  CHECK_FALSE(cuda::load_algo_choice(path, why));
+  CHECK(why == "corrupt cache entry (bad header)");
+  // Payloads that are not choices: a chosen index past the candidates, a word short.
+  CHECK_FALSE(cuda::parse_algo_choice("algo 1 2 3 4 5 6 7 8\nchosen 3\nms 1 2 3\n"));
+  CHECK_FALSE(cuda::parse_algo_choice("algo 1 2 3 4 5 6 7\nchosen 0\nms 1\n"));
+  CHECK(cuda::parse_algo_choice("algo 1 2 3 4 5 6 7 8\nchosen 0\nms 1\n"));
+  cuda::AlgoChoice untimed{timed.algo, 0, {}, cuda::AlgoChoice::Source::Heuristic};
+  CHECK(cuda::describe(untimed) == "the heuristic's first (not timed: operands too large, or no candidate ran)");
+  fs::remove_all(dir);
 }

@@ -28,7 +28,9 @@ class DeviceMemory : public lazylab::plugin::Buffer {
 
 class CountingExecutable : public lazylab::plugin::Executable {
  public:
-  explicit CountingExecutable(const lazylab_program& program) : runner_(program) {
+  explicit CountingExecutable(const lazylab_program& program)
+      : runner_(program),
+        notes_("reference kernels: " + std::to_string(program.num_kernels) + "\nno candidates timed\n") {
     for (uint32_t i = 0; i < program.num_outputs; ++i) {
       const lazylab_value& value = program.values[program.outputs[i]];
       outputs_.push_back({value.dtype, std::vector<int64_t>(value.shape, value.shape + value.rank)});
@@ -54,8 +56,11 @@ class CountingExecutable : public lazylab::plugin::Executable {
     return results;
   }
 
+  std::string notes() const override { return notes_; }
+
  private:
   lazylab::reference::ProgramRunner runner_;
+  std::string notes_;
   std::vector<std::pair<uint32_t, std::vector<int64_t>>> outputs_;
 };
 

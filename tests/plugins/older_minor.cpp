@@ -1,7 +1,8 @@
 // A plugin as one built against ABI 3.0 might be: it knows the 39 ops of
 // that version's op table, so it fills only those entries of the host's
 // supports_op (through its own capabilities function, as a 3.0 build of the
-// helper would), and it leaves the optional event_kernel_times out. The host
+// helper would), and it leaves the optional event_kernel_times (and the
+// later generated_code and executable_notes) out. The host
 // must load it, run what it knows, take no kernel times from it, and refuse
 // a Program with a newer op by name before compiling it.
 #include <algorithm>
@@ -40,6 +41,7 @@ extern "C" __attribute__((visibility("default"))) const lazylab_backend_api* laz
     table.capabilities = older_capabilities;
     table.event_kernel_times = nullptr;
     table.generated_code = nullptr;
+    table.executable_notes = nullptr;
     return table;
   }();
   return &api;

@@ -110,3 +110,18 @@ TEST_CASE("a causal attention needs only the products over the pairs its mask ke
   std::sort(attention_flops.begin(), attention_flops.end());
   CHECK(attention_flops == std::vector<uint64_t>{causal, dense});
 }
+
+TEST_CASE("a backend's notes on what it decided at compile reach the compiled graph; an older plugin has none") {
+  for (auto [name, want] : {std::pair{test_backend_plugin("counting"),
+                                      std::vector<std::string>{"reference kernels: 2", "no candidates timed"}},
+                            std::pair{test_backend_plugin("olderminor"), std::vector<std::string>{}}}) {
+    CAPTURE(name);
+    auto backend = backend_named(name);
+    Engine engine(pipeline("decompose,lower"), *backend);
+    Context ctx(engine);
+    Tensor x = ctx.from_vector(std::vector<float>(4, 0.25f), {4});
+    Tensor y = tanh(exp(x));
+    REQUIRE(ctx.sync().ok());
+    CHECK(engine.last_compiled()->backend_notes == want);
+  }
+}

@@ -41,7 +41,7 @@ TEST_CASE("a missing plugin names the file it looked for and where") {
 TEST_CASE("a wrong ABI major version is refused") {
   std::string path = kDir + "/lazylab-backend-wrongabi.so";
   CHECK(load_error(path) ==
-        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 3.4; rebuild it");
+        "backend plugin " + path + ": it was built for plugin ABI 1.0, this lazylab speaks 3.5; rebuild it");
 }
 
 TEST_CASE("a plugin built for ABI 3.0 runs the ops it knows and a newer op is refused by name") {

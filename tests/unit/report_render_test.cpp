@@ -81,6 +81,12 @@ TEST_CASE("the Markdown report's tables: every cell, the traffic of those that r
   CHECK(has(text, "- `jax`: **not run**: exited with status 1"));
   std::vector<std::string> passes = markdown_table_after(text, "## Passes (cold compile)");
   CHECK(passes.size() == 2 + 8 * 3);  // three passes in each cell's pipeline
+  // What the first cell's backend decided at its compile, after a heading.
+  CHECK(has(text,
+            "\n## Backend decisions (cold compile)\n\nWhat each cell's backend chose while compiling, with the "
+            "candidates it timed and where its code came from.\n\n- soft|max \"small\" / eager / interp:\n"
+            "  - generated kernels: from the disk cache\n  - kernel 3: cuBLASLt 1 x [4 x 8] x [8 x 16]: candidate 2 "
+            "of 3, 0.010 ms (timed at compile; all: 0.012 0.010 failed ms)\n"));
 }
 
 TEST_CASE("the CSV report is RFC 4180: a header, a row per cell, quoted fields") {

@@ -36,11 +36,14 @@
  * layout kernel may hold a chain of layout ops (transpose, slice, reshape),
  * each reading the one before, described as one strided view of the first
  * op's operand and written to the last op's result.
- * Version 3.4 (this header) appends the attention kernel
+ * Version 3.4 appends the attention kernel
  * (LAZYLAB_KERNEL_ATTENTION): softmax(f(Q Kᵀ)) V in one kernel, f a scale
  * and an optional causal mask, described by lazylab_attention at the end of
  * lazylab_kernel; and the capability that asks for it
  * (attention_max_head_dim).
+ * Version 3.5 (this header) appends executable_notes: what a backend
+ * decided while compiling an executable that a report should show (the
+ * candidates it timed and the one it chose, where its code came from).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -88,7 +91,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 4u
+#define LAZYLAB_ABI_MINOR 5u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -385,6 +388,15 @@ typedef struct lazylab_backend_api {
    * *text that the host frees with free_error; an empty text when the backend
    * generates none. Returns 0, else nonzero with *error set. */
   int (*generated_code)(lazylab_backend* backend, const lazylab_program* program, char** text, char** error);
+
+  /* ABI 3.5, optional (NULL: none). What the backend decided while compiling
+   * `executable` that a reader of a report should see, one line a decision:
+   * each choice it made by timing candidates (an algorithm, a block shape),
+   * with the candidates' times and whether they were timed now or read from
+   * a cache, and where its code came from. Text in *text that the host frees
+   * with free_error; empty when there is nothing to say. Returns 0, else
+   * nonzero with *error set. */
+  int (*executable_notes)(lazylab_executable* executable, char** text, char** error);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

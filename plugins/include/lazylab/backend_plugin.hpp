@@ -197,6 +197,9 @@ class Executable {
   // `options` asks for them and the backend can). Throw to report an error.
   virtual std::vector<std::unique_ptr<Buffer>> execute(std::span<Buffer* const> parameters,
                                                        std::unique_ptr<Event>* done, const ExecuteOptions& options) = 0;
+  // What compiling this executable decided that a report should show (the
+  // candidates timed and the one chosen), a line each; empty: nothing.
+  virtual std::string notes() const { return ""; }
 };
 
 // An executable of a host backend: run() reads parameters and writes outputs
@@ -446,6 +449,12 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
       [](lazylab_backend* backend, const lazylab_program* program, char** text, char** error) {
         return guarded(error, [&] {
           *text = copy_error(backend_of(backend).generated_code(*program).c_str());
+          if (!*text) throw std::bad_alloc();
+        });
+      },
+      [](lazylab_executable* executable, char** text, char** error) {
+        return guarded(error, [&] {
+          *text = copy_error(reinterpret_cast<const Executable*>(executable)->notes().c_str());
           if (!*text) throw std::bad_alloc();
         });
       },

@@ -1,0 +1,45 @@
+// cuBLASLt's algorithm for one product shape on one device: the fastest of
+// the heuristic's first candidates, each timed there. It is kept per device
+// in memory and on disk beside the compiled kernels (disk_cache.h), so that
+// a new process with a warm cache does not time the candidates again, and it
+// is described with every candidate's time for the reports (the executable
+// notes of ABI 3.5).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lazylab::cuda {
+
+struct AlgoChoice {
+  enum class Source {
+    Timed,      // the candidates were timed at this compile
+    Disk,       // read from the disk cache, timed by an earlier process
+    Process,    // chosen earlier in this process, for another executable
+    Heuristic,  // the heuristic's first: the operands were too large to time
+  };
+  cublasLtMatmulAlgo_t algo{};
+  int chosen = 0;                   // among the candidates, in the heuristic's order
+  std::vector<float> candidate_ms;  // three runs of each; negative where one could not run
+  Source source = Source::Timed;
+};
+
+// "candidate 2 of 8, 1.371 ms (timed at compile; all: 1.402 1.371 ... ms)".
+std::string describe(const AlgoChoice& choice);
+
+// The disk form (text: the algorithm's words in hex, the index, the times),
+// and back; nullopt for a payload that is not one.
+std::string serialize(const AlgoChoice& choice);
+std::optional<AlgoChoice> parse_algo_choice(const std::string& payload);
+
+// The entry of `identity` (text naming the shape, the device and the
+// library versions) in `cache_dir`.
+std::string algo_choice_path(const std::string& cache_dir, const std::string& identity);
+// nullopt with `why` when there is no sound entry.
+std::optional<AlgoChoice> load_algo_choice(const std::string& path, std::string& why);
+void store_algo_choice(const std::string& path, const AlgoChoice& choice);
+
+}  // namespace lazylab::cuda
