@@ -9,7 +9,9 @@
 // Options: tf32=on|off (default off), cache=on|off (the disk cache of
 // compiled kernels, default on), cache-dir=PATH, graph=auto|on|off (replay
 // each executable's launches as one CUDA graph; auto: where a step has many
-// launches and little data to stage, see GraphPolicy).
+// launches and little data to stage, see GraphPolicy), bias-epilogue=on|off
+// (a product whose whole epilogue is a bias: cuBLASLt adds it, default on,
+// or a generated kernel after the plain product).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -417,15 +419,15 @@ struct LoadedKernel {
 
 class CudaExecutable : public plugin::Executable {
  public:
-  CudaExecutable(Device& device, int32_t index, const lazylab_program& program, const CompilerOptions& compiler,
-                 bool tf32, GraphPolicy graph)
+  CudaExecutable(Device& device, int32_t index, const lazylab_program& program, const CodegenOptions& codegen,
+                 const CompilerOptions& compiler, bool tf32, GraphPolicy graph)
       : device_(device), index_(index), outputs_(program.outputs, program.outputs + program.num_outputs) {
     for (uint32_t v = 0; v < program.num_values; ++v) {
       const lazylab_value& value = program.values[v];
       values_.push_back({value.dtype, std::vector<int64_t>(value.shape, value.shape + value.rank), value.kind,
                          value.ordinal, value.offset, value.bytes});
     }
-    ProgramCode code = generate(program);
+    ProgramCode code = generate(program, codegen);
     place_local_values(program.arena_bytes, code.needs_memory);
     size_t launches = 0;
     for (const KernelCode& kernel : code.kernels) launches += kernel.launches.size() + (kernel.product ? 1 : 0);
@@ -649,14 +651,16 @@ class CudaBackend : public plugin::Backend {
  public:
   explicit CudaBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
-      if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph")
-        throw std::invalid_argument("cuda has no option '" + key + "' (options: tf32, cache, cache-dir, graph)");
+      if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph" && key != "bias-epilogue")
+        throw std::invalid_argument("cuda has no option '" + key +
+                                    "' (options: tf32, cache, cache-dir, graph, bias-epilogue)");
     if (auto it = options.find("graph"); it != options.end() && it->second != "auto") {
       if (it->second != "on" && it->second != "off")
         throw std::invalid_argument(fmt::format("cuda option graph must be auto, on or off, got '{}'", it->second));
       graph_.mode = it->second == "on" ? GraphPolicy::On : GraphPolicy::Off;
     }
     tf32_ = parse_switch(options, "tf32", false);
+    codegen_.bias_epilogue = parse_switch(options, "bias-epilogue", true);
     compiler_.disk_cache = parse_switch(options, "cache", true);
     if (options.count("cache-dir")) compiler_.cache_dir = options.at("cache-dir");
     std::string error;
@@ -690,10 +694,10 @@ class CudaBackend : public plugin::Backend {
     const Device& d = *devices_[0];
     return fmt::format(
         "{} ({}, {} SMs, {:.0f} GiB), {} device(s), driver {}.{}, NVRTC {}, cuBLASLt {}, TF32 {}, "
-        "kernel cache {}, CUDA graphs {}",
+        "bias epilogue {}, kernel cache {}, CUDA graphs {}",
         d.name, d.arch(), d.sm_count, d.memory / double(1 << 30), devices_.size(), driver_->version / 1000,
         driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
-        compiler_.disk_cache ? cache_directory(compiler_) : "off",
+        codegen_.bias_epilogue ? "cuBLASLt" : "generated", compiler_.disk_cache ? cache_directory(compiler_) : "off",
         graph_.mode == GraphPolicy::On    ? "on"
         : graph_.mode == GraphPolicy::Off ? "off"
                                           : fmt::format("auto (replayed where a step has >= {} launches and stages <= "
@@ -707,7 +711,7 @@ class CudaBackend : public plugin::Backend {
     Device& d = device(index);
     CompilerOptions options = compiler_;
     options.arch = d.arch();
-    return std::make_unique<CudaExecutable>(d, index, program, options, tf32_, graph_);
+    return std::make_unique<CudaExecutable>(d, index, program, codegen_, options, tf32_, graph_);
   }
 
   std::unique_ptr<plugin::Buffer> buffer_from_host(uint32_t dtype, std::vector<int64_t> shape, int32_t index,
@@ -739,7 +743,7 @@ class CudaBackend : public plugin::Backend {
   lazylab_ceilings measure_ceilings(int32_t index) override;
 
   std::string generated_code(const lazylab_program& program) override {
-    return annotated_source(program, generate(program));
+    return annotated_source(program, generate(program, codegen_));
   }
 
  private:
@@ -754,6 +758,7 @@ class CudaBackend : public plugin::Backend {
   std::string nvrtc_version_;
   bool tf32_ = false;
   GraphPolicy graph_;
+  CodegenOptions codegen_;
   CompilerOptions compiler_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Device>> devices_;

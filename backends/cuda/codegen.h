@@ -53,8 +53,14 @@ struct ProgramCode {
   std::vector<uint32_t> needs_memory;  // kernel-local values this code keeps in memory (arena extension)
 };
 
+struct CodegenOptions {
+  // A product + bias vector with nothing after it: cuBLASLt adds the bias
+  // (its BIAS epilogue) instead of a generated kernel.
+  bool bias_epilogue = true;
+};
+
 // Throws std::invalid_argument naming the op it cannot generate.
-ProgramCode generate(const lazylab_program& program);
+ProgramCode generate(const lazylab_program& program, const CodegenOptions& options = {});
 
 // The source as a reader wants it: the helpers, then each kernel's functions
 // under a line saying what runs for it (the cuBLASLt product, each launch's

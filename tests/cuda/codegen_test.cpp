@@ -40,9 +40,9 @@ Graph workload_graph(const std::string& name) {
   return ctx.capture();
 }
 
-cuda::ProgramCode generated(const Module& module) {
+cuda::ProgramCode generated(const Module& module, const cuda::CodegenOptions& options = {}) {
   ProgramView view(*module.program, module.graph);
-  return cuda::generate(view.get());
+  return cuda::generate(view.get(), options);
 }
 
 cuda::CompilerOptions no_cache() {
@@ -158,6 +158,7 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(code.source, "reinterpret_cast<const float4*>") == 1);
     CHECK(count(code.source, "make_float4") == 1);
     CHECK(code.kernels[0].launches[0].work == 4096 / 4);
+    CHECK(count(code.source, "const long long t = s;") == 1);  // no product before it: first to last
   }
   SUBCASE("mlp under gemm-epilogue: products on cuBLASLt, a bias alone its BIAS epilogue, bias + gelu generated") {
     Module module = lowered(workload_graph("mlp"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
@@ -170,6 +171,7 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(code.kernels[1].launches.empty());
     CHECK(count(code.source, "expf(") >= 1);  // gelu
     CHECK(count(code.source, "__global__") == 1);
+    CHECK(count(code.source, "const long long t = work - 1 - s;") == 1);  // the product's last tiles first
     // What `lazylab show --code` prints: each kernel marked with what runs for it.
     ProgramView view(*module.program, module.graph);
     std::string listing = cuda::annotated_source(view.get(), code);
@@ -178,6 +180,12 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(listing, "// cuBLASLt: 1 x [4 x 32] x [32 x 16] + bias") == 1);
     CHECK(count(listing, "// launch k0: 32 work items, 256 threads a block") == 1);  // 128 elements, four a thread
     CHECK(listing.find(code.kernels[0].source) != std::string::npos);
+    // With bias-epilogue=off the last bias is a generated kernel after a plain product.
+    cuda::ProgramCode plain = generated(module, {.bias_epilogue = false});
+    CHECK(plain.kernels[1].bias == cuda::kNoValue);
+    CHECK(plain.kernels[1].launches.size() == 1);
+    CHECK(count(plain.source, "__global__") == 2);
+    CHECK(cuda::compile_cuda(plain.source, no_cache()).cubin.size() > 100);
   }
 }
 
