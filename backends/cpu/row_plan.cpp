@@ -224,20 +224,22 @@ void copy_loop(float* out, View a, int64_t n) {
     std::fill(out, out + n, a.scalar);
 }
 
-// Two SIMD accumulators, so the loop runs at the load rate rather than the
-// add latency; the order differs from the reference's, within tolerance.
+// Four SIMD accumulators, so the loop runs at the load rate rather than the
+// latency of the add (or max) that each would otherwise wait on; the order
+// differs from the reference's, within tolerance.
+constexpr int kAccumulators = 4;  // the pairwise joins below assume four
+
 template <class F>
 float reduce_row(const float* x, int64_t n, float init, F f) {
-  Vec first = VectorMath::constant(init), second = first;
+  Vec acc[kAccumulators];
+  for (Vec& a : acc) a = VectorMath::constant(init);
   int64_t i = 0;
-  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    first = f(first, Operand<true>{x, 0}.vector(i));
-    second = f(second, Operand<true>{x, 0}.vector(i + kLanes));
-  }
-  if (i + kLanes <= n) first = f(first, Operand<true>{x, 0}.vector(i)), i += kLanes;
-  first = f(first, second);
+  for (; i + kAccumulators * kLanes <= n; i += kAccumulators * kLanes)
+    for (int k = 0; k < kAccumulators; ++k) acc[k] = f(acc[k], Operand<true>{x, 0}.vector(i + k * kLanes));
+  for (; i + kLanes <= n; i += kLanes) acc[0] = f(acc[0], Operand<true>{x, 0}.vector(i));
+  Vec all = f(f(acc[0], acc[1]), f(acc[2], acc[3]));
   float total = init;
-  for (int k = 0; k < kLanes; ++k) total = f(total, first[k]);
+  for (int k = 0; k < kLanes; ++k) total = f(total, all[k]);
   for (; i < n; ++i) total = f(total, x[i]);
   return total;
 }
@@ -247,25 +249,25 @@ float reduce_row(const float* x, int64_t n, float init, F f) {
 // and a separate mask for whether any element was NaN (the result then).
 template <class Pick>
 float reduce_extreme(const float* x, int64_t n, float init, Pick pick) {
-  Vec first = VectorMath::constant(init), second = first;
+  Vec acc[kAccumulators];
+  for (Vec& a : acc) a = VectorMath::constant(init);
   Mask nan{};
   int64_t i = 0;
-  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
-    Vec a = Operand<true>{x, 0}.vector(i), b = Operand<true>{x, 0}.vector(i + kLanes);
-    first = pick(first, a);
-    second = pick(second, b);
-    nan |= (a != a) | (b != b);
+  for (; i + kAccumulators * kLanes <= n; i += kAccumulators * kLanes) {
+    Vec v[kAccumulators];
+    for (int k = 0; k < kAccumulators; ++k) v[k] = Operand<true>{x, 0}.vector(i + k * kLanes);
+    for (int k = 0; k < kAccumulators; ++k) acc[k] = pick(acc[k], v[k]);
+    for (int k = 0; k < kAccumulators; ++k) nan |= v[k] != v[k];
   }
-  if (i + kLanes <= n) {
+  for (; i + kLanes <= n; i += kLanes) {
     Vec a = Operand<true>{x, 0}.vector(i);
-    first = pick(first, a);
+    acc[0] = pick(acc[0], a);
     nan |= a != a;
-    i += kLanes;
   }
-  first = pick(first, second);
+  Vec all = pick(pick(acc[0], acc[1]), pick(acc[2], acc[3]));
   float total = init;
   bool any_nan = false;
-  for (int k = 0; k < kLanes; ++k) total = pick(total, first[k]), any_nan = any_nan || nan[k];
+  for (int k = 0; k < kLanes; ++k) total = pick(total, all[k]), any_nan = any_nan || nan[k];
   for (; i < n; ++i) total = pick(total, x[i]), any_nan = any_nan || x[i] != x[i];
   return any_nan ? NAN : total;
 }
