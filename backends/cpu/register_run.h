@@ -27,6 +27,10 @@ struct RunOperand {
 bool run_supports(uint32_t op);
 
 // out[i] = steps applied in order to in[i], for i < n. out may alias in.
-void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n);
+// With `sum`, also *sum = the sum of out[0 .. n) (in another order than one
+// by one), taken from the registers: a row's reduce_sum of the run's result
+// costs no pass of its own.
+void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n,
+                 float* sum = nullptr);
 
 }  // namespace lazylab::cpu

@@ -44,6 +44,7 @@ struct Instr {
 struct RunInstr {
   std::vector<RunStep> steps;
   std::vector<Slot> others;
+  std::optional<Slot> sum_out;  // where the row's sum of the run's result goes (a reduce_sum folded in)
 };
 
 // An operand as the loops see it: a pointer, or a scalar for the segment.
@@ -361,7 +362,10 @@ class RowPlan : public RowKernelPlan {
       scratch.run_operands[s] = {v.ptr, v.scalar};
     }
     View input = view(in.a, memory, scratch, row, c0);
-    execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len);
+    if (!run.sum_out) return execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len);
+    float sum = 0;
+    execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len, &sum);
+    row_out(*run.sum_out, memory, scratch, row) = sum;
   }
 
   View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
@@ -543,6 +547,23 @@ void form_register_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs)
   instrs = std::move(formed);
 }
 
+// A reduce_sum over a whole row right after the run that made it (softmax's
+// sum of exponentials) is taken by the run from its registers.
+void fold_sums_into_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs) {
+  std::vector<Instr> folded;
+  for (size_t at = 0; at < instrs.size(); ++at) {
+    folded.push_back(instrs[at]);
+    if (at + 1 >= instrs.size()) continue;
+    const Instr &run = instrs[at], &next = instrs[at + 1];
+    if (run.kind == InstrKind::Run && next.kind == InstrKind::Reduce && next.op == LAZYLAB_OP_ReduceSum &&
+        next.out.kind == Slot::PerRow && same_buffer(next.a, run.out)) {
+      runs[run.run].sum_out = next.out;
+      ++at;
+    }
+  }
+  instrs = std::move(folded);
+}
+
 // Turns a kernel into instructions, or gives up (nullopt) on anything the
 // loops cannot run.
 class RowCompiler {
@@ -556,6 +577,7 @@ class RowCompiler {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i)
       if (!compile_op(kernel_.ops[i], i, *plan)) return nullptr;
     form_register_runs(plan->instrs, plan->runs);
+    if (reduces_) fold_sums_into_runs(plan->instrs, plan->runs);  // a segment is then a whole row
     for (const RunInstr& run : plan->runs) plan->longest_run = std::max(plan->longest_run, run.steps.size());
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
