@@ -2,7 +2,10 @@
 // every fusion strategy (every step's outputs), random graphs, every op of
 // the op table, and tensors that stay on the device between steps. Skipped
 // (exit 77, from main.cpp) where there is no CUDA device.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "../unit/attention_variants.h"
 #include "../unit/random_program.h"
@@ -261,4 +264,38 @@ TEST_CASE("the cuda backend shows the code it generates, each kernel marked") {
   CHECK(code->find("// ---- kernel k0") != std::string::npos);
   CHECK(code->find("// launch k0: 4 rows, 256 threads a block, 8 rows a block (a warp each)") != std::string::npos);
   CHECK(code->find("extern \"C\" __global__ void k0(") != std::string::npos);
+}
+
+// ABI 3.5's notes: what compiling decided. With a disk cache, a second
+// backend (a new process's view: an empty in-memory choice table) reads the
+// kernels and each product's cuBLASLt choice from disk and times nothing.
+TEST_CASE("cuda notes each product's cuBLASLt choice, and a second backend reads it from the disk cache") {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("lazylab-notes-test-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  auto notes_of = [&]() {
+    auto cuda = load_backend("cuda", "cache-dir=" + dir);
+    REQUIRE_MESSAGE(cuda.ok(), (cuda.ok() ? "" : cuda.error().message));
+    Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower"), **cuda);
+    Context ctx(engine);
+    Tensor x = ctx.from_vector(std::vector<float>(64 * 32, 0.5f), {64, 32});
+    Tensor w = ctx.from_vector(std::vector<float>(32 * 48, 0.25f), {32, 48});
+    Tensor y = tanh(matmul(x, w));
+    REQUIRE(ctx.sync().ok());
+    check_close(values(y), std::vector<double>(64 * 48, std::tanh(4.0)));
+    return engine.last_compiled()->backend_notes;
+  };
+  std::vector<std::string> first = notes_of(), second = notes_of();
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].starts_with("generated kernels: NVRTC, "));
+  CHECK(first[1].starts_with("kernel 0: cuBLASLt 1 x [64 x 32] x [32 x 48]: candidate "));
+  CHECK(first[1].find("(timed at compile; all: ") != std::string::npos);
+  REQUIRE(second.size() == 2);
+  CHECK(second[0] == "generated kernels: from the disk cache");
+  // The same choice, with the same times, now read back.
+  std::string timed = first[1], stored = second[1];
+  CHECK(stored.substr(0, stored.find(" (")) == timed.substr(0, timed.find(" (")));
+  CHECK(stored.find("(from the disk cache; all: ") != std::string::npos);
+  CHECK(stored.substr(stored.find("all: ")) == timed.substr(timed.find("all: ")));
+  std::filesystem::remove_all(dir);
 }
