@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "prefetch_queue.h"
+
 namespace lazylab::cpu {
 
 struct RunStep {
@@ -29,8 +31,9 @@ bool run_supports(uint32_t op);
 // out[i] = steps applied in order to in[i], for i < n. out may alias in.
 // With `sum`, also *sum = the sum of out[0 .. n) (in another order than one
 // by one), taken from the registers: a row's reduce_sum of the run's result
-// costs no pass of its own.
+// costs no pass of its own. With `prefetch`, issues its lines evenly over the
+// run's strips, while the run computes.
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n,
-                 float* sum = nullptr);
+                 float* sum = nullptr, PrefetchQueue* prefetch = nullptr);
 
 }  // namespace lazylab::cpu

@@ -67,6 +67,7 @@ struct Scratch {
   std::vector<float> stream;  // a segment of output on its way to memory past the caches
   std::vector<float> per_row;
   std::vector<RunOperand> run_operands;
+  PrefetchQueue prefetch;  // a later segment's inputs
 };
 
 // An operand of a loop: the segment's elements, or one value for all.
@@ -282,6 +283,10 @@ float reduce(uint32_t op, const float* x, int64_t n) {
   }
 }
 
+// About the misses a core keeps in flight (Zen's L1 has 24 miss buffers):
+// a burst of up to this many prefetches is not dropped.
+constexpr int64_t kLinesInFlight = 32;
+
 class RowPlan : public RowKernelPlan {
  public:
   RowPlan(int64_t rows, int64_t cols, bool reduces, const RowPlanOptions& options)
@@ -297,8 +302,16 @@ class RowPlan : public RowKernelPlan {
   size_t longest_run = 0;  // steps of the longest run
   int num_buffers = 0, num_per_row = 0;
 
-  bool streams = false;              // outputs go to memory with non-temporal stores
+  bool streams = false;  // outputs go to memory with non-temporal stores
+  // A register run issues the prefetches, spread over its strips: a segment
+  // whose inputs are more lines than the core can have in flight at once.
+  bool prefetches_in_run = false;
   std::vector<uint32_t> row_inputs;  // values read in full from memory
+
+  int64_t segment_input_lines() const {
+    return static_cast<int64_t>(row_inputs.size()) * segment_ * static_cast<int64_t>(sizeof(float)) /
+           PrefetchQueue::kLineBytes;
+  }
 
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
@@ -318,7 +331,12 @@ class RowPlan : public RowKernelPlan {
       Scratch& scratch = scratch_.local();
       prepare(scratch);
       for (int64_t s = chunk_first; s < chunk_end; ++s) {
-        if (s + prefetch_distance_ < chunk_end) prefetch_inputs(memory, s + prefetch_distance_);
+        if (s + prefetch_distance_ < chunk_end) {
+          if (prefetches_in_run)
+            queue_inputs(memory, s + prefetch_distance_, scratch.prefetch);
+          else
+            prefetch_inputs(memory, s + prefetch_distance_);
+        }
         run_segment(memory, scratch, s, stream);
       }
       if (stream) stream_fence();
@@ -333,15 +351,23 @@ class RowPlan : public RowKernelPlan {
     parallel_chunks(*options_.arena, first, end, grain, run_segments);
   }
 
-  // Asks for the next segment's inputs while this one computes, so that a
+  // A later segment's inputs, asked for while this one computes, so that a
   // kernel that reads a row and then works on it keeps memory busy.
+  void queue_inputs(const Memory& memory, int64_t segment, PrefetchQueue& queue) const {
+    queue.clear();
+    int64_t row = segment / segments_per_row_;
+    int64_t c0 = (segment % segments_per_row_) * segment_;
+    int64_t bytes = std::min(segment_, cols_ - c0) * static_cast<int64_t>(sizeof(float));
+    for (uint32_t value : row_inputs) queue.add(memory.f32(value) + row * cols_ + c0, bytes);
+  }
+
   void prefetch_inputs(const Memory& memory, int64_t segment) const {
     int64_t row = segment / segments_per_row_;
     int64_t c0 = (segment % segments_per_row_) * segment_;
     int64_t bytes = std::min(segment_, cols_ - c0) * static_cast<int64_t>(sizeof(float));
     for (uint32_t value : row_inputs) {
       const char* first = reinterpret_cast<const char*>(memory.f32(value) + row * cols_ + c0);
-      for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(first + line, 0, 3);
+      for (int64_t line = 0; line < bytes; line += PrefetchQueue::kLineBytes) __builtin_prefetch(first + line, 0, 3);
     }
   }
 
@@ -362,10 +388,10 @@ class RowPlan : public RowKernelPlan {
       scratch.run_operands[s] = {v.ptr, v.scalar};
     }
     View input = view(in.a, memory, scratch, row, c0);
-    if (!run.sum_out) return execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len);
     float sum = 0;
-    execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len, &sum);
-    row_out(*run.sum_out, memory, scratch, row) = sum;
+    execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len, run.sum_out ? &sum : nullptr,
+                prefetches_in_run ? &scratch.prefetch : nullptr);
+    if (run.sum_out) row_out(*run.sum_out, memory, scratch, row) = sum;
   }
 
   View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
@@ -584,6 +610,7 @@ class RowCompiler {
     mark_program_outputs(*plan);
     plan->streams = output_bytes(*plan) >= options.stream_min;
     plan->row_inputs = row_inputs(*plan);
+    plan->prefetches_in_run = !plan->runs.empty() && plan->segment_input_lines() > kLinesInFlight;
     return plan;
   }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attention_variants.h"
+#include "backends/cpu/prefetch_queue.h"
 #include "core/fusion_strategy.h"
 #include "runner/workload.h"
 #include "support.h"
@@ -23,7 +24,7 @@ const Case kCases[] = {
     {"chain-tiny", {{"iters", 20}}},
     {"chain", {{"n", 70000}, {"iters", 4}}},  // parallel and tiled
     {"softmax", {{"rows", 3}, {"cols", 7}}},
-    {"softmax", {{"rows", 40}, {"cols", 1000}}},  // parallel rows
+    {"softmax", {{"rows", 40}, {"cols", 1000}}},  // parallel rows; prefetches spread over the exp run
     {"layernorm", {{"rows", 50}, {"cols", 96}}},
     {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 24}}},
     {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 6}, {"head_dim", 4}}},
@@ -454,4 +455,24 @@ TEST_CASE("gelu keeps float's relative accuracy far into its negative tail") {
     CAPTURE(x[i]);
     CHECK(got[i] == doctest::Approx(want).epsilon(1e-5));
   }
+}
+
+TEST_CASE("a prefetch queue hands out each range's lines once, in order, a few at a time") {
+  std::vector<float> first(100), second(16);
+  lazylab::cpu::PrefetchQueue queue;
+  queue.add(first.data(), 100 * sizeof(float));  // 400 bytes: 7 lines, the last one partial
+  queue.add(second.data(), 16 * sizeof(float));  // 1 line
+  queue.add(second.data(), 0);                   // nothing
+  CHECK(queue.lines_left() == 8);
+  queue.issue(3);
+  CHECK(queue.lines_left() == 5);
+  queue.issue(5);  // across the end of the first range
+  CHECK(queue.lines_left() == 0);
+  queue.issue(4);  // none left: nothing to do
+  CHECK(queue.lines_left() == 0);
+  queue.clear();
+  queue.add(first.data(), 64);
+  CHECK(queue.lines_left() == 1);
+  queue.issue_all();
+  CHECK(queue.lines_left() == 0);
 }
