@@ -131,19 +131,18 @@ bool run_supports(uint32_t op) {
 }
 
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n,
-                 float* sum, PrefetchQueue* prefetch) {
+                 float* sum, OverlappedTraffic* traffic) {
   Vec vector_total{};
   float tail_total = 0;
   Vec* vectors = sum ? &vector_total : nullptr;
   float* floats = sum ? &tail_total : nullptr;
-  int64_t strips = n / kStrip;
-  int64_t lines_a_strip = prefetch && strips > 0 ? (prefetch->lines_left() + strips - 1) / strips : 0;
+  int64_t strips_left = n / kStrip;
   int64_t at = 0;
-  for (; at + kStrip <= n; at += kStrip) {
-    if (lines_a_strip) prefetch->issue(lines_a_strip);
+  for (; at + kStrip <= n; at += kStrip, --strips_left) {
+    if (traffic) traffic->before_strip(strips_left);
     run_strip<kRegisters, Vec>(out, in, steps, others, at, vectors);
   }
-  if (prefetch) prefetch->issue_all();  // a run shorter than a strip
+  if (traffic) traffic->finish();  // a run shorter than a strip
   for (; at + kLanes <= n; at += kLanes) run_strip<1, Vec>(out, in, steps, others, at, vectors);
   for (; at < n; ++at) run_strip<1, float>(out, in, steps, others, at, floats);
   if (!sum) return;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "prefetch_queue.h"
+#include "overlapped_traffic.h"
 
 namespace lazylab::cpu {
 
@@ -31,9 +31,9 @@ bool run_supports(uint32_t op);
 // out[i] = steps applied in order to in[i], for i < n. out may alias in.
 // With `sum`, also *sum = the sum of out[0 .. n) (in another order than one
 // by one), taken from the registers: a row's reduce_sum of the run's result
-// costs no pass of its own. With `prefetch`, issues its lines evenly over the
-// run's strips, while the run computes.
+// costs no pass of its own. With `traffic`, carries it out evenly over the
+// run's strips, while the run computes, and finishes it.
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n,
-                 float* sum = nullptr, PrefetchQueue* prefetch = nullptr);
+                 float* sum = nullptr, OverlappedTraffic* traffic = nullptr);
 
 }  // namespace lazylab::cpu

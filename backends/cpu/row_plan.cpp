@@ -64,10 +64,12 @@ void select_loop(float* out, View predicate, View a, View b, int64_t n) {
 
 struct Scratch {
   std::vector<float> buffers;
-  std::vector<float> stream;  // a segment of output on its way to memory past the caches
+  // A segment of output on its way to memory past the caches; two, so that
+  // one segment's copy can go on while the next one computes.
+  std::vector<float> stream[2];
   std::vector<float> per_row;
   std::vector<RunOperand> run_operands;
-  PrefetchQueue prefetch;  // a later segment's inputs
+  OverlappedTraffic traffic;
 };
 
 // An operand of a loop: the segment's elements, or one value for all.
@@ -93,34 +95,6 @@ struct Operand {
 };
 
 inline void store_vector(float* out, Vec v) { std::memcpy(out, &v, sizeof v); }
-
-// Copies with non-temporal stores: an output larger than the caches is
-// written without first being read in (no read-for-ownership) and without
-// evicting the inputs that the next step reads.
-void stream_copy(float* out, const float* in, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__) || defined(__AVX2__)
-  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % sizeof(Vec) != 0; ++i) out[i] = in[i];
-  for (; i + kLanes <= n; i += kLanes) {
-    Vec v;
-    std::memcpy(&v, in + i, sizeof v);
-#if defined(__AVX512F__)
-    _mm512_stream_ps(out + i, std::bit_cast<__m512>(v));
-#else
-    _mm256_stream_ps(out + i, std::bit_cast<__m256>(v));
-#endif
-  }
-#endif
-  for (; i < n; ++i) out[i] = in[i];
-}
-
-// Non-temporal stores are weakly ordered: fenced before the chunk's end is
-// published to the thread that joins it.
-void stream_fence() {
-#if defined(__AVX512F__) || defined(__AVX2__)
-  _mm_sfence();
-#endif
-}
 
 // out[i] = Op(a[i], b[i]): the op's formula on SIMD vectors, then on floats
 // for the tail.
@@ -303,9 +277,13 @@ class RowPlan : public RowKernelPlan {
   int num_buffers = 0, num_per_row = 0;
 
   bool streams = false;  // outputs go to memory with non-temporal stores
-  // A register run issues the prefetches, spread over its strips: a segment
-  // whose inputs are more lines than the core can have in flight at once.
-  bool prefetches_in_run = false;
+  // A register run carries out the memory traffic, spread over its strips
+  // (overlapped_traffic.h): in a segment whose inputs are more lines than the
+  // core can have in flight at once.
+  bool overlaps_traffic = false;
+  // The one streamed output, not read again in the kernel, is copied out
+  // while the next segment's run computes.
+  bool defers_stream = false;
   std::vector<uint32_t> row_inputs;  // values read in full from memory
 
   int64_t segment_input_lines() const {
@@ -332,13 +310,14 @@ class RowPlan : public RowKernelPlan {
       prepare(scratch);
       for (int64_t s = chunk_first; s < chunk_end; ++s) {
         if (s + prefetch_distance_ < chunk_end) {
-          if (prefetches_in_run)
-            queue_inputs(memory, s + prefetch_distance_, scratch.prefetch);
+          if (overlaps_traffic)
+            queue_inputs(memory, s + prefetch_distance_, scratch.traffic.prefetch);
           else
             prefetch_inputs(memory, s + prefetch_distance_);
         }
         run_segment(memory, scratch, s, stream);
       }
+      scratch.traffic.stream.finish();
       if (stream) stream_fence();
     };
     if ((end_row - first_row) * cols_ < options_.parallel_min || !options_.arena) {
@@ -373,7 +352,7 @@ class RowPlan : public RowKernelPlan {
 
   void prepare(Scratch& scratch) const {
     scratch.buffers.resize(static_cast<size_t>(num_buffers) * segment_);
-    scratch.stream.resize(streams ? segment_ : 0);
+    for (std::vector<float>& buffer : scratch.stream) buffer.resize(streams ? segment_ : 0);
     scratch.per_row.resize(num_per_row);
     scratch.run_operands.resize(longest_run);
   }
@@ -390,7 +369,7 @@ class RowPlan : public RowKernelPlan {
     View input = view(in.a, memory, scratch, row, c0);
     float sum = 0;
     execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len, run.sum_out ? &sum : nullptr,
-                prefetches_in_run ? &scratch.prefetch : nullptr);
+                overlaps_traffic ? &scratch.traffic : nullptr);
     if (run.sum_out) row_out(*run.sum_out, memory, scratch, row) = sum;
   }
 
@@ -435,9 +414,16 @@ class RowPlan : public RowKernelPlan {
     for (const Instr& in : instrs) {
       bool full = in.out.kind == Slot::Full;
       bool streamed = stream && in.leaves_program;
-      float* out = streamed ? scratch.stream.data() : full ? full_out(in.out, memory, scratch, row, c0) : nullptr;
+      float* out = streamed ? scratch.stream[segment % 2].data()
+                   : full   ? full_out(in.out, memory, scratch, row, c0)
+                            : nullptr;
       execute(in, memory, scratch, row, c0, len, out);
-      if (streamed) stream_copy(full_out(in.out, memory, scratch, row, c0), out, len);
+      if (!streamed) continue;
+      float* destination = full_out(in.out, memory, scratch, row, c0);
+      if (defers_stream)
+        scratch.traffic.stream.start(destination, out, len);
+      else
+        stream_copy(destination, out, len);
     }
   }
 
@@ -610,7 +596,8 @@ class RowCompiler {
     mark_program_outputs(*plan);
     plan->streams = output_bytes(*plan) >= options.stream_min;
     plan->row_inputs = row_inputs(*plan);
-    plan->prefetches_in_run = !plan->runs.empty() && plan->segment_input_lines() > kLinesInFlight;
+    plan->overlaps_traffic = !plan->runs.empty() && plan->segment_input_lines() > kLinesInFlight;
+    plan->defers_stream = plan->overlaps_traffic && plan->streams && one_output_never_read_again(*plan);
     return plan;
   }
 
@@ -637,6 +624,19 @@ class RowCompiler {
   // Only what leaves the Program goes past the caches: a value the next
   // kernel reads (attention's probabilities, read by the second product) is
   // better left in the last-level cache.
+  static bool one_output_never_read_again(const RowPlan& plan) {
+    auto leaves = [](const Instr& in) { return in.leaves_program; };
+    if (std::count_if(plan.instrs.begin(), plan.instrs.end(), leaves) != 1) return false;
+    auto output = std::find_if(plan.instrs.begin(), plan.instrs.end(), leaves);
+    auto is_output = [&](const Slot& slot) { return slot.where == Slot::Memory && slot.value == output->out.value; };
+    auto reads_output = [&](const Instr& in) {
+      bool run_reads = in.kind == InstrKind::Run &&
+                       std::any_of(plan.runs[in.run].others.begin(), plan.runs[in.run].others.end(), is_output);
+      return is_output(in.a) || is_output(in.b) || is_output(in.c) || run_reads;
+    };
+    return std::none_of(output + 1, plan.instrs.end(), reads_output);
+  }
+
   void mark_program_outputs(RowPlan& plan) const {
     for (Instr& in : plan.instrs)
       in.leaves_program = in.out.where == Slot::Memory && in.out.kind == Slot::Full &&

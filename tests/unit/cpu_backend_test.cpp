@@ -385,6 +385,39 @@ TEST_CASE("kernels that write past the caches match the interpreter") {
   }
 }
 
+// A streamed output that the kernel reads again (a row's max of softmax's
+// numerator here) must reach memory before that read: only an output read
+// by nothing later may have its copy deferred to the next row's run.
+TEST_CASE("a streamed output that the kernel reads again is in memory when it is read") {
+  auto cpu = load_backend("cpu", "threads=2,stream=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> data(16 * 2048);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = std::sin(0.37f * static_cast<float>(i)) * 4;
+    Tensor x = ctx.from_vector(data, {16, 2048});
+    Tensor numerator = exp(x - max(x, {1}, true));
+    return std::vector<Tensor>{numerator, max(numerator * numerator, {1}, true)};
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  Engine engine(pipeline("decompose,canonicalize,fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  auto got = program(ctx);
+  for (int step = 0; step < 4; ++step) {
+    auto g1 = values(got[1]);  // runs the step
+    REQUIRE(engine.last_compiled());
+    CHECK(engine.last_compiled()->num_kernels == 1);
+    for (size_t o = 0; o < want.size(); ++o) {
+      auto g = values(got[o]), w = values(want[o]);
+      REQUIRE(g.size() == w.size());
+      for (size_t i = 0; i < g.size(); ++i) REQUIRE(g[i] == doctest::Approx(w[i]).epsilon(1e-5).scale(1e-3));
+    }
+    got = program(ctx);
+  }
+}
+
 // The cpu backend's vector exp (inline on AVX-512, SLEEF's otherwise) within
 // one ulp of exp rounded from double, over its whole range: results that
 // overflow, underflow to zero or land among the subnormals included, and
