@@ -1,5 +1,7 @@
 #include "attention_plan.h"
 
+#include <tbb/enumerable_thread_specific.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +9,8 @@
 
 #include "float_math.h"
 #include "parallel.h"
+#include "register_run.h"
+#include "row_reductions.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -24,9 +28,11 @@ class AttentionPlan : public KernelPlan {
     int64_t tasks = a_.batch * blocks_;
     if (tasks == 0) return;
     auto chunk = [&](int64_t first, int64_t end) {
-      std::vector<float> scores(static_cast<size_t>(block_rows_ * a_.n));
-      std::vector<float> sums(static_cast<size_t>(block_rows_));
-      for (int64_t task = first; task < end; ++task) run_block(memory, task, scores.data(), sums.data());
+      Scratch& scratch = scratch_.local();
+      scratch.scores.resize(static_cast<size_t>(block_rows_ * a_.n));
+      scratch.sums.resize(static_cast<size_t>(block_rows_));
+      for (int64_t task = first; task < end; ++task)
+        run_block(memory, task, scratch.scores.data(), scratch.sums.data());
     };
     if (threads_ > 1 && arena_) {
       // Each block is small: one thread each; OpenBLAS's own would only wait.
@@ -42,6 +48,13 @@ class AttentionPlan : public KernelPlan {
   // A block's scores, 256 KiB: in L2 between the two products.
   static constexpr int64_t kScratchFloats = 65536;
 
+  // Kept per thread across chunks and steps: a chunk's own allocation of
+  // the scores was a fresh mapping each time (past malloc's mmap threshold),
+  // zeroed and faulted in page by page.
+  struct Scratch {
+    std::vector<float> scores, sums;
+  };
+
   void run_block(const Memory& memory, int64_t task, float* scores, float* sums) const {
     int64_t batch = task / blocks_, r0 = task % blocks_ * block_rows_;
     int64_t rows = std::min(block_rows_, a_.m - r0);
@@ -52,8 +65,8 @@ class AttentionPlan : public KernelPlan {
     const float* k = memory.f32(a_.k) + batch * a_.n * a_.d;
     const float* v = memory.f32(a_.v) + batch * a_.n * a_.dv;
     float* out = memory.f32(a_.output) + (batch * a_.m + r0) * a_.dv;
-    blas_.sgemm(CblasRowMajor, CblasNoTrans, a_.k_transposed ? CblasTrans : CblasNoTrans, rows, keys, a_.d, 1.0f, q,
-                a_.d, k, a_.k_transposed ? a_.d : a_.n, 0.0f, scores, keys);
+    blas_.sgemm(CblasRowMajor, CblasNoTrans, a_.k_transposed ? CblasTrans : CblasNoTrans, rows, keys, a_.d,
+                static_cast<float>(a_.scale), q, a_.d, k, a_.k_transposed ? a_.d : a_.n, 0.0f, scores, keys);
     for (int64_t i = 0; i < rows; ++i) {
       int64_t seen = a_.causal ? std::min(keys, r0 + i + 1) : keys;
       sums[i] = softmax_numerators(scores + i * keys, seen, keys);
@@ -64,38 +77,22 @@ class AttentionPlan : public KernelPlan {
       for (int64_t c = 0; c < a_.dv; ++c) out[i * a_.dv + c] /= sums[i];
   }
 
-  // row[j] = exp(row[j] * scale - max) for the `seen` keys, 0 for the rest
-  // (masked: exp(-inf) is 0); returns their sum. The scale is a multiply of
-  // the product, as the graph's, done in both passes rather than stored;
-  // max propagates NaN, as the reference's.
+  // row[j] = exp(row[j] - max) for the `seen` keys, 0 for the rest (masked:
+  // exp(-inf) is 0); returns their sum. The scores come scaled from the
+  // product (its alpha: one rounding of the sum times the scale, as the
+  // graph's multiply). max propagates NaN, as the reference's.
   float softmax_numerators(float* row, int64_t seen, int64_t keys) const {
-    const float scale = static_cast<float>(a_.scale);
-    constexpr int64_t L = kLanes;
-    int64_t vectors = seen / L * L;
-    auto load = [&](int64_t j) {
-      Vec x;
-      std::copy_n(row + j, L, reinterpret_cast<float*>(&x));
-      return x * scale;
-    };
-    Vec peak_v = VectorMath::constant(-std::numeric_limits<float>::infinity());
-    for (int64_t j = 0; j < vectors; j += L) peak_v = max_nan(peak_v, load(j));
-    float peak = -std::numeric_limits<float>::infinity();
-    for (int64_t lane = 0; lane < L; ++lane) peak = max_nan(peak, peak_v[lane]);
-    for (int64_t j = vectors; j < seen; ++j) peak = max_nan(peak, row[j] * scale);
-    Vec sum_v = VectorMath::constant(0.0);
-    for (int64_t j = 0; j < vectors; j += L) {
-      Vec e = VectorMath::exp(load(j) - peak);
-      std::copy_n(reinterpret_cast<const float*>(&e), L, row + j);
-      sum_v += e;
-    }
     float sum = 0;
-    for (int64_t lane = 0; lane < L; ++lane) sum += sum_v[lane];
-    for (int64_t j = vectors; j < seen; ++j) sum += row[j] = std::exp(row[j] * scale - peak);
+    RunOperand peak[] = {{nullptr, reduce_row(LAZYLAB_OP_ReduceMax, row, seen)}, {}};
+    execute_run(row, row, numerator_steps_, peak, seen, &sum);
     std::fill(row + seen, row + keys, 0.0f);
     return sum;
   }
 
+  // x - the row's max, then exp: one register run, with the sum.
+  const std::vector<RunStep> numerator_steps_ = {{LAZYLAB_OP_Sub, RunStep::Scalar, true}, {LAZYLAB_OP_Exp}};
   lazylab_attention a_;
+  tbb::enumerable_thread_specific<Scratch> scratch_;
   int64_t block_rows_ = 1, blocks_ = 0;
   tbb::task_arena* arena_;
   int threads_ = 1;
