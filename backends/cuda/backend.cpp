@@ -11,7 +11,8 @@
 // each executable's launches as one CUDA graph; auto: where a step has many
 // launches and little data to stage, see GraphPolicy), bias-epilogue=on|off
 // (a product whose whole epilogue is a bias: cuBLASLt adds it, default on,
-// or a generated kernel after the plain product).
+// or a generated kernel after the plain product), row-block=auto|128|256|
+// 512|1024 (threads a block for rows past 1,024 columns).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -650,13 +651,24 @@ bool parse_switch(const std::map<std::string, std::string>& options, const char*
   throw std::invalid_argument(fmt::format("cuda option {} must be on or off, got '{}'", key, it->second));
 }
 
+// row-block=auto|128|256|512|1024: CodegenOptions::row_block_threads.
+int parse_row_block(const std::map<std::string, std::string>& options) {
+  auto it = options.find("row-block");
+  if (it == options.end() || it->second == "auto") return 0;
+  for (int threads : {128, 256, 512, 1024})
+    if (it->second == std::to_string(threads)) return threads;
+  throw std::invalid_argument(
+      fmt::format("cuda option row-block must be auto, 128, 256, 512 or 1024, got '{}'", it->second));
+}
+
 class CudaBackend : public plugin::Backend {
  public:
   explicit CudaBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
-      if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph" && key != "bias-epilogue")
+      if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph" && key != "bias-epilogue" &&
+          key != "row-block")
         throw std::invalid_argument("cuda has no option '" + key +
-                                    "' (options: tf32, cache, cache-dir, graph, bias-epilogue)");
+                                    "' (options: tf32, cache, cache-dir, graph, bias-epilogue, row-block)");
     if (auto it = options.find("graph"); it != options.end() && it->second != "auto") {
       if (it->second != "on" && it->second != "off")
         throw std::invalid_argument(fmt::format("cuda option graph must be auto, on or off, got '{}'", it->second));
@@ -664,6 +676,7 @@ class CudaBackend : public plugin::Backend {
     }
     tf32_ = parse_switch(options, "tf32", false);
     codegen_.bias_epilogue = parse_switch(options, "bias-epilogue", true);
+    codegen_.row_block_threads = parse_row_block(options);
     compiler_.disk_cache = parse_switch(options, "cache", true);
     if (options.count("cache-dir")) compiler_.cache_dir = options.at("cache-dir");
     std::string error;
@@ -697,10 +710,12 @@ class CudaBackend : public plugin::Backend {
     const Device& d = *devices_[0];
     return fmt::format(
         "{} ({}, {} SMs, {:.0f} GiB), {} device(s), driver {}.{}, NVRTC {}, cuBLASLt {}, TF32 {}, "
-        "bias epilogue {}, kernel cache {}, CUDA graphs {}",
+        "bias epilogue {}, row block {}, kernel cache {}, CUDA graphs {}",
         d.name, d.arch(), d.sm_count, d.memory / double(1 << 30), devices_.size(), driver_->version / 1000,
         driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
-        codegen_.bias_epilogue ? "cuBLASLt" : "generated", compiler_.disk_cache ? cache_directory(compiler_) : "off",
+        codegen_.bias_epilogue ? "cuBLASLt" : "generated",
+        codegen_.row_block_threads ? std::to_string(codegen_.row_block_threads) : "auto",
+        compiler_.disk_cache ? cache_directory(compiler_) : "off",
         graph_.mode == GraphPolicy::On    ? "on"
         : graph_.mode == GraphPolicy::Off ? "off"
                                           : fmt::format("auto (replayed where a step has >= {} launches and stages <= "

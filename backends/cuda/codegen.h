@@ -57,6 +57,10 @@ struct CodegenOptions {
   // A product + bias vector with nothing after it: cuBLASLt adds the bias
   // (its BIAS epilogue) instead of a generated kernel.
   bool bias_epilogue = true;
+  // Threads of the block that reduces a row past 1,024 columns (a block a
+  // row); 0: the fewest that hold the row in registers (eight 128-bit groups
+  // each at most), else 1,024.
+  int row_block_threads = 0;
 };
 
 // Throws std::invalid_argument naming the op it cannot generate.

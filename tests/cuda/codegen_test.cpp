@@ -2,6 +2,8 @@
 // workload under every fusion strategy, every op of the op table, the shape
 // of the generated source, the disk cache's handling of bad entries, and
 // the cuBLASLt choices kept there.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -148,6 +150,18 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
       CHECK(count(code.source, "reinterpret_cast<const float4*>(p0 + base)[g]") == 1);  // loaded once
       CHECK(count(code.source, "make_float4") == 1);                                    // stored 4-wide
       CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+      if (name != "softmax") continue;
+      // 2,048 groups of 4: 256 threads hold eight each; row-block sets the
+      // threads, and each holds the row's share (four at 512, two at 1024).
+      CHECK(launch.block == 256);
+      CHECK(count(code.source, "float4 q0[8];") == 1);
+      for (auto [threads, groups] : {std::pair{512, 4}, std::pair{1024, 2}}) {
+        CAPTURE(threads);
+        cuda::ProgramCode chosen = generated(module, {.row_block_threads = threads});
+        CHECK(chosen.kernels[0].launches[0].block == static_cast<uint32_t>(threads));
+        CHECK(count(chosen.source, fmt::format("float4 q0[{}];", groups)) == 1);
+        CHECK(cuda::compile_cuda(chosen.source, no_cache()).cubin.size() > 100);
+      }
     }
   }
   SUBCASE("chain: one elementwise function, four elements a thread with 128-bit loads and stores") {

@@ -30,8 +30,8 @@ const std::map<std::string, WorkloadParams> kCases = {
     {"gpt2-block", {{"batch", 1}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
 };
 
-std::unique_ptr<Backend> cuda_backend() {
-  auto backend = load_backend("cuda", "cache=off");
+std::unique_ptr<Backend> cuda_backend(const std::string& options = "cache=off") {
+  auto backend = load_backend("cuda", options);
   REQUIRE_MESSAGE(backend.ok(), (backend.ok() ? "" : backend.error().message));
   return std::move(*backend);
 }
@@ -59,23 +59,30 @@ TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, e
 
 // Each way a row kernel splits its rows: a warp per row (up to 1024
 // columns) or a block, 4-wide or not, the row held in registers or re-read,
-// and rows that do not fill the last group of threads.
+// and rows that do not fill the last group of threads; wide rows also with
+// each block size the row-block option allows (a thread's share of the row
+// then past what it holds in registers, or a fraction of a group).
 TEST_CASE("row kernels of every width match the interpreter") {
-  auto cuda = cuda_backend();
   auto interp = interp_backend();
-  for (int64_t cols : {1, 7, 100, 768, 1000, 1024, 1028, 4100, 8192, 36000}) {
-    for (const char* name : {"softmax", "layernorm"}) {
-      auto workload = make_builtin_workload(name, {{"rows", 33}, {"cols", cols}});
-      REQUIRE(workload.ok());
-      auto want = run_steps(*interp, **workload, "lower", 1)[0];
-      for (const char* strategy : {"producer-consumer", "dominator"}) {
-        CAPTURE(cols);
-        CAPTURE(name);
-        CAPTURE(strategy);
-        auto steps = run_steps(
-            *cuda, **workload,
-            std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower,plan-memory", 2);
-        check_steps(steps, want, 1e-4, 1e-2);
+  for (const char* row_block : {"auto", "128", "1024"}) {
+    auto cuda = cuda_backend(std::string("cache=off,row-block=") + row_block);
+    std::vector<int64_t> widths = {1, 7, 100, 768, 1000, 1024, 1028, 4100, 8192, 36000};
+    if (std::string(row_block) != "auto") widths = {1028, 4100, 8192, 36000};
+    for (int64_t cols : widths) {
+      for (const char* name : {"softmax", "layernorm"}) {
+        auto workload = make_builtin_workload(name, {{"rows", 33}, {"cols", cols}});
+        REQUIRE(workload.ok());
+        auto want = run_steps(*interp, **workload, "lower", 1)[0];
+        for (const char* strategy : {"producer-consumer", "dominator"}) {
+          CAPTURE(row_block);
+          CAPTURE(cols);
+          CAPTURE(name);
+          CAPTURE(strategy);
+          auto steps = run_steps(
+              *cuda, **workload,
+              std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower,plan-memory", 2);
+          check_steps(steps, want, 1e-4, 1e-2);
+        }
       }
     }
   }
