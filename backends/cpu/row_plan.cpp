@@ -565,9 +565,9 @@ class RowCompiler {
     return inputs;
   }
 
-  // Only what leaves the Program goes past the caches: a value the next
-  // kernel reads (attention's probabilities, read by the second product) is
-  // better left in the last-level cache.
+  // Whether the kernel has one output going to memory in full and nothing
+  // after its instruction reads it there (its copy may then be deferred).
+  // A slot left unset reads as value 0: at worst a copy not deferred.
   static bool one_output_never_read_again(const RowPlan& plan) {
     auto leaves = [](const Instr& in) { return in.leaves_program; };
     if (std::count_if(plan.instrs.begin(), plan.instrs.end(), leaves) != 1) return false;
@@ -581,6 +581,9 @@ class RowCompiler {
     return std::none_of(output + 1, plan.instrs.end(), reads_output);
   }
 
+  // Only what leaves the Program goes past the caches: a value the next
+  // kernel reads (attention's probabilities, read by the second product) is
+  // better left in the last-level cache.
   void mark_program_outputs(RowPlan& plan) const {
     for (Instr& in : plan.instrs)
       in.leaves_program = in.out.where == Slot::Memory && in.out.kind == Slot::Full &&
