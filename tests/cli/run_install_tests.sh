@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The SDK as a researcher meets it: `meson install` into a staging folder,
-# then the installed CLI, the installed headers (each on its own), and the
-# Tensor API example built out of tree with pkg-config and with CMake, all
-# from outside the source and build trees.
+# then the installed CLI, the installed headers (each on its own), the
+# Tensor API example built out of tree with pkg-config and with CMake, and
+# the example strategy and backend plugins built out of tree, all from
+# outside the source and build trees.
 # usage: run_install_tests.sh BUILD_ROOT SOURCE_ROOT
 set -uo pipefail
 build=$(realpath "$1") src=$(realpath "$2")
@@ -104,6 +105,45 @@ if cmake -S "$example" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cm
   fi
 else
   fail "example built with CMake find_package(lazylab)" "$work/cmake.log"
+fi
+
+# The example backend built out of tree with meson against the installed
+# plugin SDK (lazylab-plugin.pc), found by the installed lazylab through
+# LAZYLAB_PLUGIN_PATH and run in an experiment, every step checked.
+backend_build=$work/example-backend
+if meson setup "$backend_build" "$src/plugins/examples/elementwise-backend" >"$work/backend-build.log" 2>&1 &&
+  ninja -C "$backend_build" >>"$work/backend-build.log" 2>&1; then
+  ok "example backend built out of tree with meson and lazylab-plugin.pc"
+else
+  fail "example backend built out of tree with meson and lazylab-plugin.pc" "$work/backend-build.log"
+fi
+LAZYLAB_PLUGIN_PATH=$backend_build "$lazylab" backends >"$work/backends-example" 2>&1
+if grep -q "^example " "$work/backends-example" &&
+  grep -q "file: $backend_build/lazylab-backend-example.so" "$work/backends-example"; then
+  ok "installed lazylab lists the out-of-tree backend from LAZYLAB_PLUGIN_PATH"
+else
+  fail "installed lazylab lists the out-of-tree backend" "$work/backends-example"
+fi
+cat >"$work/example-backend.yaml" <<YAML
+name: out-of-tree-backend
+workloads: [{name: chain-small, params: {iters: 10}}]
+pipelines: {eager: "decompose,fuse{strategy=none},lower", fused: "decompose,fuse{strategy=greedy-elementwise},lower"}
+backends: [example]
+repeat: {warmup: 1, runs: 3}
+report: {json: example.json}
+YAML
+if LAZYLAB_PLUGIN_PATH=$backend_build "$lazylab" run "$work/example-backend.yaml" -o "$work/example-run" \
+  >"$work/example-run.log" 2>&1 &&
+  python3 - "$work/example-run/example.json" <<'PY'
+import json, sys
+cells = json.load(open(sys.argv[1]))["cells"]
+assert len(cells) == 2, cells
+assert all(c["backend"] == "example" and c["status"] == "ok" and c["correctness"]["pass"] for c in cells), cells
+PY
+then
+  ok "an experiment runs on the out-of-tree backend, every step checked against interp"
+else
+  fail "an experiment runs on the out-of-tree backend" "$work/example-run.log"
 fi
 
 # A strategy plugin built out of tree with pkg-config, compared with the
