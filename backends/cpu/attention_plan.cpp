@@ -3,11 +3,8 @@
 #include <tbb/enumerable_thread_specific.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
-#include "float_math.h"
 #include "parallel.h"
 #include "register_run.h"
 #include "row_reductions.h"

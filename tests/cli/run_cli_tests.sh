@@ -553,6 +553,12 @@ if [[ -f $cuda_plugin ]]; then  # options are checked before anything else, GPU 
     "backends: [{name: cuda, options: graph=sometimes}]"
   check "a bad graph option names the choices" 1 "cuda option graph must be auto, on or off, got 'sometimes'" -- \
     "$lazylab" run "$work/cuda-graph.yaml"
+  for value in 300 wide -256; do
+    experiment "$work/cuda-row-block.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+      "backends: [{name: cuda, options: 'row-block=$value'}]"
+    check "row-block=$value names the sizes" 1 "cuda option row-block must be auto, 128, 256, 512 or 1024, got '$value'" -- \
+      "$lazylab" run "$work/cuda-row-block.yaml"
+  done
 fi
 
 # repeat.flush: caches flushed on the cell's backend before each step, said
