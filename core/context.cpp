@@ -8,8 +8,6 @@
 
 namespace lazylab {
 
-inline constexpr NodeId kNoNode = ~NodeId{0};
-
 struct TensorImpl {
   // User-provided, so make_shared runs the initialisers below instead of
   // zero-filling the object first: a measurable part of tracing cost.
@@ -202,7 +200,8 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   if (impl->parameter_epoch != epoch_) {
     Attrs attrs;
     attrs[0].i = static_cast<int64_t>(parameters_.size());
-    impl->parameter_node = trace_.add(OpId::Parameter, impl->type, {}, attrs);
+    NodeId kept = trace_.reuse(OpId::Parameter, {}, attrs, &impl->type);
+    impl->parameter_node = kept != kNoNode ? kept : trace_.add(OpId::Parameter, impl->type, {}, attrs);
     impl->parameter_epoch = epoch_;
     parameters_.push_back(operand.shared_impl());
   }
@@ -225,6 +224,14 @@ Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs a
 
 Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
                                  const TensorType* declared) {
+  // A node the last trace had at this position has been typed and hashed.
+  if (declared || op_info(op).type_rule != TypeRule::Declared) {
+    NodeId kept = trace_.reuse(op, std::span(operands.data(), operands.size()), attrs, declared);
+    if (kept != kNoNode) {
+      ++metrics().nodes_traced;
+      return kept;
+    }
+  }
   auto type = infer_type(op, types, attrs, declared);
   if (!type) return type.error();
   ++metrics().nodes_traced;

@@ -1,6 +1,7 @@
 #include "core/graph.h"
 
 #include <algorithm>
+#include <bit>
 #include <unordered_map>
 
 #include "core/hash.h"
@@ -12,9 +13,40 @@ NodeId Graph::add(OpId op, TensorType type, Operands operands, Attrs attrs) {
 }
 
 NodeId Graph::emplace(OpId op, TensorType&& type, Operands&& operands, Attrs&& attrs) {
-  Node& node = nodes_.emplace_back(op, std::move(type), std::move(operands), std::move(attrs));
-  node.hash = hash_node(node, nodes_);
-  return static_cast<NodeId>(nodes_.size() - 1);
+  Node* node;
+  if (size_ < nodes_.size()) {
+    node = &nodes_[size_];
+    *node = Node(op, std::move(type), std::move(operands), std::move(attrs));
+    unchanged_ = std::min(unchanged_, size_);
+  } else {
+    node = &nodes_.emplace_back(op, std::move(type), std::move(operands), std::move(attrs));
+  }
+  node->hash = hash_node(*node, nodes());
+  return static_cast<NodeId>(size_++);
+}
+
+namespace {
+
+// Only the op's own attributes count, as in its hash.
+bool same_attrs(const Attrs& a, const Attrs& b, int count) {
+  for (int i = 0; i < count; ++i)
+    if (a[i].i != b[i].i || std::bit_cast<uint64_t>(a[i].f) != std::bit_cast<uint64_t>(b[i].f) ||
+        a[i].ints != b[i].ints)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+NodeId Graph::reuse(OpId op, std::span<const NodeId> operands, const Attrs& attrs, const TensorType* type) {
+  if (size_ >= unchanged_) return kNoNode;
+  const Node& kept = nodes_[size_];
+  if (kept.op != op || kept.operands.size() != operands.size() || (type && kept.type != *type)) return kNoNode;
+  // Operands precede the node, so they are in the unchanged prefix too.
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (kept.operands[i] != operands[i]) return kNoNode;
+  if (!same_attrs(kept.attrs, attrs, op_info(op).num_attrs)) return kNoNode;
+  return static_cast<NodeId>(size_++);
 }
 
 uint64_t Graph::hash() const {
@@ -25,7 +57,7 @@ uint64_t Graph::hash() const {
 
 std::vector<NodeId> Graph::parameters() const {
   std::vector<std::pair<int64_t, NodeId>> by_ordinal;
-  for (NodeId id = 0; id < nodes_.size(); ++id)
+  for (NodeId id = 0; id < size_; ++id)
     if (nodes_[id].op == OpId::Parameter) by_ordinal.emplace_back(nodes_[id].attrs[0].i, id);
   std::sort(by_ordinal.begin(), by_ordinal.end());
   std::vector<NodeId> ids;
@@ -34,7 +66,8 @@ std::vector<NodeId> Graph::parameters() const {
 }
 
 void Graph::clear() {
-  nodes_.clear();
+  unchanged_ = size_;
+  size_ = 0;
   roots_.clear();
 }
 

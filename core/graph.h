@@ -12,6 +12,7 @@
 namespace lazylab {
 
 using NodeId = uint32_t;
+inline constexpr NodeId kNoNode = ~NodeId{0};
 using Operands = boost::container::small_vector<NodeId, 3>;
 
 struct Node {
@@ -37,10 +38,19 @@ class Graph {
   // The same, moving from the caller's values: the tracer's path, where
   // each extra move of a type was measurable.
   NodeId emplace(OpId op, TensorType&& type, Operands&& operands, Attrs&& attrs);
+  // Takes back the node this graph held at the next position before clear(),
+  // type and hash included, when every node before it was taken back too and
+  // it is the node being added: the same op, operands and attributes, and
+  // `type` when one is given. A training loop's trace repeats the last one,
+  // so this skips type inference, hashing and construction per node.
+  // The caller must pass `type` where the op's type is declared, not inferred.
+  // Returns kNoNode when the kept node differs (a plain id, not an optional:
+  // returning a std::optional<NodeId> stalled on store forwarding).
+  NodeId reuse(OpId op, std::span<const NodeId> operands, const Attrs& attrs, const TensorType* type);
 
   const Node& node(NodeId id) const { return nodes_[id]; }
-  const std::vector<Node>& nodes() const { return nodes_; }
-  size_t size() const { return nodes_.size(); }
+  std::span<const Node> nodes() const { return {nodes_.data(), size_}; }
+  size_t size() const { return size_; }
 
   const std::vector<NodeId>& roots() const { return roots_; }
   void set_roots(std::vector<NodeId> roots) { roots_ = std::move(roots); }
@@ -52,13 +62,18 @@ class Graph {
   // Parameter node ids indexed by ordinal.
   std::vector<NodeId> parameters() const;
 
-  // Forgets every node but keeps the storage, so a training loop's trace
-  // re-fills the same memory.
+  // Forgets every node but keeps them for reuse(), so a training loop's
+  // trace re-fills the same memory, mostly with the same nodes.
   void clear();
   void reserve(size_t nodes) { nodes_.reserve(nodes); }
 
  private:
+  // Past size_: the nodes before the last clear(), kept for reuse().
   std::vector<Node> nodes_;
+  size_t size_ = 0;
+  // Positions below it hold what they held before the last clear(): the
+  // prefix reuse() may take back.
+  size_t unchanged_ = 0;
   std::vector<NodeId> roots_;
 };
 

@@ -1,5 +1,6 @@
 // Hashing rules of DESIGN.md and the computation cache built on them.
 #include "core/text_format.h"
+#include "core/verifier.h"
 #include "support.h"
 
 using namespace lazylab;
@@ -123,4 +124,97 @@ TEST_CASE("the key includes the pipeline: same graph, two pipelines, two compila
   Engine a(pipeline("lower"), *backend), b(pipeline("cse,lower"), *backend);
   CHECK(a.cache_key(42) != b.cache_key(42));
   CHECK(a.cache_key(42) == Engine(pipeline("lower"), *backend).cache_key(42));
+}
+
+namespace {
+
+// Adds a node the way the tracer does: taken back from before the last
+// clear() when it is the same node, else typed here and hashed by the graph.
+NodeId trace_node(Graph& graph, OpId op, const TensorType& type, Operands operands, Attrs attrs = {}) {
+  bool declared = op_info(op).type_rule == TypeRule::Declared;
+  NodeId kept = graph.reuse(op, std::span(operands.data(), operands.size()), attrs, declared ? &type : nullptr);
+  return kept != kNoNode ? kept : graph.add(op, type, std::move(operands), std::move(attrs));
+}
+
+// [x, c, x*c, relu(x*c), relu(x*c) + x] over x: f32[n], with c a splat of `scale`.
+void trace_program(Graph& graph, int64_t n, double scale) {
+  TensorType type{DType::F32, {n}};
+  Attrs ordinal, value;
+  value[0].f = scale;
+  NodeId x = trace_node(graph, OpId::Parameter, type, {}, ordinal);
+  NodeId c = trace_node(graph, OpId::Constant, type, {}, value);
+  NodeId product = trace_node(graph, OpId::Mul, type, {x, c});
+  NodeId relu = trace_node(graph, OpId::Relu, type, {product});
+  graph.add_root(trace_node(graph, OpId::Add, type, {relu, x}));
+}
+
+Graph fresh_program(int64_t n, double scale) {
+  Graph graph;
+  trace_program(graph, n, scale);
+  return graph;
+}
+
+}  // namespace
+
+TEST_CASE("a trace that repeats the last one takes its nodes back, and one that differs is hashed afresh") {
+  Graph trace;
+  // The same program twice, then one whose constant differs (so everything
+  // after it must be rehashed), one of another size (the parameter's type
+  // differs), and the first again.
+  for (auto [n, scale] : {std::pair{4, 2.0}, {4, 2.0}, {4, 0.5}, {8, 0.5}, {4, 2.0}}) {
+    CAPTURE(n);
+    CAPTURE(scale);
+    trace.clear();
+    trace_program(trace, n, scale);
+    Graph fresh = fresh_program(n, scale);
+    REQUIRE(verify(trace).ok());  // every node's type and hash is what it would be afresh
+    REQUIRE(trace.size() == fresh.size());
+    for (NodeId id = 0; id < trace.size(); ++id) {
+      CHECK(trace.node(id).type == fresh.node(id).type);
+      CHECK(trace.node(id).hash == fresh.node(id).hash);
+    }
+    CHECK(trace.hash() == fresh.hash());
+  }
+  CHECK(fresh_program(4, 2.0).hash() != fresh_program(4, 0.5).hash());
+}
+
+TEST_CASE("a kept node is taken back only while the trace repeats the last one") {
+  Graph trace;
+  trace_program(trace, 4, 2.0);
+  trace.clear();
+  TensorType type{DType::F32, {4}};
+  Attrs ordinal, other_value;
+  other_value[0].f = 3.0;
+  NodeId x = trace.reuse(OpId::Parameter, {}, ordinal, &type);
+  CHECK(x == 0);
+  // A declared type that differs, or none where the op declares one, is no match.
+  TensorType wider{DType::F32, {5}};
+  CHECK(trace.reuse(OpId::Constant, {}, Attrs{}, &wider) == kNoNode);
+  CHECK(trace.reuse(OpId::Constant, {}, other_value, &type) == kNoNode);
+  // Position 1 now holds another constant: the product that reads it, the
+  // same op on the same operand ids as before, must be typed and hashed afresh.
+  NodeId c = trace.add(OpId::Constant, type, {}, other_value);
+  NodeId operands[] = {x, c};
+  CHECK(trace.reuse(OpId::Mul, operands, Attrs{}, nullptr) == kNoNode);
+  trace.add(OpId::Mul, type, {x, c});
+  CHECK(trace.size() == 3);
+  trace.add_root(2);
+  Status verified = verify(trace);
+  CHECK_MESSAGE(verified.ok(), verified.error().message);
+}
+
+TEST_CASE("a loop whose trace changes between steps computes each step's own program") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1.0f, -2.0f}, {2});
+  std::vector<double> expected = {1.0, -2.0};
+  // Alternating scales make every other trace differ in a middle constant;
+  // a stale hash would hit the other program's compiled graph.
+  for (int step = 0; step < 6; ++step) {
+    double scale = step % 2 ? 0.5 : 3.0;
+    x = relu(x * scale) + x;
+    for (double& v : expected) v = std::max(static_cast<double>(static_cast<float>(v * scale)), 0.0) + v;
+    check_close(values(x), expected);
+  }
+  CHECK(s.ctx.metrics().cache_misses == 2);
+  CHECK(s.ctx.metrics().cache_hits == 4);
 }
