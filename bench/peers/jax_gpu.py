@@ -113,7 +113,7 @@ def main():
         cells.append(cell)
         print(f"{name:12s} jax jit {step_ms['median']:9.4f} ms host (first call {first_ms:.0f} ms)")
     write_report(args.out, f"jax {jax.__version__} jit on {jax.devices()[0].device_kind}: fp32, matmul precision "
-                           f"highest, host time around a blocking call", cells)
+                           f"highest, host time around a blocking call", cells, clock="host")
 
 
 if __name__ == "__main__":

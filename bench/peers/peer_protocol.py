@@ -28,8 +28,10 @@ def parse_args(doc, defaults, extra=None):
     return args, params
 
 
-def write_report(path, description, cells):
+def write_report(path, description, cells, clock="host"):
+    """`clock`: "device" when the cells' step_ms are GPU time by device
+    events, "host" when they are wall time on the host."""
     report = {"schema_version": 1, "peer": description, "machine": platform.processor() or platform.machine(),
-              "cells": cells}
+              "clock": clock, "cells": cells}
     with open(path, "w") as f:
         json.dump(report, f, indent=2)

@@ -65,7 +65,7 @@ def main():
         cells.append(cell)
         print(f"{name:12s} torch {args.mode} {step_ms['median']:9.4f} ms GPU (first call {first_ms:.0f} ms)")
     write_report(args.out, f"torch {torch.__version__} {args.mode} on {torch.cuda.get_device_name()}: fp32, TF32 off, "
-                           f"GPU time by CUDA events, L2 flushed between steps", cells)
+                           f"GPU time by CUDA events, L2 flushed between steps", cells, clock="device")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ def main():
         print(f"{config['name']:12s} torch eager ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     where = f"{args.threads} threads, OpenBLAS core {blas}" if args.device == "cpu" else torch.cuda.get_device_name()
-    write_report(args.out, f"torch {torch.__version__} eager on {args.device}, {where}", cells)
+    write_report(args.out, f"torch {torch.__version__} eager on {args.device}, {where}", cells,
+                 clock="device" if args.device == "cuda" else "host")
 
 
 if __name__ == "__main__":

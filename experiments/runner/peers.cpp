@@ -14,6 +14,9 @@
 #include "workload.h"
 
 namespace lazylab {
+
+std::string_view clock_name(PeerClock clock) { return clock == PeerClock::Device ? "device" : "host"; }
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -58,6 +61,10 @@ std::string read_report(const fs::path& file, PeerResult& result) {
   try {
     nlohmann::json report = nlohmann::json::parse(in);
     result.description = report.at("peer").get<std::string>();
+    std::string clock = report.value("clock", "host");
+    if (clock != "host" && clock != "device")
+      return fmt::format("its report {} gives clock '{}': it must be 'host' or 'device'", file.string(), clock);
+    result.clock = clock == "device" ? PeerClock::Device : PeerClock::Host;
     for (const nlohmann::json& cell : report.at("cells")) {
       const nlohmann::json& ms = cell.at("step_ms");
       result.cells.push_back({cell.at("workload").get<std::string>(), ms.at("median").get<double>(),

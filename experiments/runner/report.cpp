@@ -54,14 +54,15 @@ nlohmann::json peers_json(const ExperimentResult& result) {
         cell["best_lazylab"] = {{"pipeline", row.best->pipeline},
                                 {"backend", row.best->backend},
                                 {"backend_options", row.best->backend_options},
-                                {"step_ms", row.best->time_ms()},
-                                {"timed_on_device", row.best->timed_on_device()},
-                                {"peer_over_lazylab", row.peer_cell->median_ms / row.best->time_ms()}};
+                                {"step_ms", row.lazylab_ms},
+                                {"timed_on_device", row.lazylab_on_device},
+                                {"peer_over_lazylab", row.ratio()}};
       cells.push_back(std::move(cell));
     }
     peers.push_back({{"name", peer.name},
                      {"command", peer.command},
                      {"description", peer.description},
+                     {"clock", clock_name(peer.clock)},
                      {"error", peer.error},
                      {"stderr", peer.stderr_text},
                      {"cells", std::move(cells)}});
@@ -385,6 +386,7 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::s
       PeerResult peer{p.value("name", ""),        p.value("command", std::vector<std::string>{}),
                       p.value("description", ""), p.value("error", ""),
                       p.value("stderr", ""),      {}};
+      peer.clock = p.value("clock", "host") == "device" ? PeerClock::Device : PeerClock::Host;
       for (const nlohmann::json& c : p.value("cells", nlohmann::json::array())) {
         nlohmann::json step = c.value("step_ms", nlohmann::json::object());
         peer.cells.push_back(

@@ -154,7 +154,10 @@ nlohmann::json chart_data(const ExperimentResult& result) {
   for (const PeerComparison& row : peer_comparisons(result)) {
     std::string shown = row.best ? row.best->workload_shown : row.peer_cell->workload;
     if (!groups.count(shown)) continue;
-    groups[shown]["peers"].push_back({{"label", "peer " + row.peer->name},
+    // Bars share an axis with the cells' times (device time where they have
+    // it), so a peer on the other clock says so.
+    bool other_clock = row.best && row.best->timed_on_device() && !row.lazylab_on_device;
+    groups[shown]["peers"].push_back({{"label", "peer " + row.peer->name + (other_clock ? " (host clock)" : "")},
                                       {"time", row.peer_cell->median_ms},
                                       {"low", row.peer_cell->min_ms},
                                       {"high", row.peer_cell->max_ms},

@@ -38,7 +38,9 @@ std::string peers_text(const ExperimentResult& result, ReportFormat format) {
   if (result.peers.empty()) return "";
   bool markdown = format == ReportFormat::Markdown;
   std::string out = markdown ? "\n## Peers, measured in this run\n\nRatio: the peer's median step over the fastest "
-                               "correct lazylab cell's (above 1: lazylab is faster).\n\n"
+                               "correct lazylab cell's (above 1: lazylab is faster), on the peer's clock: device "
+                               "time against a peer timed by device events, the host step (trace, sync and wait) "
+                               "against one timed on the host.\n\n"
                              : "\n";
   for (const PeerResult& peer : result.peers) {
     std::string name = markdown ? "- `" + peer.name + "`: " : "peer " + peer.name + ": ";

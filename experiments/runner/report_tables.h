@@ -16,11 +16,16 @@
 
 namespace lazylab {
 
-// A peer's time beside the fastest correct lazylab cell on that workload.
+// A peer's time beside the fastest correct lazylab cell on that workload, on
+// the peer's clock: a peer timed by device events against the cells' device
+// time, one timed on the host against their host step (trace, sync, wait).
 struct PeerComparison {
   const PeerResult* peer;
   const PeerCell* peer_cell;
   const CellResult* best;  // null when no lazylab cell of that workload is correct
+  double lazylab_ms = 0;   // best's time on the peer's clock
+  bool lazylab_on_device = false;
+  double ratio() const { return peer_cell->median_ms / lazylab_ms; }
 };
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result);
 

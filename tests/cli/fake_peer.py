@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A peer for the CLI tests: speaks the peer protocol (experiments/runner/peers.h)
 and reports the time of a Python loop over each workload's `n` elements, or
-exits with the status given by --fail, or never finishes (--hang). Records its arguments and
+exits with the status given by --fail, or never finishes (--hang); --clock sets the report's clock. Records its arguments and
 OPENBLAS_CORETYPE in the report so the tests can check what it was given."""
 import argparse
 import json
@@ -20,6 +20,7 @@ ap.add_argument("--seed", type=int, required=True)
 ap.add_argument("--out", required=True)
 ap.add_argument("--fail", type=int, default=0)
 ap.add_argument("--hang", action="store_true")
+ap.add_argument("--clock", help="the report's clock field, when given")
 args = ap.parse_args()
 while args.hang:
     time.sleep(1)
@@ -39,6 +40,9 @@ for name in args.workloads.split(","):
         samples.append((time.perf_counter() - t0) * 1e3)
     cells.append({"workload": name, "step_ms": {"median": statistics.median(samples), "min": min(samples),
                                                  "max": max(samples)}})
+report = {"peer": f"fake peer, cwd {os.path.basename(os.getcwd())}, core "
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}, params {sorted(params)}", "cells": cells}
+if args.clock:
+    report["clock"] = args.clock
 with open(args.out, "w") as f:
-    json.dump({"peer": f"fake peer, cwd {os.path.basename(os.getcwd())}, core "
-               f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}, params {sorted(params)}", "cells": cells}, f)
+    json.dump(report, f)

@@ -483,7 +483,7 @@ experiment "$work/peers.yaml" "name: peers" "workloads: [{name: chain-tiny, para
   "repeat: {warmup: 1, runs: 3}" "peers: {fake: [python3, fake_peer.py], broken: [python3, fake_peer.py, --fail=3]}" \
   "report: {json: $work/peers.json, markdown: $work/peers.md}"
 cp experiments/workloads/axpy.lzir "$work/axpy.lzir"
-check "peers run beside the cells" 0 "chain-tiny +fake +[0-9.]+ +(eager|fused) / interp" -- "$lazylab" run "$work/peers.yaml"
+check "peers run beside the cells" 0 "chain-tiny +fake +host +[0-9.]+ +(eager|fused) / interp" -- "$lazylab" run "$work/peers.yaml"
 check "a failing peer is reported, not fatal" 0 \
   "peer broken: NOT RUN: 'python3' exited with status 3: RuntimeError: the fake peer was told to fail" -- \
   "$lazylab" run "$work/peers.yaml" -q
@@ -506,7 +506,23 @@ best = min((c for c in r['cells'] if c['workload'] == 'chain-tiny'), key=lambda 
 assert cell['best_lazylab']['pipeline'] == best['pipeline'], (cell, best['pipeline'])
 assert abs(cell['best_lazylab']['peer_over_lazylab'] - cell['step_ms']['median'] / best['step_ms']['median']) < 1e-9
 print('ok')"
-check "peers in the markdown report" 0 "\| chain-tiny \| fake \| [0-9.]+ \| (eager|fused) / interp \|" -- cat "$work/peers.md"
+check "peers in the markdown report" 0 "\| chain-tiny \| fake \| host \| [0-9.]+ \| (eager|fused) / interp \|" -- cat "$work/peers.md"
+experiment "$work/clock-peers.yaml" "name: clocks" "workloads: [{name: chain-tiny, params: {n: 256}}]" \
+  "pipelines: {eager: 'lower'}" "backends: [interp]" "repeat: {warmup: 1, runs: 3}" \
+  "peers: {gpu: [python3, fake_peer.py, --clock=device], wall: [python3, fake_peer.py, --clock=wall]}" \
+  "report: {json: $work/clock-peers.json}"
+check "a peer's report must name a clock it knows" 0 \
+  "peer wall: NOT RUN: its report .* gives clock 'wall': it must be 'host' or 'device'" -- \
+  "$lazylab" run "$work/clock-peers.yaml" -q
+check "a device-clock peer meets a host-only backend on its host step" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/clock-peers.json'))
+gpu = r['peers'][0]
+assert gpu['clock'] == 'device' and r['peers'][1]['clock'] == 'host', r['peers']
+[cell] = gpu['cells']
+assert cell['best_lazylab']['timed_on_device'] is False, cell
+assert cell['best_lazylab']['step_ms'] == r['cells'][0]['step_ms']['median'], (cell, r['cells'][0]['step_ms'])
+print('ok')"
 experiment "$work/bad-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
   "peers: {torch: python3}"
 check "a peer must be a command list" 1 "bad-peer.yaml:5: peers.torch: expected a non-empty list" -- \

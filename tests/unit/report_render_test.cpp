@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runner/report.h"
+#include "runner/report_tables.h"
 #include "support.h"
 
 using namespace lazylab;
@@ -123,4 +124,36 @@ TEST_CASE("report formats and schema versions are checked") {
   auto text_version = report_from_json(nlohmann::json{{"schema_version", "3"}}, "odd.json");
   REQUIRE_FALSE(text_version.ok());
   CHECK(has(text_version.error().message, "report schema version 0"));
+}
+
+TEST_CASE("a peer is compared with lazylab on its own clock: device time or the host's step") {
+  LoadedReport report = fixture();
+  // softmax fused / cpu becomes a cell timed on a device as well: 2 ms there,
+  // 5 ms a step on the host; eager / cpu stays host-only at 18.2 ms.
+  CellResult& device_cell = report.cells[3];
+  device_cell.device_ceilings = true;
+  device_cell.device_samples_ms = {2.0, 2.0, 2.0};
+  device_cell.device_ms.median = 2.0;
+  device_cell.step_ms.median = 5.0;
+  PeerResult by_events{"gpu-peer", {}, "timed by device events", "", "", {{"softmax", 4.0, 3.0, 5.0}}};
+  by_events.clock = PeerClock::Device;
+  PeerResult on_host{"host-peer", {}, "timed on the host", "", "", {{"softmax", 10.0, 9.0, 11.0}}};
+  report.peers = {by_events, on_host};
+  ExperimentResult result = report.result();
+  std::vector<PeerComparison> rows = peer_comparisons(result);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].best == &result.cells[3]);
+  CHECK(rows[0].lazylab_ms == 2.0);
+  CHECK(rows[0].lazylab_on_device);
+  CHECK(rows[0].ratio() == doctest::Approx(2.0));
+  CHECK(rows[1].best == &result.cells[3]);
+  CHECK(rows[1].lazylab_ms == 5.0);  // its host step, not its device time
+  CHECK_FALSE(rows[1].lazylab_on_device);
+  CHECK(rows[1].ratio() == doctest::Approx(2.0));
+  std::vector<std::string> table =
+      markdown_table_after(render_report(report, ReportFormat::Markdown), "## Peers, measured in this run");
+  REQUIRE(table.size() == 4);
+  CHECK(table[0] == "| workload | peer | clock | peer ms | fastest lazylab | lazylab ms | peer / lazylab |");
+  CHECK(table[2] == "| softmax | gpu-peer | device | 4.0000 | fused / cpu | 2.0000 | 2.00x |");
+  CHECK(table[3] == "| softmax | host-peer | host | 10.0000 | fused / cpu | 5.0000 | 2.00x |");
 }
