@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <memory>
 #include <unordered_map>
 
 #include "core/hash.h"
@@ -16,7 +17,8 @@ NodeId Graph::emplace(OpId op, TensorType&& type, Operands&& operands, Attrs&& a
   Node* node;
   if (size_ < nodes_.size()) {
     node = &nodes_[size_];
-    *node = Node(op, std::move(type), std::move(operands), std::move(attrs));
+    std::destroy_at(node);
+    std::construct_at(node, op, std::move(type), std::move(operands), std::move(attrs));
     unchanged_ = std::min(unchanged_, size_);
   } else {
     node = &nodes_.emplace_back(op, std::move(type), std::move(operands), std::move(attrs));
