@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "attention_products.h"
 #include "parallel.h"
 #include "register_run.h"
 #include "row_reductions.h"
@@ -28,8 +29,8 @@ class AttentionPlan : public KernelPlan {
       Scratch& scratch = scratch_.local();
       scratch.scores.resize(static_cast<size_t>(block_rows_ * a_.n));
       scratch.sums.resize(static_cast<size_t>(block_rows_));
-      for (int64_t task = first; task < end; ++task)
-        run_block(memory, task, scratch.scores.data(), scratch.sums.data());
+      if (kHasAttentionProducts && a_.k_transposed) scratch.keys.resize(static_cast<size_t>(a_.d * a_.n));
+      for (int64_t task = first; task < end; ++task) run_block(memory, task, scratch);
     };
     if (threads_ > 1 && arena_) {
       // Each block is small: one thread each; OpenBLAS's own would only wait.
@@ -50,28 +51,55 @@ class AttentionPlan : public KernelPlan {
   // zeroed and faulted in page by page.
   struct Scratch {
     std::vector<float> scores, sums;
+    std::vector<float> keys;  // k as [d][keys], where the graph gives it as [keys][d]
   };
 
-  void run_block(const Memory& memory, int64_t task, float* scores, float* sums) const {
+  // What one block reads and writes.
+  struct Block {
+    int64_t r0, rows, keys;
+    const float *q, *k, *v;
+    float* out;
+  };
+
+  Block block(const Memory& memory, int64_t task) const {
     int64_t batch = task / blocks_, r0 = task % blocks_ * block_rows_;
     int64_t rows = std::min(block_rows_, a_.m - r0);
     // Causal: no row of the block sees a key past its last row.
     int64_t keys = a_.causal ? std::min(a_.n, r0 + rows) : a_.n;
+    return {r0,
+            rows,
+            keys,
+            memory.f32(a_.q) + (batch * a_.m + r0) * a_.d,
+            memory.f32(a_.k) + batch * a_.n * a_.d,
+            memory.f32(a_.v) + batch * a_.n * a_.dv,
+            memory.f32(a_.output) + (batch * a_.m + r0) * a_.dv};
+  }
+
+  void run_block(const Memory& memory, int64_t task, Scratch& scratch) const {
+    auto [r0, rows, keys, q, k, v, out] = block(memory, task);
     if (keys == 0) return;
-    const float* q = memory.f32(a_.q) + (batch * a_.m + r0) * a_.d;
-    const float* k = memory.f32(a_.k) + batch * a_.n * a_.d;
-    const float* v = memory.f32(a_.v) + batch * a_.n * a_.dv;
-    float* out = memory.f32(a_.output) + (batch * a_.m + r0) * a_.dv;
+    float *scores = scratch.scores.data(), *sums = scratch.sums.data();
+    auto numerators = [&] {
+      for (int64_t i = 0; i < rows; ++i) {
+        int64_t seen = a_.causal ? std::min(keys, r0 + i + 1) : keys;
+        sums[i] = softmax_numerators(scores + i * keys, seen, keys);
+      }
+    };
+#if defined(__AVX512F__)
+    KeysByDimension by_dimension =
+        a_.k_transposed ? transpose_keys(k, keys, a_.d, a_.d, scratch.keys.data()) : KeysByDimension{k, a_.n};
+    scaled_scores(q, rows, a_.d, a_.d, by_dimension, keys, static_cast<float>(a_.scale), scores);
+    numerators();
+    weighted_values(scores, rows, keys, v, a_.dv, sums, out);
+#else
     blas_.sgemm(CblasRowMajor, CblasNoTrans, a_.k_transposed ? CblasTrans : CblasNoTrans, rows, keys, a_.d,
                 static_cast<float>(a_.scale), q, a_.d, k, a_.k_transposed ? a_.d : a_.n, 0.0f, scores, keys);
-    for (int64_t i = 0; i < rows; ++i) {
-      int64_t seen = a_.causal ? std::min(keys, r0 + i + 1) : keys;
-      sums[i] = softmax_numerators(scores + i * keys, seen, keys);
-    }
+    numerators();
     blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a_.dv, keys, 1.0f, scores, keys, v, a_.dv, 0.0f, out,
                 a_.dv);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t c = 0; c < a_.dv; ++c) out[i * a_.dv + c] /= sums[i];
+#endif
   }
 
   // row[j] = exp(row[j] - max) for the `seen` keys, 0 for the rest (masked:
