@@ -56,35 +56,15 @@ void BM_TraceElementwise(benchmark::State& state) {
 }
 BENCHMARK(BM_TraceElementwise)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
-// chain-tiny's step: x = relu((x + 1) * 0.99), a scalar in two ops of
-// three, so the splat constants' cost shows. Each trace repeats the last, as
-// a training loop's does, so its nodes are taken back (Graph::reuse).
-void BM_TraceScalarChain(benchmark::State& state) {
+// chain-tiny's step, x = relu((x + 1) * 0.99), traced from each of `sizes`
+// in turn: a scalar in two ops of three, so the splat constants' cost shows.
+void trace_scalar_chain(benchmark::State& state, std::initializer_list<int64_t> sizes) {
   Context ctx;
-  Tensor x0 = ctx.from_vector<float>(std::vector<float>(64, 0.5f), {64});
-  for (auto _ : state) {
-    Tensor x = x0;
-    for (int64_t i = 0; i < state.range(0); ++i) x = relu((x + 1.0) * 0.99);
-    benchmark::DoNotOptimize(x.impl());
-    state.PauseTiming();
-    ctx.discard_pending();
-    state.ResumeTiming();
-  }
-  state.counters["ns_per_op"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * state.range(0) * 3),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
-}
-BENCHMARK(BM_TraceScalarChain)->Arg(100)->Arg(10000)->Unit(benchmark::kMicrosecond);
-
-// The same chain where no trace repeats the last (the input's size
-// alternates), so every node is typed, hashed and built afresh: a first step.
-void BM_TraceScalarChainFresh(benchmark::State& state) {
-  Context ctx;
-  Tensor inputs[] = {ctx.from_vector<float>(std::vector<float>(64, 0.5f), {64}),
-                     ctx.from_vector<float>(std::vector<float>(65, 0.5f), {65})};
+  std::vector<Tensor> inputs;
+  for (int64_t n : sizes) inputs.push_back(ctx.from_vector<float>(std::vector<float>(n, 0.5f), {n}));
   size_t step = 0;
   for (auto _ : state) {
-    Tensor x = inputs[step++ % 2];
+    Tensor x = inputs[step++ % inputs.size()];
     for (int64_t i = 0; i < state.range(0); ++i) x = relu((x + 1.0) * 0.99);
     benchmark::DoNotOptimize(x.impl());
     state.PauseTiming();
@@ -95,6 +75,15 @@ void BM_TraceScalarChainFresh(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations() * state.range(0) * 3),
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
 }
+
+// Each trace repeats the last, as a training loop's does, so its nodes are
+// taken back (Graph::reuse).
+void BM_TraceScalarChain(benchmark::State& state) { trace_scalar_chain(state, {64}); }
+BENCHMARK(BM_TraceScalarChain)->Arg(100)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// No trace repeats the last (the input's size alternates), so every node is
+// typed, hashed and built afresh: a first step.
+void BM_TraceScalarChainFresh(benchmark::State& state) { trace_scalar_chain(state, {64, 65}); }
 BENCHMARK(BM_TraceScalarChainFresh)->Arg(100)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 Graph chain_graph(int64_t nodes) {
