@@ -8,26 +8,9 @@
 
 namespace lazylab {
 
-struct TensorImpl {
-  // User-provided, so make_shared runs the initialisers below instead of
-  // zero-filling the object first: a measurable part of tracing cost.
-  TensorImpl() {}
-  Context* context = nullptr;
-  TensorType type;
-  NodeId node = kNoNode;  // pending node in the current trace
-  size_t pending_index = 0;
-  BufferPtr data;          // the value on the host, when it has been there
-  DeviceBufferPtr device;  // the value in the engine's backend, when it has been there
-  std::shared_ptr<const Error> error;
-  // The parameter node standing for `data` in the current trace, so x+x
-  // uses one parameter and x+y two.
-  NodeId parameter_node = kNoNode;
-  uint64_t parameter_epoch = 0;
-
-  ~TensorImpl() {
-    if (node != kNoNode) context->forget(this);
-  }
-};
+TensorImpl::~TensorImpl() {
+  if (node != kNoNode) context->forget(this);
+}
 
 // ---- Tensor ----
 
@@ -43,7 +26,10 @@ namespace {
 const TensorType kNoType;
 }  // namespace
 
-const TensorType& Tensor::type() const { return impl_ ? impl_->type : kNoType; }
+const TensorType& Tensor::type() const {
+  if (!impl_) return kNoType;
+  return impl_->node != kNoNode ? impl_->context->trace_.node(impl_->node).type : impl_->type;
+}
 
 Context& Tensor::context() const { return *impl_->context; }
 
@@ -66,7 +52,12 @@ Context::Context(Engine& engine) : engine_(&engine), metrics_(&engine.metrics())
 Context::Context() : metrics_(&own_metrics_) { trace_.reserve(1024); }
 
 Context::~Context() {
-  for (TensorImpl* impl : pending_) impl->node = kNoNode;
+  for (TensorImpl* impl : pending_) leave_trace(*impl);
+}
+
+void Context::leave_trace(TensorImpl& impl) {
+  impl.type = trace_.node(impl.node).type;
+  impl.node = kNoNode;
 }
 
 void Context::forget(TensorImpl* impl) {
@@ -93,16 +84,15 @@ Status Context::wait() {
 }
 
 Tensor Context::error_tensor(Error error) {
-  auto impl = std::make_shared<TensorImpl>();
+  boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
   impl->context = this;
   impl->error = std::make_shared<const Error>(std::move(error));
   return Tensor(std::move(impl));
 }
 
 Tensor Context::make_pending(NodeId node) {
-  auto impl = std::make_shared<TensorImpl>();
+  boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
   impl->context = this;
-  impl->type = trace_.node(node).type;
   impl->node = node;
   impl->pending_index = pending_.size();
   pending_.push_back(impl.get());
@@ -114,7 +104,7 @@ Tensor Context::from_buffer(TensorType type, BufferPtr data) {
     return error_tensor(make_error("from_buffer: " + problem));
   if (!data || data->bytes() != type.bytes())
     return error_tensor(make_error(fmt::format("from_buffer: buffer does not hold {}", to_string(type))));
-  auto impl = std::make_shared<TensorImpl>();
+  boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
   impl->context = this;
   impl->type = std::move(type);
   impl->data = std::move(data);
@@ -203,20 +193,22 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
     NodeId kept = trace_.reuse(OpId::Parameter, {}, attrs, &impl->type);
     impl->parameter_node = kept != kNoNode ? kept : trace_.add(OpId::Parameter, impl->type, {}, attrs);
     impl->parameter_epoch = epoch_;
-    parameters_.push_back(operand.shared_impl());
+    parameters_.push_back(operand);
   }
   return impl->parameter_node;
 }
 
 Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs, const TensorType* declared) {
   Operands ids;
-  boost::container::small_vector<const TensorType*, 3> types;
   for (const Tensor* operand : operands) {
     auto id = node_for(*operand);
     if (!id) return error_tensor(id.error());
     ids.push_back(*id);
-    types.push_back(&operand->type());
   }
+  // Only now: a pending operand's type lies in the trace, which node_for
+  // may have grown (and moved) for a later operand's parameter.
+  boost::container::small_vector<const TensorType*, 3> types;
+  for (const Tensor* operand : operands) types.push_back(&operand->type());
   auto node = append(op, std::span(types.data(), types.size()), std::move(ids), std::move(attrs), declared);
   if (!node) return error_tensor(node.error());
   return make_pending(*node);
@@ -308,7 +300,7 @@ Status Context::run_roots(const Roots& roots) {
   }
   boost::container::small_vector<const DeviceBuffer*, 8> parameters;
   for (int64_t ordinal : compiled->source_ordinals) {
-    TensorImpl& input = *parameters_[ordinal];
+    TensorImpl& input = *parameters_[ordinal].impl();
     if (!input.device) {  // host data entering the backend: once per tensor
       auto uploaded = engine.backend().upload(input.type, input.data, engine.options().device);
       if (!uploaded) return uploaded.error();
@@ -323,7 +315,7 @@ Status Context::run_roots(const Roots& roots) {
   for (TensorImpl* impl : pending_) {
     auto root = std::lower_bound(roots.nodes.begin(), roots.nodes.end(), impl->node);
     impl->device = (*outputs)[root - roots.nodes.begin()];
-    impl->node = kNoNode;
+    leave_trace(*impl);
   }
   pending_.clear();
   return {};
@@ -338,7 +330,7 @@ void Context::discard_pending() {
 }
 
 void Context::reset_trace() {
-  for (TensorImpl* impl : pending_) impl->node = kNoNode;
+  for (TensorImpl* impl : pending_) leave_trace(*impl);
   pending_.clear();
   trace_.clear();
   parameters_.clear();

@@ -22,8 +22,9 @@
 #include "scheduler.h"
 
 // Version of the C++ interface a pass plugin compiles against (PassInfo,
-// FusionStrategyInfo, Module, ...): raised on any change to it.
-#define LAZYLAB_PASS_PLUGIN_API_VERSION 2u
+// FusionStrategyInfo, Module, ...): raised on any change to it. 3: Graph
+// keeps the last trace's nodes for reuse (its layout and nodes() changed).
+#define LAZYLAB_PASS_PLUGIN_API_VERSION 3u
 #define LAZYLAB_PASS_PLUGIN_ENTRY "lazylab_pass_plugin_info"
 #define LAZYLAB_PLUGIN_EXPORT __attribute__((visibility("default")))
 

@@ -1,7 +1,8 @@
 // The lazy tensor API. Every op appends a node to the context's pending
 // trace (hashed in O(1)); nothing runs until a sync point: Context::sync(),
 // mark_step(), or a host read (Tensor::to_vector). Tensors must not outlive
-// their Context.
+// their Context, and a Context and its tensors belong to one thread at a
+// time (their handle counts are not atomic).
 //
 // Errors are values here too: an op on bad operands (shape mismatch, wrong
 // dtype) returns a tensor that carries the error; ops on it propagate it, and
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <boost/smart_ptr/intrusive_ptr.hpp>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -27,7 +29,39 @@
 namespace lazylab {
 
 class Context;
-struct TensorImpl;
+
+// What a Tensor handle points to; bookkeeping for Context, not for users.
+// Its handle count is a plain integer, not an atomic one: a Context and its
+// tensors belong to one thread at a time, and an atomic count changed on
+// every traced op was a measurable part of tracing cost.
+struct TensorImpl {
+  // User-provided, so allocation runs the initialisers below instead of
+  // zero-filling the object first: a measurable part of tracing cost.
+  TensorImpl() {}
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  ~TensorImpl();
+
+  uint32_t handles = 0;
+  Context* context = nullptr;
+  // While the tensor is pending its type is its node's, and is only copied
+  // here when it leaves the trace: a copy per traced op was measurable.
+  TensorType type;
+  NodeId node = kNoNode;  // pending node in the current trace
+  size_t pending_index = 0;
+  BufferPtr data;          // the value on the host, when it has been there
+  DeviceBufferPtr device;  // the value in the engine's backend, when it has been there
+  std::shared_ptr<const Error> error;
+  // The parameter node standing for `data` in the current trace, so x+x
+  // uses one parameter and x+y two.
+  NodeId parameter_node = kNoNode;
+  uint64_t parameter_epoch = 0;
+};
+
+inline void intrusive_ptr_add_ref(TensorImpl* impl) noexcept { ++impl->handles; }
+inline void intrusive_ptr_release(TensorImpl* impl) noexcept {
+  if (--impl->handles == 0) delete impl;
+}
 
 template <class T>
 constexpr DType dtype_of();
@@ -55,7 +89,7 @@ constexpr DType dtype_of<uint8_t>() {
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Tensor(boost::intrusive_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   bool ok() const;
   const Error* error() const;  // null when ok
@@ -73,10 +107,9 @@ class Tensor {
   Expected<std::vector<T>> to_vector() const;
 
   TensorImpl* impl() const { return impl_.get(); }
-  const std::shared_ptr<TensorImpl>& shared_impl() const { return impl_; }
 
  private:
-  std::shared_ptr<TensorImpl> impl_;
+  boost::intrusive_ptr<TensorImpl> impl_;
 };
 
 class Context {
@@ -134,7 +167,9 @@ class Context {
 
  private:
   struct Roots;
+  friend class Tensor;  // a pending tensor's type is its node's
   Expected<NodeId> node_for(const Tensor& operand);
+  void leave_trace(TensorImpl& impl);
   Tensor make_pending(NodeId node);
   Expected<NodeId> append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
                           const TensorType* declared);
@@ -151,7 +186,7 @@ class Context {
   std::vector<TensorImpl*> pending_;
   // This trace's splat constants, so `x * 0.99` in a loop adds one node.
   std::array<NodeId, 64> recent_constants_{};
-  std::vector<std::shared_ptr<TensorImpl>> parameters_;  // by trace ordinal
+  std::vector<Tensor> parameters_;  // by trace ordinal
 };
 
 template <class T>

@@ -82,6 +82,32 @@ TEST_CASE("sync computes every live pending tensor in one graph") {
   CHECK(s.ctx.metrics().traces == 1);
 }
 
+// A pending tensor's type is its node's: an op must read its operands'
+// types only after the trace has grown for all of them (a new parameter for
+// a later operand may move the nodes), and a tensor that leaves the trace
+// takes its type along. The trace's first growth lands on a parameter with
+// one leading op or the other (ASan sees a stale read).
+TEST_CASE("a pending tensor's type survives the trace growing under it and the trace ending") {
+  for (int leading_ops : {0, 1}) {
+    CAPTURE(leading_ops);
+    Session s;
+    Tensor acc = s.ctx.from_vector<float>({1, 2, 3}, {3});
+    for (int i = 0; i < leading_ops; ++i) acc = relu(acc);
+    Tensor first = acc + 0.5;
+    for (int i = 0; i < 1500; ++i) acc = acc + s.ctx.from_vector<float>({1, 0, -1}, {3});
+    REQUIRE(acc.ok());
+    CHECK(acc.shape() == Dims{3});
+    Tensor doubled = first * 2.0;
+    check_close(values(acc), {1501, 2, -1497});
+    CHECK(first.shape() == Dims{3});
+    CHECK(doubled.shape() == Dims{3});  // computed too: it was live at the sync
+    Tensor dropped = acc - 1.0;
+    s.ctx.discard_pending();
+    CHECK(dropped.shape() == Dims{3});
+    CHECK_FALSE(dropped.ok());
+  }
+}
+
 TEST_CASE("x += y rebinds; the IR stays functional") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
