@@ -90,7 +90,14 @@ Tensor Context::error_tensor(Error error) {
   return Tensor(std::move(impl));
 }
 
-Tensor Context::make_pending(NodeId node) {
+Tensor Context::make_pending(NodeId node, std::span<Tensor* const> spares) {
+  for (Tensor* spare : spares) {
+    TensorImpl* given = spare->impl();
+    if (given && given->handles == 1 && given->node != kNoNode && given->context == this) {
+      given->node = node;  // its old node stays in the trace, an operand
+      return std::move(*spare);
+    }
+  }
   boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
   impl->context = this;
   impl->node = node;
@@ -151,7 +158,8 @@ Tensor Context::full(double value, TensorType type) {
   return make_pending(*node);
 }
 
-Tensor Context::record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first) {
+Tensor Context::record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first,
+                                   std::span<Tensor* const> spares) {
   auto x_node = node_for(x);
   if (!x_node) return error_tensor(x_node.error());
   auto constant = constant_node(value, x.type());
@@ -160,7 +168,7 @@ Tensor Context::record_with_scalar(OpId op, const Tensor& x, double value, bool 
   Operands ids = scalar_first ? Operands{*constant, *x_node} : Operands{*x_node, *constant};
   auto node = append(op, types, std::move(ids), {}, nullptr);
   if (!node) return error_tensor(node.error());
-  return make_pending(*node);
+  return make_pending(*node, spares);
 }
 
 Tensor Context::dynamic_scalar(double value, DType dtype) {
@@ -198,7 +206,8 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   return impl->parameter_node;
 }
 
-Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs, const TensorType* declared) {
+Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs, const TensorType* declared,
+                       std::span<Tensor* const> spares) {
   Operands ids;
   for (const Tensor* operand : operands) {
     auto id = node_for(*operand);
@@ -211,7 +220,7 @@ Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs a
   for (const Tensor* operand : operands) types.push_back(&operand->type());
   auto node = append(op, std::span(types.data(), types.size()), std::move(ids), std::move(attrs), declared);
   if (!node) return error_tensor(node.error());
-  return make_pending(*node);
+  return make_pending(*node, spares);
 }
 
 Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,

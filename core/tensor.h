@@ -153,12 +153,15 @@ class Context {
   Metrics& metrics() { return *metrics_; }
   size_t pending_nodes() const { return trace_.size(); }
 
-  // Appends `op` to the trace; used by the ops in tensor_ops.h.
+  // Appends `op` to the trace; used by the ops in tensor_ops.h. A spare is
+  // a handle the caller gives up (an operand taken by value): the first
+  // whose tensor is pending and has no other handle becomes the result's.
   Tensor record(OpId op, std::span<const Tensor* const> operands, Attrs attrs = {},
-                const TensorType* declared = nullptr);
+                const TensorType* declared = nullptr, std::span<Tensor* const> spares = {});
   Tensor record(OpId op, std::span<const Tensor> operands, Attrs attrs = {}, const TensorType* declared = nullptr);
   // `op` of x and a splat of `value` in x's type (first when scalar_first).
-  Tensor record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first);
+  Tensor record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first,
+                            std::span<Tensor* const> spares = {});
   Tensor error_tensor(Error error);
 
   // Bookkeeping for TensorImpl; not for users.
@@ -170,7 +173,7 @@ class Context {
   friend class Tensor;  // a pending tensor's type is its node's
   Expected<NodeId> node_for(const Tensor& operand);
   void leave_trace(TensorImpl& impl);
-  Tensor make_pending(NodeId node);
+  Tensor make_pending(NodeId node, std::span<Tensor* const> spares = {});
   Expected<NodeId> append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
                           const TensorType* declared);
   Expected<NodeId> constant_node(double value, const TensorType& type);

@@ -7,9 +7,10 @@
 namespace lazylab {
 namespace {
 
-Tensor with_scalar(OpId op, const Tensor& x, double value, bool scalar_first) {
+Tensor with_scalar(OpId op, Tensor& x, double value, bool scalar_first) {
   if (!x.ok()) return x;
-  return x.context().record_with_scalar(op, x, value, scalar_first);
+  Tensor* spares[] = {&x};
+  return x.context().record_with_scalar(op, x, value, scalar_first, spares);
 }
 
 Tensor first_error(std::initializer_list<const Tensor*> tensors) {
@@ -18,16 +19,19 @@ Tensor first_error(std::initializer_list<const Tensor*> tensors) {
   return {};
 }
 
-Tensor unary(OpId op, const Tensor& x) {
+Tensor unary(OpId op, Tensor& x) {
   if (!x.ok()) return x;
-  return x.context().record(op, std::span(&x, 1));
+  const Tensor* operands[] = {&x};
+  Tensor* spares[] = {&x};
+  return x.context().record(op, operands, {}, nullptr, spares);
 }
 
-Tensor binary(OpId op, const Tensor& a, const Tensor& b) {
+Tensor binary(OpId op, Tensor& a, Tensor& b) {
   if (!a.ok() || !b.ok()) return first_error({&a, &b});
   if (a.shape() == b.shape()) {  // the common case: no broadcast nodes, no copies
     const Tensor* operands[] = {&a, &b};
-    return a.context().record(op, operands);
+    Tensor* spares[] = {&a, &b};
+    return a.context().record(op, operands, {}, nullptr, spares);
   }
   auto shape = broadcast_shapes(a.shape(), b.shape());
   if (!shape) return a.context().error_tensor(make_error(fmt::format("{}: {}", op_name(op), shape.error().message)));
@@ -83,17 +87,17 @@ Expected<Dims> broadcast_shapes(const Dims& a, const Dims& b) {
   return out;
 }
 
-Tensor neg(const Tensor& x) { return unary(OpId::Neg, x); }
-Tensor abs(const Tensor& x) { return unary(OpId::Abs, x); }
-Tensor exp(const Tensor& x) { return unary(OpId::Exp, x); }
-Tensor log(const Tensor& x) { return unary(OpId::Log, x); }
-Tensor sqrt(const Tensor& x) { return unary(OpId::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(OpId::Rsqrt, x); }
-Tensor tanh(const Tensor& x) { return unary(OpId::Tanh, x); }
-Tensor erf(const Tensor& x) { return unary(OpId::Erf, x); }
-Tensor sigmoid(const Tensor& x) { return unary(OpId::Sigmoid, x); }
-Tensor relu(const Tensor& x) { return unary(OpId::Relu, x); }
-Tensor gelu(const Tensor& x) { return unary(OpId::Gelu, x); }
+Tensor neg(Tensor x) { return unary(OpId::Neg, x); }
+Tensor abs(Tensor x) { return unary(OpId::Abs, x); }
+Tensor exp(Tensor x) { return unary(OpId::Exp, x); }
+Tensor log(Tensor x) { return unary(OpId::Log, x); }
+Tensor sqrt(Tensor x) { return unary(OpId::Sqrt, x); }
+Tensor rsqrt(Tensor x) { return unary(OpId::Rsqrt, x); }
+Tensor tanh(Tensor x) { return unary(OpId::Tanh, x); }
+Tensor erf(Tensor x) { return unary(OpId::Erf, x); }
+Tensor sigmoid(Tensor x) { return unary(OpId::Sigmoid, x); }
+Tensor relu(Tensor x) { return unary(OpId::Relu, x); }
+Tensor gelu(Tensor x) { return unary(OpId::Gelu, x); }
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (!x.ok()) return x;
@@ -101,19 +105,19 @@ Tensor cast(const Tensor& x, DType dtype) {
   return x.context().record(OpId::Cast, std::span(&x, 1), {}, &type);
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(OpId::Add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpId::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpId::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(OpId::Div, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpId::Pow, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpId::Max, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpId::Min, a, b); }
-Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpId::Eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpId::Ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary(OpId::Lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary(OpId::Le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary(OpId::Gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary(OpId::Ge, a, b); }
+Tensor add(Tensor a, Tensor b) { return binary(OpId::Add, a, b); }
+Tensor sub(Tensor a, Tensor b) { return binary(OpId::Sub, a, b); }
+Tensor mul(Tensor a, Tensor b) { return binary(OpId::Mul, a, b); }
+Tensor div(Tensor a, Tensor b) { return binary(OpId::Div, a, b); }
+Tensor pow(Tensor a, Tensor b) { return binary(OpId::Pow, a, b); }
+Tensor maximum(Tensor a, Tensor b) { return binary(OpId::Max, a, b); }
+Tensor minimum(Tensor a, Tensor b) { return binary(OpId::Min, a, b); }
+Tensor eq(Tensor a, Tensor b) { return binary(OpId::Eq, a, b); }
+Tensor ne(Tensor a, Tensor b) { return binary(OpId::Ne, a, b); }
+Tensor lt(Tensor a, Tensor b) { return binary(OpId::Lt, a, b); }
+Tensor le(Tensor a, Tensor b) { return binary(OpId::Le, a, b); }
+Tensor gt(Tensor a, Tensor b) { return binary(OpId::Gt, a, b); }
+Tensor ge(Tensor a, Tensor b) { return binary(OpId::Ge, a, b); }
 
 Tensor where(const Tensor& predicate, const Tensor& a, const Tensor& b) {
   if (!predicate.ok() || !a.ok() || !b.ok()) return first_error({&predicate, &a, &b});
@@ -285,18 +289,18 @@ Tensor full_like(const Tensor& x, double value) {
   return x.context().full(value, x.type());
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, double b) { return with_scalar(OpId::Add, a, b, false); }
-Tensor operator-(const Tensor& a, double b) { return with_scalar(OpId::Sub, a, b, false); }
-Tensor operator*(const Tensor& a, double b) { return with_scalar(OpId::Mul, a, b, false); }
-Tensor operator/(const Tensor& a, double b) { return with_scalar(OpId::Div, a, b, false); }
-Tensor operator+(double a, const Tensor& b) { return with_scalar(OpId::Add, b, a, true); }
-Tensor operator-(double a, const Tensor& b) { return with_scalar(OpId::Sub, b, a, true); }
-Tensor operator*(double a, const Tensor& b) { return with_scalar(OpId::Mul, b, a, true); }
-Tensor operator/(double a, const Tensor& b) { return with_scalar(OpId::Div, b, a, true); }
+Tensor operator+(Tensor a, Tensor b) { return add(std::move(a), std::move(b)); }
+Tensor operator-(Tensor a, Tensor b) { return sub(std::move(a), std::move(b)); }
+Tensor operator*(Tensor a, Tensor b) { return mul(std::move(a), std::move(b)); }
+Tensor operator/(Tensor a, Tensor b) { return div(std::move(a), std::move(b)); }
+Tensor operator-(Tensor x) { return neg(std::move(x)); }
+Tensor operator+(Tensor a, double b) { return with_scalar(OpId::Add, a, b, false); }
+Tensor operator-(Tensor a, double b) { return with_scalar(OpId::Sub, a, b, false); }
+Tensor operator*(Tensor a, double b) { return with_scalar(OpId::Mul, a, b, false); }
+Tensor operator/(Tensor a, double b) { return with_scalar(OpId::Div, a, b, false); }
+Tensor operator+(double a, Tensor b) { return with_scalar(OpId::Add, b, a, true); }
+Tensor operator-(double a, Tensor b) { return with_scalar(OpId::Sub, b, a, true); }
+Tensor operator*(double a, Tensor b) { return with_scalar(OpId::Mul, b, a, true); }
+Tensor operator/(double a, Tensor b) { return with_scalar(OpId::Div, b, a, true); }
 
 }  // namespace lazylab

@@ -10,31 +10,34 @@
 
 namespace lazylab {
 
-// Elementwise.
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+// Elementwise. These take their operands by value: a pending operand handed
+// over (a temporary, or std::move'd) whose handle is its tensor's only one
+// gives that tensor to the result instead of a new one being made, so
+// `relu((x + 1) * 0.99)` makes one tensor where it would make three.
+Tensor neg(Tensor x);
+Tensor abs(Tensor x);
+Tensor exp(Tensor x);
+Tensor log(Tensor x);
+Tensor sqrt(Tensor x);
+Tensor rsqrt(Tensor x);
+Tensor tanh(Tensor x);
+Tensor erf(Tensor x);
+Tensor sigmoid(Tensor x);
+Tensor relu(Tensor x);
 Tensor cast(const Tensor& x, DType dtype);
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
+Tensor add(Tensor a, Tensor b);
+Tensor sub(Tensor a, Tensor b);
+Tensor mul(Tensor a, Tensor b);
+Tensor div(Tensor a, Tensor b);
+Tensor pow(Tensor a, Tensor b);
+Tensor maximum(Tensor a, Tensor b);
+Tensor minimum(Tensor a, Tensor b);
+Tensor eq(Tensor a, Tensor b);
+Tensor ne(Tensor a, Tensor b);
+Tensor lt(Tensor a, Tensor b);
+Tensor le(Tensor a, Tensor b);
+Tensor gt(Tensor a, Tensor b);
+Tensor ge(Tensor a, Tensor b);
 Tensor where(const Tensor& predicate, const Tensor& a, const Tensor& b);
 
 // Layout.
@@ -78,29 +81,29 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // Composites (the decompose pass turns them into primitives).
 Tensor softmax(const Tensor& x, int64_t axis = -1);
 Tensor layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-Tensor gelu(const Tensor& x);
+Tensor gelu(Tensor x);
 
 // A splat of `value` with x's dtype and shape.
 Tensor full_like(const Tensor& x, double value);
 
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& x);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+Tensor operator+(Tensor a, Tensor b);
+Tensor operator-(Tensor a, Tensor b);
+Tensor operator*(Tensor a, Tensor b);
+Tensor operator/(Tensor a, Tensor b);
+Tensor operator-(Tensor x);
+Tensor operator+(Tensor a, double b);
+Tensor operator-(Tensor a, double b);
+Tensor operator*(Tensor a, double b);
+Tensor operator/(Tensor a, double b);
+Tensor operator+(double a, Tensor b);
+Tensor operator-(double a, Tensor b);
+Tensor operator*(double a, Tensor b);
+Tensor operator/(double a, Tensor b);
 // Rebinds: the IR stays functional.
-inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = a + b; }
-inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a = a - b; }
-inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a = a * b; }
-inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a = a / b; }
+inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = std::move(a) + b; }
+inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a = std::move(a) - b; }
+inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a = std::move(a) * b; }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a = std::move(a) / b; }
 
 // NumPy's broadcast of two shapes, or an error naming both.
 Expected<Dims> broadcast_shapes(const Dims& a, const Dims& b);

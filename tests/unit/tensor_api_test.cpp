@@ -108,6 +108,31 @@ TEST_CASE("a pending tensor's type survives the trace growing under it and the t
   }
 }
 
+// An operand handed over by value gives its tensor to the result only when
+// no other handle sees it: a shared one keeps its own value.
+TEST_CASE("an elementwise op takes over a temporary operand's tensor, never a shared one") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
+  Tensor shifted = x + 1.0;
+  Tensor alias = shifted;
+  TensorImpl* shared = shifted.impl();
+  Tensor doubled = std::move(alias) * 2.0;
+  CHECK(doubled.impl() != shared);
+  Tensor temporary = x * 3.0;
+  TensorImpl* given = temporary.impl();
+  Tensor chained = relu(std::move(temporary) - 4.0);
+  CHECK(chained.impl() == given);
+  Tensor both = (x + 0.5) * (x - 0.5);
+  Tensor accumulated = x;
+  accumulated += both;
+  check_close(values(shifted), {2, 3});
+  check_close(values(doubled), {4, 6});
+  check_close(values(chained), {0, 2});
+  check_close(values(both), {0.75f, 3.75f});
+  check_close(values(accumulated), {1.75f, 5.75f});
+  check_close(values(x), {1, 2});
+}
+
 TEST_CASE("x += y rebinds; the IR stays functional") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
