@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 #include "lazylab/op_formulas.hpp"
@@ -28,6 +29,14 @@ inline constexpr int kLanes = 4;
 #endif
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 using Mask = int __attribute__((vector_size(kLanes * sizeof(float))));
+
+// Vectors from and to float arrays of any alignment.
+inline Vec load_vector(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_vector(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
 // max and min propagate NaN, as the reference defines them: x + y is NaN
 // when either is.
@@ -174,25 +183,28 @@ struct VectorMath : ArithmeticMath<Vec, Mask> {
 };
 
 // Which formulas call out of line (SLEEF, libm): a register run keeps its
-// strip in registers only across inline arithmetic. Found by evaluating the
-// formula on this probe, so no list of ops is kept here.
+// strip in registers only across inline arithmetic; and which go beyond add,
+// mul and their kin, too costly to compute twice rather than store once.
+// Found by evaluating the formula on this probe, so no list of ops is kept
+// here.
 struct CallProbe {
   using Value = int;
   using Predicate = int;
   bool calls = false;
+  bool costly = false;
   int constant(double) { return 0; }
   int neg(int) { return 0; }
   int abs(int) { return 0; }
-  int sqrt(int) { return 0; }
-  int exp(int) { return calls = calls || !kExpInline, 0; }
-  int log(int) { return calls = true, 0; }
-  int tanh(int) { return calls = true, 0; }
-  int erf(int) { return calls = true, 0; }
-  int pow(int, int) { return calls = true, 0; }
+  int sqrt(int) { return costly = true, 0; }
+  int exp(int) { return costly = true, calls = calls || !kExpInline, 0; }
+  int log(int) { return costly = calls = true, 0; }
+  int tanh(int) { return costly = calls = true, 0; }
+  int erf(int) { return costly = calls = true, 0; }
+  int pow(int, int) { return costly = calls = true, 0; }
   int add(int, int) { return 0; }
   int sub(int, int) { return 0; }
   int mul(int, int) { return 0; }
-  int div(int, int) { return 0; }
+  int div(int, int) { return costly = true, 0; }
   int max(int, int) { return 0; }
   int min(int, int) { return 0; }
   int eq(int, int) { return 0; }
@@ -205,11 +217,14 @@ struct CallProbe {
   int from_predicate(int) { return 0; }
 };
 
-inline bool formula_calls_out(uint32_t op) {
+inline CallProbe probe_formula(uint32_t op) {
   CallProbe probe;
   int out = 0;
   if (!formulas::unary(probe, op, 0, out)) formulas::binary(probe, op, 0, 0, out);
-  return probe.calls;
+  return probe;
 }
+
+inline bool formula_calls_out(uint32_t op) { return probe_formula(op).calls; }
+inline bool formula_is_cheap(uint32_t op) { return !probe_formula(op).costly; }
 
 }  // namespace lazylab::cpu

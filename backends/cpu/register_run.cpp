@@ -100,7 +100,7 @@ template <int R, class T>
 // strip through memory, 12% slower on softmax.)
 template <int R, class T>
 inline void run_strip(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others,
-                      int64_t at, T* total) {
+                      int64_t at, T* total, bool streams = false) {
   constexpr int lanes = sizeof(T) / sizeof(float);
   T v[R];
   _Pragma("GCC unroll 16") for (int j = 0; j < R; ++j) v[j] = load<T>(in + at + j * lanes);
@@ -109,7 +109,13 @@ inline void run_strip(float* out, const float* in, const std::vector<RunStep>& s
     if (other.ptr) other.ptr += at;
     apply(v, steps[s], other);
   }
-  _Pragma("GCC unroll 16") for (int j = 0; j < R; ++j) store(out + at + j * lanes, v[j]);
+  if constexpr (!std::is_same_v<T, float>) {
+    if (streams) {
+      _Pragma("GCC unroll 16") for (int j = 0; j < R; ++j) stream_vector(out + at + j * lanes, v[j]);
+      out = nullptr;
+    }
+  }
+  if (out) _Pragma("GCC unroll 16") for (int j = 0; j < R; ++j) store(out + at + j * lanes, v[j]);
   if (total) {
     T strip = v[0];
     _Pragma("GCC unroll 16") for (int j = 1; j < R; ++j) strip += v[j];
@@ -131,7 +137,8 @@ bool run_supports(uint32_t op) {
 }
 
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n,
-                 float* sum, OverlappedTraffic* traffic) {
+                 float* sum, OverlappedTraffic* traffic, bool streams) {
+  streams = streams && out && reinterpret_cast<uintptr_t>(out) % sizeof(Vec) == 0;
   Vec vector_total{};
   float tail_total = 0;
   Vec* vectors = sum ? &vector_total : nullptr;
@@ -140,7 +147,7 @@ void execute_run(float* out, const float* in, const std::vector<RunStep>& steps,
   int64_t at = 0;
   for (; at + kStrip <= n; at += kStrip, --strips_left) {
     if (traffic) traffic->before_strip(strips_left);
-    run_strip<kRegisters, Vec>(out, in, steps, others, at, vectors);
+    run_strip<kRegisters, Vec>(out, in, steps, others, at, vectors, streams);
   }
   if (traffic) traffic->finish();  // a run shorter than a strip
   for (; at + kLanes <= n; at += kLanes) run_strip<1, Vec>(out, in, steps, others, at, vectors);

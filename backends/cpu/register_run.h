@@ -28,12 +28,14 @@ struct RunOperand {
 // Whether a run can hold this op, one of those the row loops run.
 bool run_supports(uint32_t op);
 
-// out[i] = steps applied in order to in[i], for i < n. out may alias in.
+// out[i] = steps applied in order to in[i], for i < n. out may alias in, or
+// be null where only the sum is wanted.
 // With `sum`, also *sum = the sum of out[0 .. n) (in another order than one
 // by one), taken from the registers: a row's reduce_sum of the run's result
 // costs no pass of its own. With `traffic`, carries it out evenly over the
-// run's strips, while the run computes, and finishes it.
+// run's strips, while the run computes, and finishes it. With `streams`,
+// stores the strips with non-temporal stores (where `out` is vector-aligned).
 void execute_run(float* out, const float* in, const std::vector<RunStep>& steps, const RunOperand* others, int64_t n,
-                 float* sum = nullptr, OverlappedTraffic* traffic = nullptr);
+                 float* sum = nullptr, OverlappedTraffic* traffic = nullptr, bool streams = false);
 
 }  // namespace lazylab::cpu

@@ -13,6 +13,7 @@
 #include "parallel.h"
 #include "register_run.h"
 #include "row_reductions.h"
+#include "scalar_division.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -46,6 +47,8 @@ struct RunInstr {
   std::vector<RunStep> steps;
   std::vector<Slot> others;
   std::optional<Slot> sum_out;  // where the row's sum of the run's result goes (a reduce_sum folded in)
+  bool sum_is_mean = false;     // ... or its mean (a reduce_mean)
+  bool stores = true;           // false: only the sum is read (layernorm's squares)
 };
 
 // An operand as the loops see it: a pointer, or a scalar for the segment.
@@ -80,9 +83,7 @@ struct Operand {
   float scalar;
   Vec vector(int64_t i) const {
     if constexpr (Elements) {
-      Vec v;
-      std::memcpy(&v, ptr + i, sizeof v);
-      return v;
+      return load_vector(ptr + i);
     } else {
       return VectorMath::constant(scalar);
     }
@@ -94,8 +95,6 @@ struct Operand {
       return scalar;
   }
 };
-
-inline void store_vector(float* out, Vec v) { std::memcpy(out, &v, sizeof v); }
 
 // out[i] = Op(a[i], b[i]): the op's formula on SIMD vectors, then on floats
 // for the tail.
@@ -148,41 +147,9 @@ void unary_loop(float* out, View a, int64_t n) {
 constexpr bool is_unary_formula(uint32_t op) { return formulas::has_formula(op) && ops::row(op).arity == 1; }
 constexpr bool is_binary_formula(uint32_t op) { return formulas::has_formula(op) && ops::row(op).arity == 2; }
 
-// a[i] / divisor as a product with the reciprocal plus one correction
-// (Markstein: q + (a - q d) / d, the remainder exact by FMA), which rounds
-// as the division does wherever the quotient is a normal number: one
-// division a row (softmax's normalisation) instead of one a vector, which
-// bounded that loop.
-void divide_by_scalar(float* out, const float* a, float divisor, int64_t n) {
-  float reciprocal = 1.0f / divisor;
-  VectorMath math;
-  Vec r = math.constant(reciprocal), d = math.constant(divisor);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    Vec x = Operand<true>{a, 0}.vector(i);
-    Vec q = x * r;
-    Vec remainder = math.fma(-q, d, x);
-    // No remainder: q is exact (and keeps a zero's sign); a NaN one: x is
-    // infinite, and so is q.
-    Mask exact = (remainder == 0) | (remainder != remainder);
-    store_vector(out + i, exact ? q : math.fma(remainder, r, q));
-  }
-  for (; i < n; ++i) {
-    float q = a[i] * reciprocal;
-    float remainder = std::fma(-q, divisor, a[i]);
-    out[i] = remainder == 0 || remainder != remainder ? q : std::fma(remainder, reciprocal, q);
-  }
-}
-
-// Where the product with the reciprocal cannot overflow (|divisor| >= 1)
-// nor lose bits to a subnormal reciprocal.
-bool divides_by_product(View a, View b) {
-  float reciprocal = 1.0f / b.scalar;
-  return a.ptr && !b.ptr && std::isnormal(b.scalar) && std::isnormal(reciprocal) && std::fabs(b.scalar) >= 1.0f;
-}
-
 void binary(uint32_t op, float* out, View a, View b, int64_t n) {
-  if (op == LAZYLAB_OP_Div && divides_by_product(a, b)) return divide_by_scalar(out, a.ptr, b.scalar, n);
+  if (op == LAZYLAB_OP_Div && a.ptr && !b.ptr && divides_by_product(b.scalar))
+    return divide_each(out, a.ptr, b.scalar, n, 0, store_vector);
   formulas::with_formula_op(op, [&](auto constant) {
     if constexpr (is_binary_formula(constant.value)) binary_loop<constant.value>(out, a, b, n);
   });
@@ -228,6 +195,11 @@ class RowPlan : public RowKernelPlan {
   // The one streamed output, not read again in the kernel, is copied out
   // while the next segment's run computes.
   bool defers_stream = false;
+  // That output is a local buffer divided by a per-row value, and the
+  // deferred copy divides: the local buffers then come in two sets, a
+  // segment's in the set of its parity, so the next segment's run does not
+  // overwrite what is being copied.
+  bool defers_division = false;
   std::vector<uint32_t> row_inputs;  // values read in full from memory
 
   int64_t segment_input_lines() const {
@@ -295,14 +267,14 @@ class RowPlan : public RowKernelPlan {
   }
 
   void prepare(Scratch& scratch) const {
-    scratch.buffers.resize(static_cast<size_t>(num_buffers) * segment_);
+    scratch.buffers.resize(static_cast<size_t>(local_sets() * num_buffers) * segment_);
     for (std::vector<float>& buffer : scratch.stream) buffer.resize(streams ? segment_ : 0);
     scratch.per_row.resize(num_per_row);
     scratch.run_operands.resize(longest_run);
   }
 
   void run_registers(const Instr& in, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0, int64_t len,
-                     float* out) const {
+                     float* out, bool streams = false) const {
     const RunInstr& run = runs[in.run];
     for (size_t s = 0; s < run.steps.size(); ++s) {
       RunStep::Other kind = run.steps[s].other;
@@ -312,9 +284,10 @@ class RowPlan : public RowKernelPlan {
     }
     View input = view(in.a, memory, scratch, row, c0);
     float sum = 0;
-    execute_run(out, input.ptr, run.steps, scratch.run_operands.data(), len, run.sum_out ? &sum : nullptr,
-                overlaps_traffic ? &scratch.traffic : nullptr);
-    if (run.sum_out) row_out(*run.sum_out, memory, scratch, row) = sum;
+    execute_run(run.stores ? out : nullptr, input.ptr, run.steps, scratch.run_operands.data(), len,
+                run.sum_out ? &sum : nullptr, overlaps_traffic ? &scratch.traffic : nullptr, streams);
+    if (run.sum_out)
+      row_out(*run.sum_out, memory, scratch, row) = run.sum_is_mean ? sum / static_cast<float>(len) : sum;
   }
 
   View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
@@ -336,14 +309,21 @@ class RowPlan : public RowKernelPlan {
       case Slot::Suffix: return {memory.f32(slot.value) + (row * cols_ + c0) % slot.period, 0};
       case Slot::Scalar: return {nullptr, memory.f32(slot.value)[0]};
       case Slot::Full:
-        if (slot.where == Slot::Local) return {scratch.buffers.data() + slot.local * segment_, 0};
+        if (slot.where == Slot::Local) return {local_buffer(scratch, slot.local, row, c0), 0};
         return {memory.f32(slot.value) + row * cols_ + c0, 0};
     }
     return {};
   }
 
+  int local_sets() const { return defers_division ? 2 : 1; }
+
+  float* local_buffer(Scratch& scratch, int local, int64_t row, int64_t c0) const {
+    int64_t set = defers_division ? (row * segments_per_row_ + c0 / segment_) % 2 : 0;
+    return scratch.buffers.data() + (set * num_buffers + local) * segment_;
+  }
+
   float* full_out(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
-    if (slot.where == Slot::Local) return scratch.buffers.data() + slot.local * segment_;
+    if (slot.where == Slot::Local) return local_buffer(scratch, slot.local, row, c0);
     return memory.f32(slot.value) + row * cols_ + c0;
   }
 
@@ -358,6 +338,17 @@ class RowPlan : public RowKernelPlan {
     for (const Instr& in : instrs) {
       bool full = in.out.kind == Slot::Full;
       bool streamed = stream && in.leaves_program;
+      if (streamed && defers_division && &in == &instrs.back()) {
+        View quotient_of = view(in.a, memory, scratch, row, c0), divisor = view(in.b, memory, scratch, row, c0);
+        scratch.traffic.stream.start(full_out(in.out, memory, scratch, row, c0), quotient_of.ptr, len, divisor.scalar);
+        continue;
+      }
+      // A run's stores go past the caches themselves, spread over its strips
+      // (layernorm 12-13% faster than through a buffer copied out later).
+      if (streamed && in.kind == InstrKind::Run) {
+        run_registers(in, memory, scratch, row, c0, len, full_out(in.out, memory, scratch, row, c0), true);
+        continue;
+      }
       float* out = streamed ? scratch.stream[segment % 2].data()
                    : full   ? full_out(in.out, memory, scratch, row, c0)
                             : nullptr;
@@ -436,17 +427,34 @@ bool can_join_run(const Instr& in) {
   return run_supports(in.op);
 }
 
-// Whether the local buffer `written` by instrs[at] is read after instrs[at + 1]
-// before something writes it again.
-bool read_after_next(const std::vector<Instr>& instrs, size_t at, const Slot& written) {
-  if (at + 1 < instrs.size() && same_buffer(instrs[at + 1].out, written)) return false;
-  for (size_t k = at + 2; k < instrs.size(); ++k) {
+// Whether an instruction from instrs[from] on reads the local `buffer`
+// before something writes it again (a run's other operands included).
+bool read_before_written(const std::vector<Instr>& instrs, const std::vector<RunInstr>& runs, size_t from,
+                         const Slot& buffer) {
+  for (size_t k = from; k < instrs.size(); ++k) {
     const Instr& in = instrs[k];
     for (const Slot* read : {&in.a, &in.b, &in.c})
-      if (same_buffer(*read, written)) return true;
-    if (same_buffer(in.out, written)) return false;
+      if (same_buffer(*read, buffer)) return true;
+    if (in.kind == InstrKind::Run)
+      for (const Slot& other : runs[in.run].others)
+        if (same_buffer(other, buffer)) return true;
+    if (same_buffer(in.out, buffer)) return false;
   }
   return false;
+}
+
+// Whether the local buffer `written` by instrs[at] is read after instrs[at + 1]
+// before something writes it again.
+bool read_after_next(const std::vector<Instr>& instrs, const std::vector<RunInstr>& runs, size_t at,
+                     const Slot& written) {
+  if (at + 1 < instrs.size() && same_buffer(instrs[at + 1].out, written)) return false;
+  return read_before_written(instrs, runs, at + 2, written);
+}
+
+// A reduce_sum or reduce_mean over a whole row of `buffer`.
+bool sums_row_of(const Instr& in, const Slot& buffer) {
+  return in.kind == InstrKind::Reduce && (in.op == LAZYLAB_OP_ReduceSum || in.op == LAZYLAB_OP_ReduceMean) &&
+         in.out.kind == Slot::PerRow && same_buffer(in.a, buffer);
 }
 
 // The step for instrs[at] when `running` holds its operand's value; nullopt
@@ -469,7 +477,8 @@ std::optional<std::pair<RunStep, Slot>> step_for(const Instr& in, const Slot& ru
 
 // Replaces each chain of two or more unary/binary instructions, where every
 // intermediate result is a local buffer read only by the next instruction,
-// with one register run.
+// with one register run; and one such instruction whose row is summed next,
+// so that the sum is taken from the registers.
 void form_register_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs) {
   std::vector<Instr> formed;
   for (size_t at = 0; at < instrs.size();) {
@@ -482,7 +491,7 @@ void form_register_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs)
       run.steps.push_back(first->first);
       run.others.push_back(first->second);
       while (end < instrs.size() && can_join_run(instrs[end]) && instrs[end - 1].out.where == Slot::Local &&
-             !read_after_next(instrs, end - 1, instrs[end - 1].out)) {
+             !read_after_next(instrs, runs, end - 1, instrs[end - 1].out)) {
         auto step = step_for(instrs[end], instrs[end - 1].out, false);
         if (!step) break;
         run.steps.push_back(step->first);
@@ -490,7 +499,8 @@ void form_register_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs)
         ++end;
       }
     }
-    if (run.steps.size() < 2) {
+    bool summed_next = end < instrs.size() && sums_row_of(instrs[end], instrs[end - 1].out);
+    if (run.steps.size() < 2 && !(run.steps.size() == 1 && summed_next)) {
       formed.push_back(head);
       ++at;
       continue;
@@ -503,21 +513,95 @@ void form_register_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs)
   instrs = std::move(formed);
 }
 
-// A reduce_sum over a whole row right after the run that made it (softmax's
-// sum of exponentials) is taken by the run from its registers.
+// A reduce_sum or reduce_mean over a whole row right after the run that made
+// it (softmax's sum of exponentials, layernorm's mean of squares) is taken by
+// the run from its registers; a run whose result is then not read again does
+// not store it.
 void fold_sums_into_runs(std::vector<Instr>& instrs, std::vector<RunInstr>& runs) {
   std::vector<Instr> folded;
   for (size_t at = 0; at < instrs.size(); ++at) {
     folded.push_back(instrs[at]);
-    if (at + 1 >= instrs.size()) continue;
-    const Instr &run = instrs[at], &next = instrs[at + 1];
-    if (run.kind == InstrKind::Run && next.kind == InstrKind::Reduce && next.op == LAZYLAB_OP_ReduceSum &&
-        next.out.kind == Slot::PerRow && same_buffer(next.a, run.out)) {
-      runs[run.run].sum_out = next.out;
-      ++at;
-    }
+    if (at + 1 >= instrs.size() || instrs[at].kind != InstrKind::Run || !sums_row_of(instrs[at + 1], instrs[at].out))
+      continue;
+    RunInstr& run = runs[instrs[at].run];
+    run.sum_out = instrs[at + 1].out;
+    run.sum_is_mean = instrs[at + 1].op == LAZYLAB_OP_ReduceMean;
+    run.stores = instrs[at].out.where != Slot::Local || read_before_written(instrs, runs, at + 2, instrs[at].out);
+    ++at;
   }
   instrs = std::move(folded);
+}
+
+// Whether instrs[from .. to) write `slot`'s value (a run's folded sum included).
+bool written_between(const std::vector<Instr>& instrs, const std::vector<RunInstr>& runs, size_t from, size_t to,
+                     const Slot& slot) {
+  auto same_place = [&](const Slot& out) {
+    if (slot.where == Slot::Memory) return out.where == Slot::Memory && out.value == slot.value;
+    return out.where == Slot::Local && out.kind == slot.kind && out.local == slot.local;
+  };
+  for (size_t k = from; k < to; ++k) {
+    if (same_place(instrs[k].out)) return true;
+    if (instrs[k].kind == InstrKind::Run && runs[instrs[k].run].sum_out && same_place(*runs[instrs[k].run].sum_out))
+      return true;
+  }
+  return false;
+}
+
+// The instructions after instrs[def] that read its local buffer, if every one
+// is a run that takes it as its input; nullopt otherwise.
+std::optional<std::vector<size_t>> runs_reading(const std::vector<Instr>& instrs, const std::vector<RunInstr>& runs,
+                                                size_t def) {
+  const Slot& buffer = instrs[def].out;
+  std::vector<size_t> readers;
+  for (size_t k = def + 1; k < instrs.size(); ++k) {
+    const Instr& in = instrs[k];
+    bool reads_input = same_buffer(in.a, buffer);
+    bool reads_other = same_buffer(in.b, buffer) || same_buffer(in.c, buffer);
+    if (in.kind == InstrKind::Run)
+      for (const Slot& other : runs[in.run].others) reads_other = reads_other || same_buffer(other, buffer);
+    if (reads_other || (reads_input && in.kind != InstrKind::Run)) return std::nullopt;
+    if (reads_input) readers.push_back(k);
+    if (same_buffer(in.out, buffer)) break;
+  }
+  if (readers.empty()) return std::nullopt;
+  return readers;
+}
+
+// An instruction that a run can recompute from what it read: one cheap op
+// (formula_is_cheap) of memory and per-row or constant operands.
+bool recomputable(const Instr& in) {
+  if (!can_join_run(in) || in.out.where != Slot::Local || !formula_is_cheap(in.op)) return false;
+  auto operand_stays = [](const Slot& slot) {
+    return slot.kind != Slot::Full || slot.where == Slot::Memory;  // not a local buffer
+  };
+  return in.a.kind == Slot::Full && operand_stays(in.a) && (in.kind == InstrKind::Unary || operand_stays(in.b));
+}
+
+// A cheap instruction whose local buffer only runs read (layernorm's
+// x - mean, read by the sum of its squares and by the output's run) is
+// recomputed as the first step of each of those runs, from its operands,
+// instead of stored once and loaded by each: a store and a load an element
+// traded for one op, where L1's store rate bounded the row.
+void recompute_cheap_buffers(std::vector<Instr>& instrs, std::vector<RunInstr>& runs) {
+  for (size_t def = 0; def < instrs.size(); ++def) {
+    const Instr& in = instrs[def];
+    if (!recomputable(in)) continue;
+    auto readers = runs_reading(instrs, runs, def);
+    if (!readers) continue;
+    size_t last = readers->back();
+    bool operands_stay = !written_between(instrs, runs, def + 1, last, in.a) &&
+                         (in.kind == InstrKind::Unary || !written_between(instrs, runs, def + 1, last, in.b));
+    auto step = step_for(in, in.a, true);
+    if (!operands_stay || !step) continue;
+    for (size_t reader : *readers) {
+      RunInstr& run = runs[instrs[reader].run];
+      run.steps.insert(run.steps.begin(), step->first);
+      run.others.insert(run.others.begin(), step->second);
+      instrs[reader].a = in.a;
+    }
+    instrs.erase(instrs.begin() + static_cast<std::ptrdiff_t>(def));
+    --def;
+  }
 }
 
 // Turns a kernel into instructions, or gives up (nullopt) on anything the
@@ -534,6 +618,7 @@ class RowCompiler {
       if (!compile_op(kernel_.ops[i], i, *plan)) return nullptr;
     form_register_runs(plan->instrs, plan->runs);
     if (reduces_) fold_sums_into_runs(plan->instrs, plan->runs);  // a segment is then a whole row
+    recompute_cheap_buffers(plan->instrs, plan->runs);
     for (const RunInstr& run : plan->runs) plan->longest_run = std::max(plan->longest_run, run.steps.size());
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
@@ -542,6 +627,7 @@ class RowCompiler {
     plan->row_inputs = row_inputs(*plan);
     plan->overlaps_traffic = !plan->runs.empty() && plan->segment_input_lines() > kLinesInFlight;
     plan->defers_stream = plan->overlaps_traffic && plan->streams && one_output_never_read_again(*plan);
+    plan->defers_division = plan->defers_stream && divides_local_by_row_value(plan->instrs.back());
     return plan;
   }
 
@@ -579,6 +665,11 @@ class RowCompiler {
       return is_output(in.a) || is_output(in.b) || is_output(in.c) || run_reads;
     };
     return std::none_of(output + 1, plan.instrs.end(), reads_output);
+  }
+
+  static bool divides_local_by_row_value(const Instr& in) {
+    return in.leaves_program && in.kind == InstrKind::Binary && in.op == LAZYLAB_OP_Div && in.a.where == Slot::Local &&
+           in.a.kind == Slot::Full && in.b.kind == Slot::PerRow && !in.b.byte;
   }
 
   // Only what leaves the Program goes past the caches: a value the next

@@ -1,19 +1,12 @@
 #include "row_reductions.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "float_math.h"
 #include "lazylab/backend_abi.h"
 
 namespace lazylab::cpu {
 namespace {
-
-Vec load_vector(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Four SIMD accumulators, so the loop runs at the load rate rather than the
 // latency of the add (or max) that each would otherwise wait on; the order

@@ -31,6 +31,25 @@ const Case kCases[] = {
     {"gpt2-block", {{"batch", 2}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},  // weights shared by 2 batches
 };
 
+// Quotients bit for bit the interpreter's, except within one subnormal step
+// where the quotient is subnormal (and some are).
+void check_quotients(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  int64_t subnormal = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::isnan(got[i]) == std::isnan(want[i]));
+    if (std::isnan(want[i])) continue;
+    if (std::fpclassify(want[i]) == FP_SUBNORMAL) {  // within one subnormal step there
+      ++subnormal;
+      CHECK(std::fabs(got[i] - want[i]) <= std::numeric_limits<float>::denorm_min());
+    } else {
+      CHECK(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
+    }
+  }
+  CHECK(subnormal > 0);
+}
+
 }  // namespace
 
 TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
@@ -182,9 +201,10 @@ TEST_CASE("cpu row max and min match the interpreter, NaN included") {
 
 // A division by one value a row (softmax's normalisation) is a product with
 // the reciprocal plus a correction: it must round as the division does.
+// Also where the quotient goes past the caches, divided as the deferred
+// copy of a run's result goes (stream=1; -(-x) makes the run, whose row sum
+// keeps the division out of it).
 TEST_CASE("cpu division by a row's scalar matches the interpreter bit for bit") {
-  auto cpu = load_backend("cpu", "threads=2");
-  REQUIRE(cpu.ok());
   auto interp = interp_backend();
   const std::vector<float> divisors = {1.0f, 3.0f, -7.0f, 1e30f, 1e38f, 0.5f, 1.1f, INFINITY};
   const int64_t rows = static_cast<int64_t>(divisors.size()), cols = 4101;  // a tail after 256 vectors
@@ -200,29 +220,57 @@ TEST_CASE("cpu division by a row's scalar matches the interpreter bit for bit") 
     row[5] = INFINITY, row[6] = -INFINITY, row[7] = NAN, row[8] = 0.0f, row[9] = -0.0f;
     row[10] = 1e-40f, row[11] = 3e38f, row[cols - 1] = 1e-38f;  // subnormal, near the largest, the tail
   }
-  auto program = [&](Context& ctx) {
-    Tensor x = ctx.from_vector<float>(data, {rows, cols});
-    Tensor d = ctx.from_vector<float>(divisors, {rows, 1});
-    return x / d;
-  };
-  Engine reference_engine(pipeline("lower"), *interp);
-  Context reference(reference_engine);
-  Engine engine(pipeline("fuse{strategy=producer-consumer},lower"), **cpu);
-  Context ctx(engine);
-  auto want = values(program(reference)), got = values(program(ctx));
-  int64_t subnormal = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::isnan(got[i]) == std::isnan(want[i]));
-    if (std::isnan(want[i])) continue;
-    if (std::fpclassify(want[i]) == FP_SUBNORMAL) {  // within one subnormal step there
-      ++subnormal;
-      CHECK(std::fabs(got[i] - want[i]) <= std::numeric_limits<float>::denorm_min());
-    } else {
-      CHECK(std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i]));
+  for (const char* options : {"threads=2", "threads=2,stream=1"})
+    for (bool through_run : {false, true}) {
+      CAPTURE(std::string(options));
+      CAPTURE(through_run);
+      auto cpu = load_backend("cpu", options);
+      REQUIRE(cpu.ok());
+      auto program = [&](Context& ctx) {
+        Tensor x = ctx.from_vector<float>(data, {rows, cols});
+        Tensor d = ctx.from_vector<float>(divisors, {rows, 1});
+        if (!through_run) return std::vector<Tensor>{x / d};
+        Tensor y = -(-x);
+        Tensor row_sum = sum(y, {1}, true);  // traced first: the division ends the kernel
+        return std::vector<Tensor>{y / d, row_sum};
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      Engine engine(pipeline("fuse{strategy=producer-consumer},lower"), **cpu);
+      Context ctx(engine);
+      check_quotients(values(program(ctx)[0]), values(program(reference)[0]));
     }
+}
+
+TEST_CASE("streamed outputs are bit for bit the ones written through the caches") {
+  // Odd row counts on two threads: the deferred division's two buffer sets
+  // meet chunk ends at either parity.
+  const Case cases[] = {
+      {"softmax", {{"rows", 41}, {"cols", 4100}}},    // the division in the deferred copy
+      {"layernorm", {{"rows", 41}, {"cols", 1000}}},  // a run storing past the caches; x - mean recomputed
+      {"chain", {{"n", 70001}, {"iters", 3}}},        // tiles of runs
+      {"gpt2-block", {{"batch", 2}, {"seq", 33}, {"channels", 64}, {"heads", 2}}},
+  };
+  auto cached = load_backend("cpu", "threads=2"), streamed = load_backend("cpu", "threads=2,stream=1");
+  REQUIRE(cached.ok());
+  REQUIRE(streamed.ok());
+  const char* kPipeline = "decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory";
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.workload));
+    auto workload = make_builtin_workload(c.workload, c.params);
+    REQUIRE(workload.ok());
+    auto want = run_steps(**cached, **workload, kPipeline, 3), got = run_steps(**streamed, **workload, kPipeline, 3);
+    for (size_t step = 0; step < want.size(); ++step)
+      for (size_t o = 0; o < want[step].size(); ++o) {
+        CAPTURE(step);
+        CAPTURE(o);
+        REQUIRE(got[step][o].size() == want[step][o].size());
+        size_t differing = 0;
+        for (size_t i = 0; i < want[step][o].size(); ++i)
+          differing += std::bit_cast<uint32_t>(got[step][o][i]) != std::bit_cast<uint32_t>(want[step][o][i]);
+        CHECK(differing == 0);
+      }
   }
-  CHECK(subnormal > 0);
 }
 
 TEST_CASE("batched GEMM epilogues run per batch on several threads and match on every step") {
