@@ -107,7 +107,9 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
 Expected<std::vector<DeviceBufferPtr>> Engine::execute(CompiledGraph& compiled,
                                                        std::span<const DeviceBuffer* const> parameters) {
   auto start = std::chrono::steady_clock::now();
-  auto outputs = compiled.executable->execute(parameters, &last_execution_, profile_kernels_);
+  last_execution_.reset();
+  bool timed = device_timing_ || profile_kernels_;
+  auto outputs = compiled.executable->execute(parameters, timed ? &last_execution_ : nullptr, profile_kernels_);
   metrics_.execute_ms += milliseconds_since(start);
   last_executed_ = &compiled;
   return outputs;

@@ -50,6 +50,11 @@ class Engine {
   // Asks the backend to time each kernel of the executions that follow. It
   // may slow them down: for steps outside the timed ones.
   void set_profile_kernels(bool on) { profile_kernels_ = on; }
+  // Whether the executions that follow are timed on the device (the
+  // default). A device backend marks the start and end of each timed one on
+  // its stream; a step timed only on the host leaves out those calls, and
+  // wait() then waits for the whole device.
+  void set_device_timing(bool on) { device_timing_ = on; }
   struct KernelTimes {
     const CompiledGraph* graph = nullptr;  // what ran
     std::vector<double> ms;                // per kernel, in its Program's order; empty when the backend gave none
@@ -75,6 +80,7 @@ class Engine {
   std::unique_ptr<DeviceEvent> last_execution_;
   const CompiledGraph* last_executed_ = nullptr;
   bool profile_kernels_ = false;
+  bool device_timing_ = true;
   KernelTimes last_kernel_times_;
 };
 

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -145,19 +146,28 @@ struct Device {
   }
 };
 
+// A buffer's contents never change once written (by its upload or by the
+// execution that made it), so its serial stands for them: a graph's staged
+// parameter copied from the same serial last step is still current.
 class DeviceBuffer : public plugin::Buffer {
  public:
   DeviceBuffer(Device& device, uint32_t dtype, std::vector<int64_t> shape, int32_t index)
-      : Buffer(dtype, std::move(shape), index), device_(device), pointer_(device.allocate(bytes())) {}
+      : Buffer(dtype, std::move(shape), index),
+        device_(device),
+        pointer_(device.allocate(bytes())),
+        serial_(next_serial_.fetch_add(1) + 1) {}
   ~DeviceBuffer() override {
     device_.bind();
     device_.driver.cuMemFreeAsync(pointer_, device_.stream);  // after the queued work that reads it
   }
   CUdeviceptr pointer() const { return pointer_; }
+  uint64_t serial() const { return serial_; }
 
  private:
+  static inline std::atomic<uint64_t> next_serial_{0};
   Device& device_;
   CUdeviceptr pointer_;
+  uint64_t serial_;
 };
 
 // The start and end of one execution on the stream; when profiled, also a
@@ -407,6 +417,7 @@ struct Value {
   uint64_t bytes;
   bool staged = false;  // a parameter or output at a fixed address, for graph replay
   uint64_t stage_offset = 0;
+  uint64_t staged_serial = 0;  // the parameter buffer whose contents are staged now (serials start at 1)
 };
 
 struct LoadedLaunch {
@@ -486,13 +497,14 @@ class CudaExecutable : public plugin::Executable {
       event->record_start();
     }
     if (replay) {
-      for (const Value& value : values_)
-        if (value.staged && value.kind == LAZYLAB_VALUE_PARAMETER && value.bytes)
-          check(d,
-                d.cuMemcpyDtoDAsync(arena_ + value.stage_offset,
-                                    static_cast<DeviceBuffer*>(parameters[value.ordinal])->pointer(), value.bytes,
-                                    device_.stream),
-                "cuMemcpyDtoDAsync (staging a parameter)");
+      for (Value& value : values_) {
+        if (!value.staged || value.kind != LAZYLAB_VALUE_PARAMETER || !value.bytes) continue;
+        auto* parameter = static_cast<DeviceBuffer*>(parameters[value.ordinal]);
+        if (value.staged_serial == parameter->serial()) continue;  // staged last step, unchanged since
+        check(d, d.cuMemcpyDtoDAsync(arena_ + value.stage_offset, parameter->pointer(), value.bytes, device_.stream),
+              "cuMemcpyDtoDAsync (staging a parameter)");
+        value.staged_serial = parameter->serial();
+      }
       if (!graph_exec_) capture(address);
       check(d, d.cuGraphLaunch(graph_exec_, device_.stream), "cuGraphLaunch");
     } else {

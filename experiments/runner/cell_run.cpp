@@ -85,6 +85,7 @@ Status CellRun::run_step(int64_t index) {
   // the first kernel does not start on an idle device either.
   bool profiled = index > e.warmup + e.timed_steps();
   if (index > 0 && e.flush_bytes > 0) LAZYLAB_TRY(flush_caches(/*wait=*/host_timed && !profiled));
+  engine_->set_device_timing(device_timed || profiled);
   uint64_t nodes_before = metrics.nodes_traced;
   double execute_before = metrics.execute_ms;
   auto t0 = Clock::now();

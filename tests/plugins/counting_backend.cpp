@@ -11,6 +11,7 @@
 
 extern "C" struct CountingStats {
   uint64_t uploads, upload_bytes, downloads, download_bytes, executions, live_buffers;
+  uint64_t executions_with_event, synchronizations;
 };
 
 namespace {
@@ -52,6 +53,7 @@ class CountingExecutable : public lazylab::plugin::Executable {
     std::vector<double> kernel_ms;
     runner_.run(inputs.data(), pointers.data(), options.profile_kernels ? &kernel_ms : nullptr);
     ++stats.executions;
+    stats.executions_with_event += done != nullptr;
     if (done) *done = std::make_unique<lazylab::plugin::CompletedEvent>(-1.0, std::move(kernel_ms));
     return results;
   }
@@ -82,6 +84,7 @@ class CountingBackend : public lazylab::plugin::Backend {
     stats.upload_bytes += buffer->bytes();
     return buffer;
   }
+  void synchronize(int32_t) override { ++stats.synchronizations; }
   void buffer_to_host(lazylab::plugin::Buffer& buffer, void* destination) override {
     std::memcpy(destination, static_cast<DeviceMemory&>(buffer).memory.data(), buffer.bytes());
     ++stats.downloads;

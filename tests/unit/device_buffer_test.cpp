@@ -13,6 +13,7 @@ namespace {
 
 struct CountingStats {
   uint64_t uploads, upload_bytes, downloads, download_bytes, executions, live_buffers;
+  uint64_t executions_with_event, synchronizations;
 };
 
 const std::string kCounting = testing::test_backend_plugin("counting");
@@ -73,6 +74,36 @@ TEST_CASE("a loop of steps moves no data between host and device after the first
   std::vector<float> want = train(reference.ctx, 10, nullptr, nullptr);
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+}
+
+// The experiment runner times every other step on the host only: those
+// steps ask the backend for no event, and waiting waits for the device.
+TEST_CASE("executions without device timing ask for no event, and waiting synchronizes the device") {
+  auto backend = load_backend(kCounting);
+  REQUIRE(backend.ok());
+  CountingStats& counts = stats();
+  counts = {};
+  Engine engine(pipeline("lower"), **backend);
+  Context ctx(engine);
+  Tensor x = ctx.from_vector<float>({1, 2, 3}, {3});
+  for (bool device_timing : {true, false, true}) {
+    CAPTURE(device_timing);
+    engine.set_device_timing(device_timing);
+    uint64_t events = counts.executions_with_event, synchronizations = counts.synchronizations;
+    x = x * 2.0;
+    REQUIRE(ctx.mark_step().ok());
+    REQUIRE(ctx.wait().ok());
+    CHECK(counts.executions_with_event - events == (device_timing ? 1 : 0));
+    CHECK(counts.synchronizations - synchronizations == (device_timing ? 0 : 1));
+  }
+  engine.set_device_timing(false);
+  engine.set_profile_kernels(true);  // profiled executions are timed on the device all the same
+  uint64_t events = counts.executions_with_event;
+  x = x + 1.0;
+  REQUIRE(ctx.mark_step().ok());
+  REQUIRE(ctx.wait().ok());
+  CHECK(counts.executions_with_event - events == 1);
+  check_close(values(x), {9, 17, 25});
 }
 
 TEST_CASE("a host-memory backend reads results in place and waits trivially") {
