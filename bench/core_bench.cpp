@@ -58,14 +58,25 @@ BENCHMARK(BM_TraceElementwise)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchma
 
 // chain-tiny's step, x = relu((x + 1) * 0.99), traced from each of `sizes`
 // in turn: a scalar in two ops of three, so the splat constants' cost shows.
-void trace_scalar_chain(benchmark::State& state, std::initializer_list<int64_t> sizes) {
+// As `statements`, it is written as the workload writes it: each op's result
+// is assigned back to x, so no operand is a spare handle and every op makes
+// a new tensor and drops the last.
+void trace_scalar_chain(benchmark::State& state, std::initializer_list<int64_t> sizes, bool statements = false) {
   Context ctx;
   std::vector<Tensor> inputs;
   for (int64_t n : sizes) inputs.push_back(ctx.from_vector<float>(std::vector<float>(n, 0.5f), {n}));
   size_t step = 0;
   for (auto _ : state) {
     Tensor x = inputs[step++ % inputs.size()];
-    for (int64_t i = 0; i < state.range(0); ++i) x = relu((x + 1.0) * 0.99);
+    for (int64_t i = 0; i < state.range(0); ++i) {
+      if (!statements) {
+        x = relu((x + 1.0) * 0.99);
+        continue;
+      }
+      x = x + 1.0;
+      x = x * 0.99;
+      x = relu(x);
+    }
     benchmark::DoNotOptimize(x.impl());
     state.PauseTiming();
     ctx.discard_pending();
@@ -80,6 +91,9 @@ void trace_scalar_chain(benchmark::State& state, std::initializer_list<int64_t> 
 // taken back (Graph::reuse).
 void BM_TraceScalarChain(benchmark::State& state) { trace_scalar_chain(state, {64}); }
 BENCHMARK(BM_TraceScalarChain)->Arg(100)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+void BM_TraceChainStatements(benchmark::State& state) { trace_scalar_chain(state, {64}, /*statements=*/true); }
+BENCHMARK(BM_TraceChainStatements)->Arg(100)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 // No trace repeats the last (the input's size alternates), so every node is
 // typed, hashed and built afresh: a first step.

@@ -14,8 +14,6 @@ TensorImpl::~TensorImpl() {
 
 // ---- Tensor ----
 
-bool Tensor::ok() const { return impl_ && !impl_->error; }
-
 const Error* Tensor::error() const {
   static const Error kEmpty{"use of an empty Tensor"};
   if (!impl_) return &kEmpty;
@@ -31,8 +29,6 @@ const TensorType& Tensor::type() const {
   return impl_->node != kNoNode ? impl_->context->trace_.node(impl_->node).type : impl_->type;
 }
 
-Context& Tensor::context() const { return *impl_->context; }
-
 bool Tensor::pending() const { return impl_ && impl_->node != kNoNode; }
 
 Expected<BufferPtr> Tensor::data() const {
@@ -47,12 +43,36 @@ Expected<BufferPtr> Tensor::data() const {
 
 // ---- Context ----
 
+namespace {
+// Enough for every handle a statement drops (a few), and a bound on what a
+// Context keeps.
+constexpr size_t kMaxSpareImpls = 64;
+}  // namespace
+
 Context::Context(Engine& engine) : engine_(&engine), metrics_(&engine.metrics()) { trace_.reserve(1024); }
 
 Context::Context() : metrics_(&own_metrics_) { trace_.reserve(1024); }
 
 Context::~Context() {
   for (TensorImpl* impl : pending_) leave_trace(*impl);
+  for (TensorImpl* impl : spare_impls_) delete impl;
+}
+
+void release(TensorImpl* impl) noexcept {
+  if (impl->node != kNoNode && impl->context->recycle(impl)) return;
+  delete impl;
+}
+
+// `x = x + 1` drops x's pending tensor as it makes the next one, so a trace
+// of such statements would allocate and free an object per op: a measurable
+// part of tracing cost. A pending tensor's object holds nothing but its node
+// (its type, data and error are only set when it leaves the trace), so it
+// can serve the next result as it is.
+bool Context::recycle(TensorImpl* impl) {
+  forget(impl);
+  if (spare_impls_.size() >= kMaxSpareImpls) return false;
+  spare_impls_.push_back(impl);
+  return true;
 }
 
 void Context::leave_trace(TensorImpl& impl) {
@@ -98,8 +118,15 @@ Tensor Context::make_pending(NodeId node, std::span<Tensor* const> spares) {
       return std::move(*spare);
     }
   }
-  boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
-  impl->context = this;
+  TensorImpl* fresh;
+  if (!spare_impls_.empty()) {
+    fresh = spare_impls_.back();
+    spare_impls_.pop_back();
+  } else {
+    fresh = new TensorImpl;
+    fresh->context = this;
+  }
+  boost::intrusive_ptr<TensorImpl> impl(fresh);
   impl->node = node;
   impl->pending_index = pending_.size();
   pending_.push_back(impl.get());
@@ -147,7 +174,7 @@ Expected<NodeId> Context::constant_node(double value, const TensorType& type) {
   if (recent < trace_.size() && is_constant(trace_.node(recent), value, type)) return recent;
   Attrs attrs;
   attrs[0].f = value;
-  auto node = append(OpId::Constant, {}, {}, std::move(attrs), &type);
+  auto node = append(OpId::Constant, {}, {}, attrs, &type);
   if (node) recent = *node;
   return node;
 }
@@ -158,15 +185,41 @@ Tensor Context::full(double value, TensorType type) {
   return make_pending(*node);
 }
 
+// The op the last trace recorded at this position, when this one repeats it
+// (`x * 0.99` in a training loop): its constant is already in this trace,
+// the operand of the kept node, so no constant is looked up or checked
+// twice, and no error value is built. kNoNode otherwise: the caller records
+// it the long way.
+NodeId Context::replay_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first) {
+  const TensorImpl* impl = x.impl();
+  const Node* kept = trace_.next_kept();
+  if (!kept || !impl || impl->context != this || impl->node == kNoNode || kept->op != op || kept->operands.size() != 2)
+    return kNoNode;
+  NodeId constant = kept->operands[scalar_first ? 0 : 1];
+  if (!is_constant(trace_.node(constant), value, trace_.node(impl->node).type)) return kNoNode;
+  NodeId ids[] = {scalar_first ? constant : impl->node, scalar_first ? impl->node : constant};
+  NodeId node = trace_.reuse(op, ids, no_attrs(), nullptr);
+  if (node != kNoNode) ++metrics().nodes_traced;
+  return node;
+}
+
 Tensor Context::record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first,
                                    std::span<Tensor* const> spares) {
+  if (NodeId node = replay_with_scalar(op, x, value, scalar_first); node != kNoNode) return make_pending(node, spares);
+  return record_with_scalar_afresh(op, x, value, scalar_first, spares);
+}
+
+// Apart from the replay above, whose frame then sets up none of this one's
+// values (that was a measurable part of a repeated trace's cost).
+[[gnu::noinline]] Tensor Context::record_with_scalar_afresh(OpId op, const Tensor& x, double value, bool scalar_first,
+                                                            std::span<Tensor* const> spares) {
   auto x_node = node_for(x);
   if (!x_node) return error_tensor(x_node.error());
   auto constant = constant_node(value, x.type());
   if (!constant) return error_tensor(constant.error());
   const TensorType* types[] = {&x.type(), &x.type()};
   Operands ids = scalar_first ? Operands{*constant, *x_node} : Operands{*x_node, *constant};
-  auto node = append(op, types, std::move(ids), {}, nullptr);
+  auto node = append(op, types, std::move(ids), no_attrs(), nullptr);
   if (!node) return error_tensor(node.error());
   return make_pending(*node, spares);
 }
@@ -206,8 +259,33 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   return impl->parameter_node;
 }
 
-Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs attrs, const TensorType* declared,
+// The node the last trace recorded at this position, when every operand is
+// pending here and this op repeats it; kNoNode otherwise. No operand's id
+// goes through an error value, and no operand list is built.
+NodeId Context::replay(OpId op, std::span<const Tensor* const> operands, const Attrs& attrs,
+                       const TensorType* declared) {
+  std::array<NodeId, 3> ids;
+  if (operands.size() > ids.size() || !trace_.next_kept()) return kNoNode;
+  if (!declared && op_info(op).type_rule == TypeRule::Declared) return kNoNode;  // append() reports it
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const TensorImpl* impl = operands[i]->impl();
+    if (!impl || impl->context != this || impl->node == kNoNode) return kNoNode;
+    ids[i] = impl->node;
+  }
+  NodeId node = trace_.reuse(op, std::span(ids.data(), operands.size()), attrs, declared);
+  if (node != kNoNode) ++metrics().nodes_traced;
+  return node;
+}
+
+Tensor Context::record(OpId op, std::span<const Tensor* const> operands, const Attrs& attrs, const TensorType* declared,
                        std::span<Tensor* const> spares) {
+  if (NodeId node = replay(op, operands, attrs, declared); node != kNoNode) return make_pending(node, spares);
+  return record_afresh(op, operands, attrs, declared, spares);
+}
+
+// Apart from the replay above, like record_with_scalar_afresh.
+[[gnu::noinline]] Tensor Context::record_afresh(OpId op, std::span<const Tensor* const> operands, const Attrs& attrs,
+                                                const TensorType* declared, std::span<Tensor* const> spares) {
   Operands ids;
   for (const Tensor* operand : operands) {
     auto id = node_for(*operand);
@@ -218,13 +296,13 @@ Tensor Context::record(OpId op, std::span<const Tensor* const> operands, Attrs a
   // may have grown (and moved) for a later operand's parameter.
   boost::container::small_vector<const TensorType*, 3> types;
   for (const Tensor* operand : operands) types.push_back(&operand->type());
-  auto node = append(op, std::span(types.data(), types.size()), std::move(ids), std::move(attrs), declared);
+  auto node = append(op, std::span(types.data(), types.size()), std::move(ids), attrs, declared);
   if (!node) return error_tensor(node.error());
   return make_pending(*node, spares);
 }
 
-Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
-                                 const TensorType* declared) {
+Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> types, Operands&& operands,
+                                 const Attrs& attrs, const TensorType* declared) {
   // A node the last trace had at this position has been typed and hashed.
   if (declared || op_info(op).type_rule != TypeRule::Declared) {
     NodeId kept = trace_.reuse(op, std::span(operands.data(), operands.size()), attrs, declared);
@@ -236,13 +314,13 @@ Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> typ
   auto type = infer_type(op, types, attrs, declared);
   if (!type) return type.error();
   ++metrics().nodes_traced;
-  return trace_.emplace(op, std::move(*type), std::move(operands), std::move(attrs));
+  return trace_.emplace(op, std::move(*type), std::move(operands), Attrs(attrs));
 }
 
-Tensor Context::record(OpId op, std::span<const Tensor> operands, Attrs attrs, const TensorType* declared) {
+Tensor Context::record(OpId op, std::span<const Tensor> operands, const Attrs& attrs, const TensorType* declared) {
   boost::container::small_vector<const Tensor*, 3> pointers;
   for (const Tensor& operand : operands) pointers.push_back(&operand);
-  return record(op, std::span(pointers.data(), pointers.size()), std::move(attrs), declared);
+  return record(op, std::span(pointers.data(), pointers.size()), attrs, declared);
 }
 
 struct Context::Roots {

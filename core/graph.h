@@ -19,15 +19,17 @@ struct Node {
   // A constructor (not aggregate initialisation) so emplacing a node does not
   // zero-fill it first: that was a measurable part of tracing cost.
   Node(OpId op, TensorType&& type, Operands&& operands, Attrs&& attrs)
-      : op(op), type(std::move(type)), operands(std::move(operands)), attrs(std::move(attrs)) {}
+      : op(op), operands(std::move(operands)), type(std::move(type)), attrs(std::move(attrs)) {}
 
+  // What Graph::reuse compares comes first, in one cache line: a repeated
+  // trace reads little else of a node.
   OpId op;
-  TensorType type;
   Operands operands;
-  Attrs attrs;
   // Structural hash computed once at creation from op, attributes, result
   // type and operand hashes (see core/hash.h).
   uint64_t hash = 0;
+  TensorType type;
+  Attrs attrs;
 };
 
 class Graph {
@@ -47,6 +49,8 @@ class Graph {
   // Returns kNoNode when the kept node differs (a plain id, not an optional:
   // returning a std::optional<NodeId> stalled on store forwarding).
   NodeId reuse(OpId op, std::span<const NodeId> operands, const Attrs& attrs, const TensorType* type);
+  // The node reuse() would take back next, or null when there is none.
+  const Node* next_kept() const { return size_ < unchanged_ ? &nodes_[size_] : nullptr; }
 
   const Node& node(NodeId id) const { return nodes_[id]; }
   std::span<const Node> nodes() const { return {nodes_.data(), size_}; }

@@ -45,6 +45,8 @@ bool AttrValue::operator==(const AttrValue& other) const {
   return i == other.i && std::bit_cast<uint64_t>(f) == std::bit_cast<uint64_t>(other.f) && ints == other.ints;
 }
 
+constinit const Attrs kNoAttrs{};
+
 const OpInfo& op_info(OpId op) { return kOpTable[static_cast<int>(op)]; }
 
 std::string_view op_name(OpId op) { return op_info(op).name; }

@@ -64,13 +64,18 @@ using Ints = std::vector<int64_t>;
 struct AttrValue {
   // User-provided, so `Attrs{}` runs these initialisers instead of zero-filling
   // the whole array first (a `rep stos` per traced node).
-  AttrValue() {}
+  constexpr AttrValue() {}
   int64_t i = 0;
   double f = 0;
   Ints ints;
   bool operator==(const AttrValue& other) const;  // floats compare bitwise
 };
 using Attrs = std::array<AttrValue, kMaxAttrs>;
+// The attributes of an op that has none: one shared set, so recording such an
+// op builds and destroys no array of four values. Constant-initialised, so
+// it is ready before any static initialiser could trace.
+extern const Attrs kNoAttrs;
+inline const Attrs& no_attrs() { return kNoAttrs; }
 
 const OpInfo& op_info(OpId op);
 std::optional<OpId> find_op(std::string_view name);

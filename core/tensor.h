@@ -58,9 +58,12 @@ struct TensorImpl {
   uint64_t parameter_epoch = 0;
 };
 
+// Frees `impl`, or gives it back to its Context for the next op's result
+// when it was pending (see Context::recycle).
+void release(TensorImpl* impl) noexcept;
 inline void intrusive_ptr_add_ref(TensorImpl* impl) noexcept { ++impl->handles; }
 inline void intrusive_ptr_release(TensorImpl* impl) noexcept {
-  if (--impl->handles == 0) delete impl;
+  if (--impl->handles == 0) release(impl);
 }
 
 template <class T>
@@ -91,13 +94,13 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(boost::intrusive_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  bool ok() const;
-  const Error* error() const;  // null when ok
+  bool ok() const { return impl_ && !impl_->error; }  // inline: every traced op asks
+  const Error* error() const;                         // null when ok
   const TensorType& type() const;
   const Dims& shape() const { return type().shape; }
   DType dtype() const { return type().dtype; }
   int64_t rank() const { return type().rank(); }
-  Context& context() const;
+  Context& context() const { return *impl_->context; }
   bool pending() const;  // recorded in the trace, not yet computed
 
   // Host reads: sync first if pending; the first read of a computed tensor
@@ -156,9 +159,10 @@ class Context {
   // Appends `op` to the trace; used by the ops in tensor_ops.h. A spare is
   // a handle the caller gives up (an operand taken by value): the first
   // whose tensor is pending and has no other handle becomes the result's.
-  Tensor record(OpId op, std::span<const Tensor* const> operands, Attrs attrs = {},
+  Tensor record(OpId op, std::span<const Tensor* const> operands, const Attrs& attrs = no_attrs(),
                 const TensorType* declared = nullptr, std::span<Tensor* const> spares = {});
-  Tensor record(OpId op, std::span<const Tensor> operands, Attrs attrs = {}, const TensorType* declared = nullptr);
+  Tensor record(OpId op, std::span<const Tensor> operands, const Attrs& attrs = no_attrs(),
+                const TensorType* declared = nullptr);
   // `op` of x and a splat of `value` in x's type (first when scalar_first).
   Tensor record_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first,
                             std::span<Tensor* const> spares = {});
@@ -166,6 +170,9 @@ class Context {
 
   // Bookkeeping for TensorImpl; not for users.
   void forget(TensorImpl* impl);
+  // Takes back a pending tensor's last handle's object for a later op's
+  // result; false when it is not kept (the caller frees it).
+  bool recycle(TensorImpl* impl);
   Expected<BufferPtr> read_to_host(TensorImpl& impl);
 
  private:
@@ -174,7 +181,13 @@ class Context {
   Expected<NodeId> node_for(const Tensor& operand);
   void leave_trace(TensorImpl& impl);
   Tensor make_pending(NodeId node, std::span<Tensor* const> spares = {});
-  Expected<NodeId> append(OpId op, std::span<const TensorType* const> types, Operands&& operands, Attrs&& attrs,
+  NodeId replay(OpId op, std::span<const Tensor* const> operands, const Attrs& attrs, const TensorType* declared);
+  Tensor record_afresh(OpId op, std::span<const Tensor* const> operands, const Attrs& attrs, const TensorType* declared,
+                       std::span<Tensor* const> spares);
+  Tensor record_with_scalar_afresh(OpId op, const Tensor& x, double value, bool scalar_first,
+                                   std::span<Tensor* const> spares);
+  NodeId replay_with_scalar(OpId op, const Tensor& x, double value, bool scalar_first);
+  Expected<NodeId> append(OpId op, std::span<const TensorType* const> types, Operands&& operands, const Attrs& attrs,
                           const TensorType* declared);
   Expected<NodeId> constant_node(double value, const TensorType& type);
   Roots collect_roots();
@@ -190,6 +203,8 @@ class Context {
   // This trace's splat constants, so `x * 0.99` in a loop adds one node.
   std::array<NodeId, 64> recent_constants_{};
   std::vector<Tensor> parameters_;  // by trace ordinal
+  // Objects of dropped pending tensors, for the next results (recycle()).
+  std::vector<TensorImpl*> spare_impls_;
 };
 
 template <class T>

@@ -23,7 +23,7 @@ Tensor unary(OpId op, Tensor& x) {
   if (!x.ok()) return x;
   const Tensor* operands[] = {&x};
   Tensor* spares[] = {&x};
-  return x.context().record(op, operands, {}, nullptr, spares);
+  return x.context().record(op, operands, no_attrs(), nullptr, spares);
 }
 
 Tensor binary(OpId op, Tensor& a, Tensor& b) {
@@ -31,7 +31,7 @@ Tensor binary(OpId op, Tensor& a, Tensor& b) {
   if (a.shape() == b.shape()) {  // the common case: no broadcast nodes, no copies
     const Tensor* operands[] = {&a, &b};
     Tensor* spares[] = {&a, &b};
-    return a.context().record(op, operands, {}, nullptr, spares);
+    return a.context().record(op, operands, no_attrs(), nullptr, spares);
   }
   auto shape = broadcast_shapes(a.shape(), b.shape());
   if (!shape) return a.context().error_tensor(make_error(fmt::format("{}: {}", op_name(op), shape.error().message)));
@@ -102,7 +102,7 @@ Tensor gelu(Tensor x) { return unary(OpId::Gelu, x); }
 Tensor cast(const Tensor& x, DType dtype) {
   if (!x.ok()) return x;
   TensorType type{dtype, x.shape()};
-  return x.context().record(OpId::Cast, std::span(&x, 1), {}, &type);
+  return x.context().record(OpId::Cast, std::span(&x, 1), no_attrs(), &type);
 }
 
 Tensor add(Tensor a, Tensor b) { return binary(OpId::Add, a, b); }
@@ -143,7 +143,7 @@ Tensor broadcast_to(const Tensor& x, const Dims& shape) {
 Tensor reshape(const Tensor& x, const Dims& shape) {
   if (!x.ok() || x.shape() == shape) return x;
   TensorType type{x.dtype(), shape};
-  return x.context().record(OpId::Reshape, std::span(&x, 1), {}, &type);
+  return x.context().record(OpId::Reshape, std::span(&x, 1), no_attrs(), &type);
 }
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) {

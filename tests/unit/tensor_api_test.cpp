@@ -133,6 +133,67 @@ TEST_CASE("an elementwise op takes over a temporary operand's tensor, never a sh
   check_close(values(x), {1, 2});
 }
 
+// A training loop's step repeats the last trace, and each op then takes
+// back the node the last trace had (with its scalar's constant) and the
+// object of a tensor the statement before dropped. Each change below breaks
+// the repetition at one op of the last iteration, after ops that repeated;
+// every value must still be this step's own.
+TEST_CASE(
+    "statements repeating the last trace take its nodes back only while they match, and compute this step's values") {
+  Session s;
+  Tensor a = s.ctx.from_vector<float>({1, -2, 3}, {3});
+  Tensor b = s.ctx.from_vector<float>({-1, 2, -3, 4}, {2, 2});
+  const double shift = -1, scale = 0.5;
+  struct Step {
+    const Tensor* input;
+    double last_scale;       // the last iteration's
+    bool last_scalar_first;  // the last iteration's shift: shift - x, not x - shift
+    DType cast_to;
+  };
+  const Step steps[] = {
+      {&a, 0.5, false, DType::F64},  {&a, 0.5, false, DType::F64},  // repeated
+      {&a, 0.25, false, DType::F64},                                // a constant already traced, then another
+      {&a, 0.25, true, DType::F64},                                 // the scalar first
+      {&a, 0.25, true, DType::F32},                                 // another declared type
+      {&b, 0.25, true, DType::F32},                                 // another input shape
+      {&a, 0.5, false, DType::F64},                                 // the first again
+  };
+  for (const Step& step : steps) {
+    CAPTURE(step.last_scale);
+    CAPTURE(step.last_scalar_first);
+    uint64_t traced_before = s.ctx.metrics().nodes_traced;
+    Tensor x = *step.input;
+    Tensor kept_midway;
+    for (int i = 0; i < 3; ++i) {
+      bool last = i == 2;
+      x = last && step.last_scalar_first ? shift - x : x - shift;
+      x = x * (last ? step.last_scale : scale);
+      if (i == 1) kept_midway = x;  // a second handle: its object is not recycled under it
+      x = relu(x);
+    }
+    Tensor cast_back = cast(cast(x, step.cast_to), DType::F32);
+    // The parameter, two or three constants, nine ops and two casts; each
+    // but the parameter counted once as traced.
+    size_t constants = step.last_scale == scale ? 2 : 3;
+    CHECK(s.ctx.pending_nodes() == 12 + constants);
+    CHECK(s.ctx.metrics().nodes_traced - traced_before == 11 + constants);
+    std::vector<double> want_x, want_midway;
+    for (float v : values(*step.input)) want_x.push_back(v);
+    for (int i = 0; i < 3; ++i) {
+      bool last = i == 2;
+      for (double& v : want_x) {
+        v = last && step.last_scalar_first ? shift - v : v - shift;
+        v *= last ? step.last_scale : scale;
+      }
+      if (i == 1) want_midway = want_x;
+      for (double& v : want_x) v = std::max(v, 0.0);
+    }
+    check_close(values(x), want_x);
+    check_close(values(kept_midway), want_midway);
+    check_close(values(cast_back), want_x);
+  }
+}
+
 TEST_CASE("x += y rebinds; the IR stays functional") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
