@@ -51,6 +51,9 @@ class Graph {
   NodeId reuse(OpId op, std::span<const NodeId> operands, const Attrs& attrs, const TensorType* type);
   // The node reuse() would take back next, or null when there is none.
   const Node* next_kept() const { return size_ < unchanged_ ? &nodes_[size_] : nullptr; }
+  // Takes back next_kept(), which the caller has found to be the node being
+  // added (as reuse() would have).
+  NodeId take_next() { return static_cast<NodeId>(size_++); }
 
   const Node& node(NodeId id) const { return nodes_[id]; }
   std::span<const Node> nodes() const { return {nodes_.data(), size_}; }

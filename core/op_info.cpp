@@ -32,22 +32,24 @@ consteval OpInfo make_info(OpId id, std::string_view name, OpCategory category, 
   return info;
 }
 
-constexpr OpInfo kOpTable[] = {
+}  // namespace
+
+namespace detail {
+constinit const OpInfo kOpTable[] = {
 #define LAZYLAB_OP(id, name, category, arity, type_rule, schema) \
   make_info(OpId::id, name, OpCategory::category, arity, TypeRule::type_rule, schema),
 #include "lazylab/ops.def"
 #undef LAZYLAB_OP
 };
+}  // namespace detail
 
-}  // namespace
+using detail::kOpTable;
 
 bool AttrValue::operator==(const AttrValue& other) const {
   return i == other.i && std::bit_cast<uint64_t>(f) == std::bit_cast<uint64_t>(other.f) && ints == other.ints;
 }
 
 constinit const Attrs kNoAttrs{};
-
-const OpInfo& op_info(OpId op) { return kOpTable[static_cast<int>(op)]; }
 
 std::string_view op_name(OpId op) { return op_info(op).name; }
 

@@ -77,7 +77,11 @@ using Attrs = std::array<AttrValue, kMaxAttrs>;
 extern const Attrs kNoAttrs;
 inline const Attrs& no_attrs() { return kNoAttrs; }
 
-const OpInfo& op_info(OpId op);
+namespace detail {
+extern const OpInfo kOpTable[];  // by OpId: op_info() is all that reads it
+}
+// Inline: a repeated trace asks it for every op.
+inline const OpInfo& op_info(OpId op) { return detail::kOpTable[static_cast<int>(op)]; }
 std::optional<OpId> find_op(std::string_view name);
 std::string_view op_name(OpId op);
 std::optional<int> attr_index(OpId op, std::string_view attr_name);

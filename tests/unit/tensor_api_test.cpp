@@ -194,6 +194,18 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("an op that repeats the last trace's op and constant on another operand is recorded afresh") {
+  Session s;
+  Tensor a = s.ctx.from_vector<float>({1, 3}, {2});
+  for (bool reads_last : {true, false, true}) {
+    CAPTURE(reads_last);
+    Tensor t = a - 1.0;
+    Tensor u = t * 0.5;
+    Tensor v = (reads_last ? u : t) * 0.5;  // the same op and constant as last trace's, on u or on t
+    check_close(values(v), reads_last ? std::vector<double>{0, 0.5} : std::vector<double>{0, 1});
+  }
+}
+
 TEST_CASE("x += y rebinds; the IR stays functional") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
