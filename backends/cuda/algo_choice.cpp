@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -14,6 +15,7 @@ namespace {
 
 constexpr char kMagic[8] = {'L', 'Z', 'C', 'B', 'L', 'T', 'A', '1'};
 constexpr size_t kWords = sizeof(cublasLtMatmulAlgo_t) / sizeof(uint64_t);
+constexpr size_t kListedCandidates = 8;  // a description lists every time up to this many
 
 const char* source_text(AlgoChoice::Source source) {
   switch (source) {
@@ -39,8 +41,18 @@ std::string describe(const AlgoChoice& choice) {
   size_t count = choice.candidate_ms.size();
   if (count == 0 || choice.chosen < 0 || static_cast<size_t>(choice.chosen) >= count)
     return fmt::format("the heuristic's first ({})", source_text(choice.source));
-  return fmt::format("candidate {} of {}, {:.3f} ms ({}; all:{} ms)", choice.chosen + 1, count,
-                     choice.candidate_ms[choice.chosen], source_text(choice.source), times_text(choice.candidate_ms));
+  std::string times = "all:" + times_text(choice.candidate_ms);
+  if (count > kListedCandidates) {
+    std::vector<float> fastest;
+    for (float t : choice.candidate_ms)
+      if (t >= 0) fastest.push_back(t);
+    std::sort(fastest.begin(), fastest.end());
+    fastest.resize(std::min<size_t>(fastest.size(), 5));
+    times = fmt::format("fastest:{} ms; the heuristic's first:{}", times_text(fastest),
+                        times_text({choice.candidate_ms[0]}));
+  }
+  return fmt::format("candidate {} of {}, {:.3f} ms ({}; {} ms)", choice.chosen + 1, count,
+                     choice.candidate_ms[choice.chosen], source_text(choice.source), times);
 }
 
 std::string serialize(const AlgoChoice& choice) {

@@ -1,5 +1,6 @@
 // cuBLASLt's algorithm for one product shape on one device: the fastest of
-// the heuristic's first candidates, each timed there. It is kept per device
+// the heuristic's first candidates and every configuration of cuBLASLt's
+// algorithms (where the product is quick to time), each timed there. It is kept per device
 // in memory and on disk beside the compiled kernels (disk_cache.h), so that
 // a new process with a warm cache does not time the candidates again, and it
 // is described with every candidate's time for the reports (the executable
@@ -22,12 +23,14 @@ struct AlgoChoice {
     Heuristic,  // the heuristic's first: the operands were too large to time
   };
   cublasLtMatmulAlgo_t algo{};
-  int chosen = 0;                   // among the candidates, in the heuristic's order
-  std::vector<float> candidate_ms;  // three runs of each; negative where one could not run
+  int chosen = 0;  // among the candidates: the heuristic's, in its order, then the configurations
+  // One run of each, three of the fastest few; negative where one could not run.
+  std::vector<float> candidate_ms;
   Source source = Source::Timed;
 };
 
-// "candidate 2 of 8, 1.371 ms (timed at compile; all: 1.402 1.371 ... ms)".
+// "candidate 2 of 8, 1.371 ms (timed at compile; all: 1.402 1.371 ... ms)";
+// past 8 candidates, the fastest five and the heuristic's first instead of all.
 std::string describe(const AlgoChoice& choice);
 
 // The disk form (text: the algorithm's words in hex, the index, the times),

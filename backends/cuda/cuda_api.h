@@ -105,6 +105,10 @@ struct CublasLt {
   X(cublasLtMatmulPreferenceSetAttribute) \
   X(cublasLtMatmulAlgoGetHeuristic) \
   X(cublasLtMatmulAlgoCheck) \
+  X(cublasLtMatmulAlgoGetIds) \
+  X(cublasLtMatmulAlgoInit) \
+  X(cublasLtMatmulAlgoCapGetAttribute) \
+  X(cublasLtMatmulAlgoConfigSetAttribute) \
   X(cublasLtMatmul)
 #define LAZYLAB_DECLARE(name) decltype(&::name) name = nullptr;
   LAZYLAB_CUBLASLT_FUNCTIONS(LAZYLAB_DECLARE)

@@ -357,6 +357,12 @@ TEST_CASE("a cuBLASLt choice goes to disk and back whole, and a bad entry is nev
   timed.chosen = 2;
   timed.candidate_ms = {1.402f, 1.3906f, 1.371f, -1.0f};
   CHECK(cuda::describe(timed) == "candidate 3 of 4, 1.371 ms (timed at compile; all: 1.402 1.391 1.371 failed ms)");
+  cuda::AlgoChoice searched = timed;  // past 8 candidates: the fastest five and the heuristic's first
+  searched.candidate_ms = {1.376f, 1.39f, 1.46f, 1.6f, 1.33f, -1.0f, 1.325f, 1.4f, 1.35f, 1.5f};
+  searched.chosen = 6;
+  CHECK(cuda::describe(searched) ==
+        "candidate 7 of 10, 1.325 ms (timed at compile; fastest: 1.325 1.330 1.350 1.376 1.390 ms; the heuristic's "
+        "first: 1.376 ms)");
   std::string path = cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 0 0|NVIDIA H100|sm_90");
   CHECK(path != cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 1 0|NVIDIA H100|sm_90"));
   std::string why;
