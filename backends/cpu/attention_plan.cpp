@@ -29,7 +29,8 @@ class AttentionPlan : public KernelPlan {
       Scratch& scratch = scratch_.local();
       scratch.scores.resize(static_cast<size_t>(block_rows_ * a_.n));
       scratch.sums.resize(static_cast<size_t>(block_rows_));
-      if (kHasAttentionProducts && a_.k_transposed) scratch.keys.resize(static_cast<size_t>(a_.d * a_.n));
+      if (kHasAttentionProducts && a_.k_transposed)
+        scratch.keys.resize(static_cast<size_t>(transposed_keys_floats(a_.n, a_.d)));
       for (int64_t task = first; task < end; ++task) run_block(memory, task, scratch);
     };
     if (threads_ > 1 && arena_) {
@@ -86,8 +87,8 @@ class AttentionPlan : public KernelPlan {
       }
     };
 #if defined(__AVX512F__)
-    KeysByDimension by_dimension =
-        a_.k_transposed ? transpose_keys(k, keys, a_.d, a_.d, scratch.keys.data()) : KeysByDimension{k, a_.n};
+    KeysByDimension by_dimension = a_.k_transposed ? transpose_keys(k, keys, a_.d, a_.d, scratch.keys.data())
+                                                   : KeysByDimension{k, a_.n, kKeyPanel};
     scaled_scores(q, rows, a_.d, a_.d, by_dimension, keys, static_cast<float>(a_.scale), scores);
     numerators();
     weighted_values(scores, rows, keys, v, a_.dv, sums, out);

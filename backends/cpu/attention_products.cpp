@@ -16,7 +16,8 @@ constexpr int64_t kLanes = 16;
 using Sum = float __attribute__((vector_size(64)));
 // Tiles that fit the 32 vector registers with their operands: scores 8 rows
 // by 32 keys (16 sums), weighted values 6 rows by 64 columns (24 sums).
-constexpr int kScoreRows = 8, kScoreVectors = 2;
+constexpr int kScoreRows = 6, kScoreVectors = 4;
+static_assert(kScoreVectors * kLanes == kKeyPanel, "a scores tile reads one panel of keys");
 constexpr int kValueRows = 6, kValueVectors = 4;
 
 // The first `count` lanes (none when count <= 0, all past 16).
@@ -149,17 +150,19 @@ KeysByDimension transpose_keys(const float* k, int64_t keys, int64_t d, int64_t 
       for (int64_t r = 0; r < kLanes; ++r)
         rows[r] = r < block_keys ? _mm512_maskz_loadu_ps(dim_mask, k + (j + r) * k_stride + t) : _mm512_setzero_ps();
       transpose_16x16(rows);
-      for (int64_t r = 0; r < block_dims; ++r) _mm512_mask_storeu_ps(out + (t + r) * keys + j, key_mask, rows[r]);
+      float* panel = out + j / kKeyPanel * kKeyPanel * d;
+      for (int64_t r = 0; r < block_dims; ++r)
+        _mm512_mask_storeu_ps(panel + (t + r) * kKeyPanel + j % kKeyPanel, key_mask, rows[r]);
     }
   }
-  return {out, keys};
+  return {out, kKeyPanel, kKeyPanel * d};
 }
 
 void scaled_scores(const float* q, int64_t rows, int64_t d, int64_t q_stride, KeysByDimension keys, int64_t count,
                    float scale, float* scores) {
-  // A block of keys (d x 32 floats) stays in L1 while every row visits it.
-  for (int64_t c = 0; c < count; c += kScoreVectors * kLanes) {
-    KeysByDimension block{keys.data + c, keys.stride};
+  // A panel of keys (d x 64 floats) stays in L1 while every row visits it.
+  for (int64_t c = 0; c < count; c += kKeyPanel) {
+    KeysByDimension block{keys.data + c / kKeyPanel * keys.panel_stride, keys.stride, keys.panel_stride};
     const auto& tiles = count - c >= kScoreVectors * kLanes ? kScoresTiles<true> : kScoresTiles<false>;
     for (int64_t r = 0; r < rows; r += kScoreRows) {
       int64_t tile_rows = std::min<int64_t>(kScoreRows, rows - r);

@@ -17,14 +17,24 @@ inline constexpr bool kHasAttentionProducts = true;
 inline constexpr bool kHasAttentionProducts = false;
 #endif
 
-// The keys of an attention block, laid out [d][keys] for the scores' tiles.
+// The keys of an attention block by dimension, for the scores' tiles: panels
+// of kKeyPanel keys, each [d][kKeyPanel] (`stride` between two dimensions'
+// rows, `panel_stride` between two panels).
+inline constexpr int64_t kKeyPanel = 64;
 struct KeysByDimension {
   const float* data;
-  int64_t stride;  // between two dimensions' rows
+  int64_t stride, panel_stride;
 };
 
-// k's rows [keys][d] (k_stride apart) written as `out` [d][keys]: the one
-// copy the scores' tiles need, where k is not given as [d, n] already.
+// Floats that transpose_keys writes for `keys` keys of d dimensions.
+inline int64_t transposed_keys_floats(int64_t keys, int64_t d) {
+  return (keys + kKeyPanel - 1) / kKeyPanel * kKeyPanel * d;
+}
+
+// k's rows [keys][d] (k_stride apart) written to `out` as panels, each
+// contiguous: the one copy the scores' tiles need, where k is not given as
+// [d, n] already. (Rows [d][keys] a power of two apart fell into a few of
+// L1's sets, and the tiles reading them missed L1.)
 KeysByDimension transpose_keys(const float* k, int64_t keys, int64_t d, int64_t k_stride, float* out);
 
 // scores[i][j] = scale * sum_t q[i][t] * keys[t][j] for `rows` rows of q

@@ -432,7 +432,8 @@ std::string render_html(const ExperimentResult& result, const RunInfo& info) {
                  join_columns({&cell_identity_columns(), &cell_measure_columns(), &cell_outcome_columns()}), cells);
   out += section("Traffic and floor",
                  "Bytes the kernels read and write across their boundaries, and the floor: minimum bytes at copy "
-                 "bandwidth, matmul FLOPs at the sgemm rate or elementwise ops at the elementwise rate, the largest.",
+                 "bandwidth, matmul FLOPs at the sgemm rate or elementwise ops at the elementwise rate, the largest. " +
+                     std::string(probed_in_rounds(result) ? kRoundsFloorNote : ""),
                  join_columns({&cell_identity_columns(), &cell_traffic_columns()}), ran);
   out += peers_section(result);
   out += section("Fusion refusals by reason",

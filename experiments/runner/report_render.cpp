@@ -61,6 +61,7 @@ std::string console(const ExperimentResult& result) {
   out +=
       "time: the device time on a device backend, else the host step; n.s.: no significant difference from the "
       "baseline (its 95% interval holds 1)\n";
+  if (probed_in_rounds(result)) out += std::string(kRoundsFloorNote) + "\n";
   if (std::string summary = outcome_summary(result); !summary.empty()) out += "WARNING: " + summary + "\n";
   out += recompile_lines(result, "WARNING: ");
   out += peers_text(result, ReportFormat::Console);
@@ -97,6 +98,7 @@ std::string markdown_header(const ExperimentResult& result, const RunInfo& info)
       "- ceilings: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({}); {}\n",
       result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s, result.ceilings.blas,
       result.ceilings.method);
+  if (probed_in_rounds(result)) out += fmt::format("- {}\n", kRoundsFloorNote);
   for (size_t b = 0; b < result.device_ceilings.size(); ++b)
     if (result.device_ceilings[b].measured())
       out += fmt::format(

@@ -18,6 +18,12 @@ std::function<ReportValue(const CellResult&)> if_ran(Read read) {
 
 ReportValue percent(double fraction) { return {fmt::format("{:.1f}%", 100 * fraction), fmt::format("{}", fraction)}; }
 
+// Figures from the rounds' host probes stay blank where none ran.
+ReportValue probed_number(double value, int decimals) {
+  return value > 0 ? report_number(value, decimals) : ReportValue{};
+}
+ReportValue probed_percent(double fraction) { return fraction > 0 ? percent(fraction) : ReportValue{}; }
+
 std::string correctness_text(const Correctness& c) {
   return fmt::format("{} ({:.1e})", c.pass ? "ok" : "FAIL", c.max_abs_error);
 }
@@ -161,6 +167,11 @@ const CellColumns& cell_measure_columns() {
   return columns;
 }
 
+bool probed_in_rounds(const ExperimentResult& result) {
+  return std::any_of(result.cells.begin(), result.cells.end(),
+                     [](const CellResult& c) { return c.rounds_floor_fraction > 0; });
+}
+
 const CellColumns& cell_traffic_columns() {
   static const CellColumns columns = {
       {"MB moved", "bytes_moved", kMarkdown | kCsv, true, if_ran([](const CellResult& c) {
@@ -175,6 +186,14 @@ const CellColumns& cell_traffic_columns() {
        if_ran([](const CellResult& c) { return report_number(c.floor_ms, 3); })},
       {"% of floor", "floor_fraction", kEverywhere, true,
        if_ran([](const CellResult& c) { return percent(c.floor_fraction); })},
+      {"", "rounds_copy_gb_s", kCsv, true,
+       if_ran([](const CellResult& c) { return probed_number(c.rounds_copy_gb_s, 1); })},
+      {"", "rounds_sgemm_gflop_s", kCsv, true,
+       if_ran([](const CellResult& c) { return probed_number(c.rounds_sgemm_gflop_s, 1); })},
+      {"floor ms in rounds", "rounds_floor_ms", kMarkdown | kCsv, true,
+       if_ran([](const CellResult& c) { return probed_number(c.rounds_floor_ms, 3); })},
+      {"% of floor in rounds", "rounds_floor_fraction", kEverywhere, true,
+       if_ran([](const CellResult& c) { return probed_percent(c.rounds_floor_fraction); })},
   };
   return columns;
 }

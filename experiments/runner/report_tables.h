@@ -42,6 +42,12 @@ const CellColumns& cell_identity_columns();
 const CellColumns& cell_measure_columns();
 // Whether it ran and matched the reference, and how closely.
 const CellColumns& cell_outcome_columns();
+// How the floor in rounds is taken (its columns are blank where it was not).
+inline constexpr const char* kRoundsFloorNote =
+    "floor in rounds: the same floor from the host's copy and sgemm rates probed once after the cells of each timed "
+    "round of the workload (the ceilings' probes, medians): the machine's bandwidth while the cells' steps ran";
+bool probed_in_rounds(const ExperimentResult& result);
+
 // The bytes it moved and how close it came to its floor.
 const CellColumns& cell_traffic_columns();
 CellColumns join_columns(std::initializer_list<const CellColumns*> parts);

@@ -109,6 +109,10 @@ json cell_to_json(const CellResult& c) {
                {"copy_bandwidth_fraction", c.copy_bandwidth_fraction},
                {"floor_ms", c.floor_ms},
                {"floor_fraction", c.floor_fraction},
+               {"rounds_copy_gb_s", c.rounds_copy_gb_s},
+               {"rounds_sgemm_gflop_s", c.rounds_sgemm_gflop_s},
+               {"rounds_floor_ms", c.rounds_floor_ms},
+               {"rounds_floor_fraction", c.rounds_floor_fraction},
                {"device_ceilings", c.device_ceilings},
                {"compile_ms", c.compile_ms},
                {"recompile_ms", c.recompile_ms},
@@ -171,6 +175,10 @@ Expected<CellResult> cell_from_json(const json& j) {
     c.copy_bandwidth_fraction = j.value("copy_bandwidth_fraction", 0.0);
     c.floor_ms = j.value("floor_ms", 0.0);
     c.floor_fraction = j.value("floor_fraction", 0.0);
+    c.rounds_copy_gb_s = j.value("rounds_copy_gb_s", 0.0);
+    c.rounds_sgemm_gflop_s = j.value("rounds_sgemm_gflop_s", 0.0);
+    c.rounds_floor_ms = j.value("rounds_floor_ms", 0.0);
+    c.rounds_floor_fraction = j.value("rounds_floor_fraction", 0.0);
     c.device_ceilings = j.value("device_ceilings", false);
     c.compile_ms = j.value("compile_ms", 0.0);
     c.recompile_ms = j.value("recompile_ms", 0.0);

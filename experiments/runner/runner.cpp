@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "ceilings.h"
 #include "cell_run.h"
 #include "child_process.h"
 #include "core/pass_plugin.h"
@@ -45,6 +46,12 @@ void compute_rooflines(ExperimentResult& result) {
     it->second = std::min(it->second, cell.cost.elementwise_ops);
   }
   auto ms_at = [](double amount, double per_second) { return per_second > 0 ? amount / per_second * 1e3 : 0.0; };
+  auto floor_ms = [&](const CellResult& cell, double copy, double gemm, double elementwise) {
+    double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), copy * 1e9);
+    double matmul_ms = ms_at(static_cast<double>(cell.cost.minimum_flops), gemm * 1e9);
+    double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), elementwise * 1e9);
+    return std::max({memory_ms, matmul_ms, elementwise_ms});
+  };
   for (CellResult& cell : result.cells) {
     if (!cell.ran()) continue;
     // A device backend's cells are timed on its device, against its ceilings
@@ -57,11 +64,12 @@ void compute_rooflines(ExperimentResult& result) {
     if (seconds <= 0) continue;
     cell.achieved_gb_s = static_cast<double>(cell.cost.total_bytes) / seconds / 1e9;
     cell.copy_bandwidth_fraction = copy > 0 ? cell.achieved_gb_s / copy : 0;
-    double memory_ms = ms_at(static_cast<double>(cell.cost.minimum_bytes), copy * 1e9);
-    double matmul_ms = ms_at(static_cast<double>(cell.cost.minimum_flops), gemm * 1e9);
-    double elementwise_ms = ms_at(static_cast<double>(least_elementwise[cell.workload_entry]), elementwise * 1e9);
-    cell.floor_ms = std::max({memory_ms, matmul_ms, elementwise_ms});
+    cell.floor_ms = floor_ms(cell, copy, gemm, elementwise);
     cell.floor_fraction = cell.floor_ms / time_ms;  // 0 without ceilings (an isolated cell's child)
+    if (ceilings.device || cell.rounds_copy_gb_s <= 0) continue;
+    double rounds_gemm = cell.rounds_sgemm_gflop_s > 0 ? cell.rounds_sgemm_gflop_s : gemm;
+    cell.rounds_floor_ms = floor_ms(cell, cell.rounds_copy_gb_s, rounds_gemm, elementwise);
+    cell.rounds_floor_fraction = cell.rounds_floor_ms / time_ms;
   }
 }
 
@@ -269,11 +277,26 @@ const CellResult* find_resumed(const RunOptions& options, const CellIdentity& id
   return nullptr;
 }
 
+// The host's copy and sgemm rates, one probe of each a timed round.
+struct RoundRates {
+  std::vector<double> copy_gb_s, sgemm_gflop_s;
+  void probe(HostProbe& host) {
+    copy_gb_s.push_back(host.copy_gb_s());
+    if (double sgemm = host.sgemm_gflop_s(); sgemm > 0) sgemm_gflop_s.push_back(sgemm);
+  }
+  void give_to(CellResult& cell) const {
+    if (copy_gb_s.empty()) return;
+    cell.rounds_copy_gb_s = spread_of(copy_gb_s).median;
+    cell.rounds_sgemm_gflop_s = sgemm_gflop_s.empty() ? 0 : spread_of(sgemm_gflop_s).median;
+  }
+};
+
 // A workload's cells are stepped in rounds: every cell once per round, in
 // an order shuffled per round (seeded), so drift of a shared machine falls
-// on them alike instead of on whichever cell ran last.
+// on them alike instead of on whichever cell ran last. The host probe, where
+// given, runs after the cells of each timed round.
 void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs,
-                Progress* progress) {
+                HostProbe* probe, RoundRates& rates, Progress* progress) {
   for (auto& run : runs) run->step(0);
   std::vector<CellRun*> order;
   for (auto& run : runs) order.push_back(run.get());
@@ -284,6 +307,7 @@ void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::uni
                                        1 + e.warmup + e.timed_steps()));
     if (e.interleave) std::shuffle(order.begin(), order.end(), rng);
     for (CellRun* run : order) run->step(step);
+    if (probe && step > e.warmup) rates.probe(*probe);
   }
 }
 
@@ -354,7 +378,7 @@ std::vector<bool> selected_cells(const Experiment& e, const Resolved& r, size_t 
 
 // Every cell of workload `w`: taken from the resumed ones where present,
 // else run (a reference that fails fails the workload's cells).
-void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options,
+void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options, HostProbe* probe,
                   std::vector<CellResult>& cells) {
   const Workload& workload = *r.workloads[w];
   std::vector<CellIdentity> pending;
@@ -400,8 +424,9 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
       runs.push_back(std::make_unique<CellRun>(CellSetup{e, workload, inputs, *r.backends[b], r.pipelines[p]},
                                                *reference, pending[i]));
     }
+    RoundRates rates;
     if (e.interleave)
-      run_rounds(e, w, runs, options.progress);
+      run_rounds(e, w, runs, probe, rates, options.progress);
     else
       run_in_sequence(e, runs);
     for (size_t i = 0; i < pending.size(); ++i) {
@@ -409,11 +434,23 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
           reference ? runs[i]->finish()
                     : CellResult::failure(CellStatus::Failed, "the reference failed: " + reference.error().message);
       static_cast<CellIdentity&>(cell) = pending[i];
+      rates.give_to(cell);
       report_cell(options.progress, cell);
       done.emplace(pending_at[i], std::move(cell));
     }
   }
   for (auto& [at, cell] : done) cells.push_back(std::move(cell));
+}
+
+// Whether a workload's rounds probe the host's rates: where some backend's
+// cells are timed on the host, against ceilings measured in this run, each
+// step behind a flush (a probe would otherwise leave the next step's caches
+// cold where the experiment wants them warm).
+bool probes_rounds(const Experiment& e, const RunOptions& options, const ExperimentResult& result) {
+  bool host_backend = std::any_of(result.device_ceilings.begin(), result.device_ceilings.end(),
+                                  [](const DeviceCeilings& device) { return !device.measured(); });
+  return host_backend && e.interleave && e.flush_bytes > 0 && e.timed_steps() > 0 && !options.pinned_ceilings &&
+         !options.only_cell && !options.run_elsewhere;
 }
 
 // How many cells the run will measure: the selected ones, less those taken
@@ -463,8 +500,9 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   else
     result.device_ceilings.resize(e.backends.size());
   if (options.progress) options.progress->start(count_cells(e, *resolved, options));
+  std::unique_ptr<HostProbe> probe = probes_rounds(e, options, result) ? std::make_unique<HostProbe>() : nullptr;
   for (size_t w = 0; w < resolved->workloads.size(); ++w) {
-    run_workload(e, *resolved, w, options, result.cells);
+    run_workload(e, *resolved, w, options, probe.get(), result.cells);
     if (options.checkpoint) options.checkpoint(result);
   }
   compute_rooflines(result);  // first: it says which cells are timed on a device

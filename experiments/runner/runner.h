@@ -94,6 +94,12 @@ struct CellResult : CellIdentity {
   double floor_ms = 0;
   double floor_fraction = 0;
   bool device_ceilings = false;  // the floor is from the backend's device ceilings, not the host's
+  // The host's copy and sgemm rates probed once in each of the workload's
+  // timed rounds (medians; 0 where none were), and the floor from them: the
+  // machine's bandwidth while the cell's own steps ran, on a shared machine
+  // whose copy rate moved 36-77 GB/s from one run to the next.
+  double rounds_copy_gb_s = 0, rounds_sgemm_gflop_s = 0;
+  double rounds_floor_ms = 0, rounds_floor_fraction = 0;
   Metrics metrics;
   // Baseline median / this median, with its interval (value 0: no baseline
   // cell, or either failed); the verdict reads the interval.

@@ -55,6 +55,7 @@ assert all(c['elementwise_ops'] == 3 * 100 * 4096 for c in chain), [c['elementwi
 for c in r['cells']:
     assert c['bytes_moved'] == sum(c['kernel_bytes']) and c['minimum_bytes'] > 0, c
     assert 0 < c['floor_fraction'] and c['arena_bytes'] <= c['naive_arena_bytes'], c
+    assert c['rounds_copy_gb_s'] == 0 and c['rounds_floor_fraction'] == 0, c  # no flush: no probe in the rounds
 mlp = [c for c in r['cells'] if c['workload'] == 'mlp'][0]
 assert mlp['flops'] == 2 * 8 * 64 * 128 * 2, mlp['flops']
 for c in r['cells']:
@@ -366,7 +367,7 @@ for c in r['cells']:
     s = c['speedup_vs_baseline']
     assert s['low'] <= s['value'] <= s['high'], s
     assert s['verdict'] in ('lower', 'higher', 'no significant difference'), s
-assert 'memcpy' in r['ceilings']['method'], r['ceilings']
+assert 'copies with non-temporal stores' in r['ceilings']['method'], r['ceilings']
 print('ok')"
 
 # Reports: their paths are checked before anything runs; a failed run
@@ -592,7 +593,14 @@ assert r['experiment']['flush_bytes'] == 8 << 20, r['experiment']
 c = r['cells'][0]
 assert c['metrics']['traces'] == 8 and c['metrics']['cache_misses'] == 1, c['metrics']  # cold, warm-up, 2 x 3 timed
 assert len(c['samples']['step_ms']) == 3 and len(c['samples']['device_ms']) == 3, c['samples']
+# The host probed once a timed round; the floor in rounds is the floor at those medians.
+assert c['rounds_copy_gb_s'] > 0 and c['rounds_sgemm_gflop_s'] > 0, c
+floor = c['minimum_bytes'] / (c['rounds_copy_gb_s'] * 1e9) * 1e3
+assert c['rounds_floor_ms'] >= floor * (1 - 1e-9), (c['rounds_floor_ms'], floor)  # at least the bytes at that rate
+assert abs(c['rounds_floor_fraction'] - c['rounds_floor_ms'] / c['step_ms']['median']) < 1e-9, c
 print('ok')"
+check "the report says how the floor in rounds is taken" 0 "floor in rounds: the same floor from the host's copy and sgemm rates" -- \
+  cat "$work/flush.md"
 experiment "$work/flush-bad.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
   "backends: [cpu]" "repeat: {flush: -4}"
 check "a negative flush is refused with its line" 1 "flush-bad.yaml:5: repeat.flush: must be between 0 and 16384 MiB, got -4" -- \
