@@ -25,8 +25,17 @@ inline Vec quotient_by_product(Vec x, Vec r, Vec d) {
   Vec remainder = math.fma(-q, d, x);
   // No remainder: q is exact (and keeps a zero's sign); a NaN one: x is
   // infinite, and so is q.
+#if defined(__AVX512DQ__)
+  // Zero or NaN in one classification rather than two compares and an or.
+  constexpr int kZeroOrNaN = 0x01 | 0x02 | 0x04 | 0x80;  // quiet NaN, +0, -0, signalling NaN
+  __m512 q512 = std::bit_cast<__m512>(q);
+  __mmask16 exact = _mm512_fpclass_ps_mask(std::bit_cast<__m512>(remainder), kZeroOrNaN);
+  return std::bit_cast<Vec>(_mm512_mask_blend_ps(
+      exact, _mm512_fmadd_ps(std::bit_cast<__m512>(remainder), std::bit_cast<__m512>(r), q512), q512));
+#else
   Mask exact = (remainder == 0) | (remainder != remainder);
   return exact ? q : math.fma(remainder, r, q);
+#endif
 }
 
 inline float quotient_by_product(float x, float r, float d) {
