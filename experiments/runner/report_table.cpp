@@ -130,6 +130,18 @@ bool shown(unsigned shown_in, ReportFormat format) {
   return false;
 }
 
+bool blank_column(const Grid& grid, size_t column) {
+  return std::all_of(grid.rows.begin(), grid.rows.end(),
+                     [&](const std::vector<std::string>& row) { return row[column].empty(); });
+}
+
+void drop_column(Grid& grid, size_t column) {
+  auto at = [column](auto& list) { return list.begin() + static_cast<std::ptrdiff_t>(column); };
+  grid.headings.erase(at(grid.headings));
+  grid.numeric.erase(at(grid.numeric));
+  for (std::vector<std::string>& row : grid.rows) row.erase(at(row));
+}
+
 std::string render(const Grid& grid, ReportFormat format) {
   switch (format) {
     case ReportFormat::Console: return console(grid);

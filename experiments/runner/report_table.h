@@ -38,6 +38,9 @@ struct ReportColumn {
   unsigned shown_in = kEverywhere;
   bool numeric = false;  // right-aligned
   std::function<ReportValue(const Row&)> value;
+  // Left out of the tables people read where every row leaves it blank (a
+  // figure only some runs measure); CSV keeps it, so its header is stable.
+  bool hidden_when_blank = false;
 };
 
 // The pieces every table shares, independent of the row type.
@@ -49,6 +52,8 @@ struct Grid {
 };
 std::string render(const Grid& grid, ReportFormat format);
 bool shown(unsigned shown_in, ReportFormat format);
+bool blank_column(const Grid& grid, size_t column);
+void drop_column(Grid& grid, size_t column);
 }  // namespace report_table_detail
 
 template <class Row>
@@ -69,6 +74,10 @@ std::string render_table(const std::vector<ReportColumn<Row>>& columns, const st
       line.push_back(format == ReportFormat::Csv && !value.raw.empty() ? std::move(value.raw) : std::move(value.text));
     }
   }
+  if (format != ReportFormat::Csv)
+    for (size_t c = chosen.size(); c-- > 0;)
+      if (chosen[c]->hidden_when_blank && report_table_detail::blank_column(grid, c))
+        report_table_detail::drop_column(grid, c);
   return report_table_detail::render(grid, format);
 }
 

@@ -191,9 +191,9 @@ const CellColumns& cell_traffic_columns() {
       {"", "rounds_sgemm_gflop_s", kCsv, true,
        if_ran([](const CellResult& c) { return probed_number(c.rounds_sgemm_gflop_s, 1); })},
       {"floor ms in rounds", "rounds_floor_ms", kMarkdown | kCsv, true,
-       if_ran([](const CellResult& c) { return probed_number(c.rounds_floor_ms, 3); })},
+       if_ran([](const CellResult& c) { return probed_number(c.rounds_floor_ms, 3); }), true},
       {"% of floor in rounds", "rounds_floor_fraction", kEverywhere, true,
-       if_ran([](const CellResult& c) { return probed_percent(c.rounds_floor_fraction); })},
+       if_ran([](const CellResult& c) { return probed_percent(c.rounds_floor_fraction); }), true},
   };
   return columns;
 }

@@ -78,6 +78,11 @@ assert all('step_us_per_op' in c for c in tiny)
 base = [c for c in r['cells'] if c['pipeline'] == 'eager']
 assert all(c['speedup_vs_baseline']['value'] == 1.0 for c in base)
 print('ok')"
+check "no floor in rounds where the steps run without a flush: its columns are left out" 0 "ok" -- python3 -c "
+md = open('$work/qs/quickstart.md').read()
+assert 'of floor in rounds' not in md and 'floor ms in rounds' not in md, md
+assert 'rounds_floor_fraction' in open('$work/qs/quickstart.csv').readline()
+print('ok')"
 check "quickstart Markdown" 0 "\| chain-tiny \| eager \| interp \|" -- cat "$work/qs/quickstart.md"
 
 # Cell identity: a size sweep and one backend with two option sets give cells
@@ -601,6 +606,7 @@ assert abs(c['rounds_floor_fraction'] - c['rounds_floor_ms'] / c['step_ms']['med
 print('ok')"
 check "the report says how the floor in rounds is taken" 0 "floor in rounds: the same floor from the host's copy and sgemm rates" -- \
   cat "$work/flush.md"
+check "the Markdown report gives the floor in rounds where it was probed" 0 "\| % of floor in rounds \|" -- cat "$work/flush.md"
 experiment "$work/flush-bad.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
   "backends: [cpu]" "repeat: {flush: -4}"
 check "a negative flush is refused with its line" 1 "flush-bad.yaml:5: repeat.flush: must be between 0 and 16384 MiB, got -4" -- \

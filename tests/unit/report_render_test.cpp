@@ -157,3 +157,25 @@ TEST_CASE("a peer is compared with lazylab on its own clock: device time or the 
   CHECK(table[2] == "| softmax | gpu-peer | device | 4.0000 | fused / cpu | 2.0000 | 2.00x |");
   CHECK(table[3] == "| softmax | host-peer | host | 10.0000 | fused / cpu | 5.0000 | 2.00x |");
 }
+
+// A column flagged hidden_when_blank leaves the tables people read where no
+// row has a value, and stays in CSV; one value anywhere keeps it everywhere.
+TEST_CASE("a column blank in every row is left out where it asks to be, but not from CSV") {
+  struct Row {
+    std::string probed;
+  };
+  std::vector<ReportColumn<Row>> columns = {
+      {"name", "name", kEverywhere, false, [](const Row&) { return report_text("cell"); }},
+      {"probed", "probed", kEverywhere, true, [](const Row& r) { return report_text(r.probed); }, true},
+      {"kept", "kept", kEverywhere, true, [](const Row&) { return report_text(""); }},
+  };
+  Row blank{""}, measured{"81%"};
+  std::vector<const Row*> none_probed = {&blank, &blank}, one_probed = {&blank, &measured};
+  for (ReportFormat format : {ReportFormat::Console, ReportFormat::Markdown}) {
+    CHECK_FALSE(has(render_table(columns, none_probed, format), "probed"));
+    CHECK(has(render_table(columns, none_probed, format), "kept"));  // not flagged: kept though blank
+    CHECK(has(render_table(columns, one_probed, format), "probed"));
+    CHECK(has(render_table(columns, one_probed, format), "81%"));
+  }
+  CHECK(lines_of(render_table(columns, none_probed, ReportFormat::Csv)).front().starts_with("name,probed,kept"));
+}
