@@ -14,8 +14,9 @@ constexpr int64_t kLanes = 16;
 // The tiles' running sums: a vector type without __m512's may_alias, so the
 // compiler may keep them in registers across a loop that loads floats.
 using Sum = float __attribute__((vector_size(64)));
-// Tiles that fit the 32 vector registers with their operands: scores 8 rows
-// by 32 keys (16 sums), weighted values 6 rows by 64 columns (24 sums).
+// Tiles that fit the 32 vector registers with their operands: scores 6 rows
+// by 64 keys, one panel (24 sums), weighted values 6 rows by 64 columns (24
+// sums).
 constexpr int kScoreRows = 6, kScoreVectors = 4;
 static_assert(kScoreVectors * kLanes == kKeyPanel, "a scores tile reads one panel of keys");
 constexpr int kValueRows = 6, kValueVectors = 4;
@@ -163,7 +164,7 @@ void scaled_scores(const float* q, int64_t rows, int64_t d, int64_t q_stride, Ke
   // A panel of keys (d x 64 floats) stays in L1 while every row visits it.
   for (int64_t c = 0; c < count; c += kKeyPanel) {
     KeysByDimension block{keys.data + c / kKeyPanel * keys.panel_stride, keys.stride, keys.panel_stride};
-    const auto& tiles = count - c >= kScoreVectors * kLanes ? kScoresTiles<true> : kScoresTiles<false>;
+    const auto& tiles = count - c >= kKeyPanel ? kScoresTiles<true> : kScoresTiles<false>;
     for (int64_t r = 0; r < rows; r += kScoreRows) {
       int64_t tile_rows = std::min<int64_t>(kScoreRows, rows - r);
       tiles[tile_rows - 1](q + r * q_stride, d, q_stride, block, count - c, scale, scores + r * count + c, count);
