@@ -37,6 +37,13 @@ inline Vec load_vector(const float* p) {
   return v;
 }
 inline void store_vector(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+// `s` in every lane, its sign kept: not `Vec{} + s`, which adds +0 and so
+// turns a -0 into +0 (1 / -0 then came out +inf).
+inline Vec splat(float s) {
+  Vec v;
+  for (int i = 0; i < kLanes; ++i) v[i] = s;
+  return v;
+}
 
 // max and min propagate NaN, as the reference defines them: x + y is NaN
 // when either is.
@@ -115,7 +122,7 @@ inline constexpr bool kExpInline = false;
 #endif
 
 struct VectorMath : ArithmeticMath<Vec, Mask> {
-  static Vec constant(double v) { return Vec{} + static_cast<float>(v); }
+  static Vec constant(double v) { return splat(static_cast<float>(v)); }
   // a * b + c with one rounding.
   static Vec fma(Vec a, Vec b, Vec c) {
 #if defined(__AVX512F__)

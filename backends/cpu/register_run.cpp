@@ -43,7 +43,7 @@ T broadcast(float s) {
   if constexpr (std::is_same_v<T, float>)
     return s;
   else
-    return Vec{} + s;
+    return splat(s);
 }
 
 template <class T>

@@ -49,13 +49,13 @@ inline float quotient_by_product(float x, float r, float d) {
 template <class StoreVector>
 void divide_each(float* out, const float* in, float divisor, int64_t n, int64_t i, StoreVector store) {
   if (!divides_by_product(divisor)) {
-    Vec d = Vec{} + divisor;
+    Vec d = splat(divisor);
     for (; i + kLanes <= n; i += kLanes) store(out + i, load_vector(in + i) / d);
     for (; i < n; ++i) out[i] = in[i] / divisor;
     return;
   }
   float reciprocal = 1.0f / divisor;
-  Vec r = Vec{} + reciprocal, d = Vec{} + divisor;
+  Vec r = splat(reciprocal), d = splat(divisor);
   for (; i + kLanes <= n; i += kLanes) store(out + i, quotient_by_product(load_vector(in + i), r, d));
   for (; i < n; ++i) out[i] = quotient_by_product(in[i], reciprocal, divisor);
 }

@@ -242,6 +242,42 @@ TEST_CASE("cpu division by a row's scalar matches the interpreter bit for bit") 
     }
 }
 
+TEST_CASE("a negative-zero constant keeps its sign in every fused loop") {
+  // Found from outside: 1 / -0 came out +inf in vector loops (16 elements and
+  // more), whose splat added +0 to the constant.
+  const char* text = R"(graph @negzero {
+  %x = parameter {ordinal = 0} : f32[8,67]
+  %one = constant {value = 1} : f32[8,67]
+  %negzero = constant {value = -0} : f32[8,67]
+  %inf = div(%one, %negzero) : f32[8,67]
+  %quotient = div(%x, %negzero) : f32[8,67]
+  %product = mul(%x, %negzero) : f32[8,67]
+  %relu = relu(%product) : f32[8,67]
+  %sum = reduce_sum(%product) {axes = [1], keepdim = true} : f32[8,1]
+  %shifted = add(%negzero, %negzero) : f32[8,67]
+  return %inf, %quotient, %product, %relu, %sum, %shifted
+})";
+  auto interp = interp_backend();
+  auto want = run_graph_text(*interp, text, "lower");
+  CHECK(std::signbit(want[0][0]));
+  for (const char* options : {"threads=1", "threads=2,stream=1"}) {
+    auto cpu = load_backend("cpu", options);
+    REQUIRE(cpu.ok());
+    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+      CAPTURE(std::string(options));
+      CAPTURE(strategy);
+      auto got = run_graph_text(**cpu, text, "fuse{strategy=" + strategy + "},lower");
+      REQUIRE(got.size() == want.size());
+      for (size_t o = 0; o < want.size(); ++o)
+        for (size_t i = 0; i < want[o].size(); ++i) {
+          CAPTURE(o);
+          CAPTURE(i);
+          REQUIRE(std::bit_cast<uint32_t>(got[o][i]) == std::bit_cast<uint32_t>(want[o][i]));
+        }
+    }
+  }
+}
+
 TEST_CASE("streamed outputs are bit for bit the ones written through the caches") {
   // Odd row counts on two threads: the deferred division's two buffer sets
   // meet chunk ends at either parity.

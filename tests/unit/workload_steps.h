@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text_format.h"
 #include "runner/workload.h"
 #include "support.h"
 
@@ -37,6 +38,22 @@ inline void check_steps(const std::vector<StepOutputs>& steps, const StepOutputs
       for (size_t i = 0; i < want[o].size(); ++i)
         REQUIRE(steps[step][o][i] == doctest::Approx(want[o][i]).epsilon(epsilon).scale(scale));
   }
+}
+
+// Each output of the .lzir graph `text`, run once on `backend` through
+// `pipeline_text`, its parameters seeded as a workload's.
+template <class T = float>
+std::vector<std::vector<T>> run_graph_text(Backend& backend, const std::string& text,
+                                           const std::string& pipeline_text) {
+  auto parsed = parse_graph(text, "t.lzir");
+  REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? "" : parsed.error().message));
+  auto workload = make_graph_workload(parsed->name, std::move(parsed->graph));
+  Engine engine(pipeline(pipeline_text), backend);
+  Context ctx(engine);
+  std::vector<Tensor> inputs = bind_inputs(ctx, workload->make_inputs(3));
+  std::vector<std::vector<T>> outputs;
+  for (const Tensor& t : workload->step(ctx, inputs)) outputs.push_back(values<T>(t));
+  return outputs;
 }
 
 }  // namespace lazylab::testing
