@@ -157,9 +157,12 @@ size_t constant_slot(double value, const TensorType& type, size_t slots) {  // s
   return static_cast<size_t>((word * 0x9E3779B97F4A7C15ULL) >> (64 - std::countr_zero(slots)));
 }
 
+// A float constant's value is the double as given; an integer's is the
+// integer it stores (scalar_attr), compared exactly.
 bool is_constant(const Node& node, double value, const TensorType& type) {
-  return node.op == OpId::Constant && std::bit_cast<uint64_t>(node.attrs[0].f) == std::bit_cast<uint64_t>(value) &&
-         node.type == type;
+  if (node.op != OpId::Constant || node.type != type) return false;
+  if (is_float(type.dtype)) return std::bit_cast<uint64_t>(node.attrs[0].f) == std::bit_cast<uint64_t>(value);
+  return node.attrs[0].i == scalar_attr(type.dtype, value).i;
 }
 
 }  // namespace
@@ -173,7 +176,7 @@ Expected<NodeId> Context::constant_node(double value, const TensorType& type) {
   NodeId& recent = recent_constants_[constant_slot(value, type, recent_constants_.size())];
   if (recent < trace_.size() && is_constant(trace_.node(recent), value, type)) return recent;
   Attrs attrs;
-  attrs[0].f = value;
+  attrs[0] = scalar_attr(type.dtype, value);
   auto node = append(OpId::Constant, {}, {}, attrs, &type);
   if (node) recent = *node;
   return node;
@@ -181,6 +184,14 @@ Expected<NodeId> Context::constant_node(double value, const TensorType& type) {
 
 Tensor Context::full(double value, TensorType type) {
   auto node = constant_node(value, type);
+  if (!node) return error_tensor(node.error());
+  return make_pending(*node);
+}
+
+Tensor Context::full_integer(int64_t value, TensorType type) {
+  Attrs attrs;
+  attrs[0] = integer_scalar_attr(type.dtype, value);
+  auto node = append(OpId::Constant, {}, {}, attrs, &type);
   if (!node) return error_tensor(node.error());
   return make_pending(*node);
 }
@@ -229,8 +240,10 @@ Tensor Context::dynamic_scalar(double value, DType dtype) {
   switch (dtype) {
     case DType::F32: *reinterpret_cast<float*>(buffer->data()) = static_cast<float>(value); break;
     case DType::F64: *reinterpret_cast<double*>(buffer->data()) = value; break;
-    case DType::I32: *reinterpret_cast<int32_t*>(buffer->data()) = static_cast<int32_t>(value); break;
-    case DType::I64: *reinterpret_cast<int64_t*>(buffer->data()) = static_cast<int64_t>(value); break;
+    case DType::I32:
+      *reinterpret_cast<int32_t*>(buffer->data()) = static_cast<int32_t>(scalar_attr(dtype, value).i);
+      break;
+    case DType::I64: *reinterpret_cast<int64_t*>(buffer->data()) = scalar_attr(dtype, value).i; break;
     case DType::Bool: *reinterpret_cast<uint8_t*>(buffer->data()) = value != 0; break;
   }
   return from_buffer(type, std::move(buffer));

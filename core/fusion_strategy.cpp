@@ -206,7 +206,7 @@ void duplicate_constants(Module& module) {
     Operands operands;
     for (NodeId operand : node.operands) {
       const Node& producer = graph.node(operand);
-      operands.push_back(producer.op == OpId::Constant ? builder.constant(producer.attrs[0].f, producer.type)
+      operands.push_back(producer.op == OpId::Constant ? builder.constant(producer.attrs[0], producer.type)
                                                        : mapped[operand]);
     }
     mapped[id] = builder.add_typed(node.op, node.type, std::move(operands), node.attrs);
@@ -214,7 +214,7 @@ void duplicate_constants(Module& module) {
   std::vector<NodeId> roots;
   for (NodeId root : graph.roots())
     roots.push_back(graph.node(root).op == OpId::Constant
-                        ? builder.constant(graph.node(root).attrs[0].f, graph.node(root).type)
+                        ? builder.constant(graph.node(root).attrs[0], graph.node(root).type)
                         : mapped[root]);
   builder.graph().set_roots(std::move(roots));
   replace_graph(module, std::move(builder.graph()));

@@ -17,8 +17,13 @@ NodeId GraphBuilder::add_typed(OpId op, TensorType type, Operands operands, Attr
 }
 
 NodeId GraphBuilder::constant(double value, TensorType type) {
+  AttrValue scalar = scalar_attr(type.dtype, value);
+  return constant(scalar, std::move(type));
+}
+
+NodeId GraphBuilder::constant(const AttrValue& value, TensorType type) {
   Attrs attrs;
-  attrs[0].f = value;
+  attrs[0] = value;
   return graph_.add(OpId::Constant, std::move(type), {}, attrs);
 }
 

@@ -16,7 +16,11 @@ class GraphBuilder {
   Expected<NodeId> add(OpId op, Operands operands, const Attrs& attrs = {}, const TensorType* declared = nullptr);
   // For nodes already known to be well-typed (copies).
   NodeId add_typed(OpId op, TensorType type, Operands operands, Attrs attrs);
+  // A splat of `value` as `type` stores it (an integer type truncates it).
   NodeId constant(double value, TensorType type);
+  // A splat of a scalar attribute made for type's dtype (scalar_attr): exact
+  // for every integer.
+  NodeId constant(const AttrValue& value, TensorType type);
   // NumPy-style: `id`'s dims align right with `shape`; returns `id` when the
   // shape already matches.
   Expected<NodeId> broadcast_to(NodeId id, const Dims& shape);

@@ -53,6 +53,9 @@ uint64_t hash_node(const Node& node, std::span<const Node> earlier_nodes) {
       case AttrKind::Int:
       case AttrKind::Bool: words.push(static_cast<uint64_t>(value.i)); break;
       case AttrKind::Float: words.push(std::bit_cast<uint64_t>(value.f)); break;
+      case AttrKind::Scalar:  // an integer's `f` follows from its `i`, a float's `i` is 0
+        words.push(is_float(node.type.dtype) ? std::bit_cast<uint64_t>(value.f) : static_cast<uint64_t>(value.i));
+        break;
       case AttrKind::Ints:
         words.push(value.ints.size());
         for (int64_t v : value.ints) words.push(static_cast<uint64_t>(v));

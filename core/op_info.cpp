@@ -4,6 +4,10 @@
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "lazylab/reference_semantics.hpp"
+
 namespace lazylab {
 namespace {
 
@@ -12,6 +16,7 @@ constexpr std::optional<AttrKind> parse_attr_kind(std::string_view kind) {
   if (kind == "float") return AttrKind::Float;
   if (kind == "bool") return AttrKind::Bool;
   if (kind == "ints") return AttrKind::Ints;
+  if (kind == "scalar") return AttrKind::Scalar;
   return std::nullopt;
 }
 
@@ -50,6 +55,36 @@ bool AttrValue::operator==(const AttrValue& other) const {
 }
 
 constinit const Attrs kNoAttrs{};
+
+AttrValue scalar_attr(DType dtype, double value) {
+  if (is_float(dtype)) {
+    AttrValue attr;
+    attr.f = value;
+    return attr;
+  }
+  if (dtype == DType::Bool) return integer_scalar_attr(dtype, value != 0);  // 0.5 and NaN are true
+  return integer_scalar_attr(dtype, reference::to_integer(value));
+}
+
+AttrValue integer_scalar_attr(DType dtype, int64_t value) {
+  AttrValue attr;
+  if (is_float(dtype)) {
+    attr.f = static_cast<double>(value);
+    return attr;
+  }
+  attr.i = reference::wrap_integer(static_cast<uint32_t>(dtype), value);
+  attr.f = static_cast<double>(attr.i);
+  return attr;
+}
+
+std::string scalar_attr_problem(DType dtype, const AttrValue& value) {
+  if (is_float(dtype)) return value.i == 0 ? "" : fmt::format("a {} scalar with an integer part", dtype_name(dtype));
+  if (reference::wrap_integer(static_cast<uint32_t>(dtype), value.i) != value.i)
+    return fmt::format("{} is not a value of {}", value.i, dtype_name(dtype));
+  if (std::bit_cast<uint64_t>(value.f) != std::bit_cast<uint64_t>(static_cast<double>(value.i)))
+    return fmt::format("its double {} is not its integer {}'s", value.f, value.i);
+  return "";
+}
 
 std::string_view op_name(OpId op) { return op_info(op).name; }
 

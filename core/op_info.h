@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -37,7 +38,9 @@ enum class TypeRule : uint8_t {
   Pad,
   Window
 };
-enum class AttrKind : uint8_t { Int, Float, Bool, Ints };
+// Scalar: a value of the node's dtype (a constant's, a pad's fill), exact
+// for every dtype; see scalar_attr.
+enum class AttrKind : uint8_t { Int, Float, Bool, Ints, Scalar };
 
 inline constexpr int kMaxAttrs = 4;
 
@@ -71,6 +74,17 @@ struct AttrValue {
   bool operator==(const AttrValue& other) const;  // floats compare bitwise
 };
 using Attrs = std::array<AttrValue, kMaxAttrs>;
+
+// A scalar attribute of a node of `dtype`: an integer or bool one exactly in
+// `i`, with its nearest double in `f` (what plugins before ABI 3.6 read); a
+// float one in `f`, `i` 0. From a double as storing it into `dtype` does
+// (truncated toward zero, an i32 wrapped, a bool 0 or 1), or from an
+// integer exactly (wrapped likewise; a float dtype takes its nearest double).
+AttrValue scalar_attr(DType dtype, double value);
+AttrValue integer_scalar_attr(DType dtype, int64_t value);
+// Why `value` is no scalar of `dtype` (an i32 past 32 bits, `f` not `i`'s
+// double), or empty.
+std::string scalar_attr_problem(DType dtype, const AttrValue& value);
 // The attributes of an op that has none: one shared set, so recording such an
 // op builds and destroys no array of four values. Constant-initialised, so
 // it is ready before any static initialiser could trace.

@@ -12,16 +12,6 @@ namespace {
 
 constexpr size_t kStructural = std::numeric_limits<size_t>::max() / 2;
 
-std::string attr_text(const AttrValue& value, AttrKind kind) {
-  switch (kind) {
-    case AttrKind::Int: return std::to_string(value.i);
-    case AttrKind::Float: return fmt::format("{}", value.f);
-    case AttrKind::Bool: return value.i ? "true" : "false";
-    case AttrKind::Ints: return fmt::format("[{}]", fmt::join(value.ints, ", "));
-  }
-  return "";
-}
-
 bool same_shape_of_node(const Node& a, const Node& b) { return a.op == b.op && a.operands == b.operands; }
 
 // Two nodes of the same op and operands: their first attribute that differs.
@@ -29,7 +19,8 @@ std::optional<RecompileDiagnosis> attribute_difference(const Node& a, const Node
   const OpInfo& info = op_info(a.op);
   for (int k = 0; k < info.num_attrs; ++k) {
     if (a.attrs[k] == b.attrs[k]) continue;
-    std::string before = attr_text(a.attrs[k], info.attrs[k].kind), after = attr_text(b.attrs[k], info.attrs[k].kind);
+    std::string before = print_attr(info.attrs[k].kind, a.attrs[k], a.type.dtype);
+    std::string after = print_attr(info.attrs[k].kind, b.attrs[k], b.type.dtype);
     if (a.op == OpId::Constant)
       return RecompileDiagnosis{RecompileCause::ConstantValue,
                                 fmt::format("constant at %{} changes: {} -> {}", id, before, after), 0};

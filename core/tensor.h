@@ -131,8 +131,12 @@ class Context {
   Tensor from_buffer(TensorType type, BufferPtr data);
   template <class T>
   Tensor from_vector(const std::vector<T>& values, Dims shape);
-  // A splat constant, hashed by value.
+  // A splat constant, hashed by value; an integer type stores it truncated
+  // toward zero (a double holds integers exactly up to 2^53).
   Tensor full(double value, TensorType type);
+  // An integer splat, exact for every value of type's dtype (an i32 keeps
+  // the low 32 bits).
+  Tensor full_integer(int64_t value, TensorType type);
   Tensor scalar(double value, DType dtype = DType::F32) { return full(value, TensorType{dtype, {}}); }
   // A scalar that changes between steps: it becomes a parameter so the
   // cache keeps hitting.

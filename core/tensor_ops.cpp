@@ -213,7 +213,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<i
   Attrs attrs;
   attrs[0].ints = low;
   attrs[1].ints = high;
-  attrs[2].f = value;
+  attrs[2] = scalar_attr(x.dtype(), value);
   return x.context().record(OpId::Pad, std::span(&x, 1), attrs);
 }
 

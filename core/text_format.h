@@ -28,6 +28,9 @@ std::string print_graph(const Graph& graph, std::string_view name = "main");
 // One node without its result name, e.g. "add(%0, %1) : f32[4]".
 std::string print_node(const Graph& graph, NodeId id);
 std::string print_attrs(const Node& node);
+// One attribute's value as the text format spells it; a scalar as a value of
+// `dtype` (an integer exactly, a float in its shortest round-trip form).
+std::string print_attr(AttrKind kind, const AttrValue& value, DType dtype);
 
 // `source` names the input in errors ("file.lzir:3:7: ...");
 // `first_line` offsets line numbers when parsing a split of a larger file.

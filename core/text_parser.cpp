@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "core/text_format.h"
@@ -158,21 +159,46 @@ class Parser {
   }
 
   Expected<double> parse_float() {
-    std::string text(token_.text);
-    if (token_.kind == TokenKind::Ident && (text == "inf" || text == "nan")) {
-      advance();
-      return text == "inf" ? INFINITY : NAN;
-    }
-    if (text == "-inf" || text == "+inf") {
-      advance();
-      return text[0] == '-' ? -INFINITY : INFINITY;
-    }
+    auto value = float_of(token_);
+    if (!value) return error(fmt::format("expected a number, found {}", describe(token_)));
+    advance();
+    return *value;
+  }
+
+  static std::optional<double> float_of(const Token& token) {
+    std::string text(token.text);
+    if (token.kind == TokenKind::Ident && (text == "inf" || text == "nan")) return text == "inf" ? INFINITY : NAN;
+    if (text == "-inf" || text == "+inf") return text[0] == '-' ? -INFINITY : INFINITY;
     char* end = nullptr;
     double value = std::strtod(text.c_str(), &end);
-    if (token_.kind != TokenKind::Number || end != text.c_str() + text.size())
-      return error(fmt::format("expected a number, found {}", describe(token_)));
-    advance();
+    if (token.kind != TokenKind::Number || end != text.c_str() + text.size()) return std::nullopt;
     return value;
+  }
+
+  // A scalar attribute's token, read once the node's dtype is known: an
+  // integer or bool exactly (a float spelling of an integer of the dtype, as
+  // earlier printers wrote 1e+16, is taken too), a float as parse_float.
+  Status resolve_scalar(const Token& token, DType dtype, AttrValue& value) const {
+    if (is_float(dtype)) {
+      auto parsed = float_of(token);
+      if (!parsed) return error_at(token, fmt::format("expected a number, found {}", describe(token)));
+      value = scalar_attr(dtype, *parsed);
+      return {};
+    }
+    int64_t integer = 0;
+    auto [end, ec] = std::from_chars(token.text.data(), token.text.data() + token.text.size(), integer);
+    bool exact = token.kind == TokenKind::Number && ec == std::errc() && end == token.text.data() + token.text.size();
+    if (!exact) {
+      auto parsed = float_of(token);
+      if (token.kind == TokenKind::Ident && (token.text == "true" || token.text == "false") && dtype == DType::Bool)
+        integer = token.text == "true", exact = true;
+      else if (parsed && *parsed == std::trunc(*parsed) && *parsed >= -0x1p63 && *parsed < 0x1p63)
+        integer = static_cast<int64_t>(*parsed), exact = true;
+    }
+    value = integer_scalar_attr(dtype, integer);
+    if (!exact || value.i != integer)
+      return error_at(token, fmt::format("expected a value of {}, found {}", dtype_name(dtype), describe(token)));
+    return {};
   }
 
   Expected<Ints> parse_int_list() {
@@ -214,11 +240,17 @@ class Parser {
         value.ints = std::move(*parsed);
         return {};
       }
+      case AttrKind::Scalar: return {};  // parse_attrs reads it after the type
     }
     return {};
   }
 
-  Status parse_attrs(OpId op, Attrs& attrs) {
+  struct ScalarToken {
+    int index;
+    Token token;
+  };
+
+  Status parse_attrs(OpId op, Attrs& attrs, std::vector<ScalarToken>& scalars) {
     const OpInfo& info = op_info(op);
     std::vector<bool> seen(info.num_attrs);
     if (accept_punct("{")) {
@@ -231,6 +263,11 @@ class Parser {
         seen[*index] = true;
         advance();
         LAZYLAB_TRY(expect_punct("="));
+        if (info.attrs[*index].kind == AttrKind::Scalar) {  // read once the type says its dtype
+          scalars.push_back({*index, token_});
+          advance();
+          continue;
+        }
         LAZYLAB_TRY(parse_attr_value(info.attrs[*index].kind, attrs[*index]));
       } while (accept_punct(","));
       LAZYLAB_TRY(expect_punct("}"));
@@ -270,10 +307,13 @@ class Parser {
       LAZYLAB_TRY(expect_punct(")"));
     }
     Attrs attrs;
-    LAZYLAB_TRY(parse_attrs(*op, attrs));
+    std::vector<ScalarToken> scalars;
+    LAZYLAB_TRY(parse_attrs(*op, attrs, scalars));
     LAZYLAB_TRY(expect_punct(":"));
     auto declared = parse_type();
     if (!declared) return declared.error();
+    for (const ScalarToken& scalar : scalars)
+      LAZYLAB_TRY(resolve_scalar(scalar.token, declared->dtype, attrs[scalar.index]));
     boost::container::small_vector<const TensorType*, 3> operand_types;
     for (NodeId id : operands) operand_types.push_back(&graph.node(id).type);
     auto type = infer_type(*op, std::span(operand_types.data(), operand_types.size()), attrs, &*declared);

@@ -4,19 +4,17 @@
 #include "core/text_format.h"
 
 namespace lazylab {
-namespace {
 
-std::string print_attr(AttrKind kind, const AttrValue& value) {
+std::string print_attr(AttrKind kind, const AttrValue& value, DType dtype) {
   switch (kind) {
     case AttrKind::Int: return fmt::format("{}", value.i);
     case AttrKind::Bool: return value.i ? "true" : "false";
     case AttrKind::Float: return fmt::format("{}", value.f);  // shortest round-trip form
     case AttrKind::Ints: return fmt::format("[{}]", fmt::join(value.ints, ", "));
+    case AttrKind::Scalar: return is_float(dtype) ? fmt::format("{}", value.f) : fmt::format("{}", value.i);
   }
   return "?";
 }
-
-}  // namespace
 
 std::string print_attrs(const Node& node) {
   const OpInfo& info = op_info(node.op);
@@ -24,7 +22,7 @@ std::string print_attrs(const Node& node) {
   std::string out = " {";
   for (int a = 0; a < info.num_attrs; ++a) {
     if (a) out += ", ";
-    out += fmt::format("{} = {}", info.attrs[a].name, print_attr(info.attrs[a].kind, node.attrs[a]));
+    out += fmt::format("{} = {}", info.attrs[a].name, print_attr(info.attrs[a].kind, node.attrs[a], node.type.dtype));
   }
   return out + "}";
 }

@@ -23,6 +23,11 @@ Status verify_node(const Graph& graph, NodeId id) {
   }
   auto type = infer_type(node.op, std::span(operand_types.data(), operand_types.size()), node.attrs, &node.type);
   if (!type) return node_error(graph, id, type.error().message);
+  const OpInfo& info = op_info(node.op);
+  for (int a = 0; a < info.num_attrs; ++a)
+    if (info.attrs[a].kind == AttrKind::Scalar)
+      if (std::string problem = scalar_attr_problem(node.type.dtype, node.attrs[a]); !problem.empty())
+        return node_error(graph, id, fmt::format("attribute '{}': {}", info.attrs[a].name, problem));
   if (node.hash != hash_node(node, graph.nodes())) return node_error(graph, id, "stale hash");
   return {};
 }

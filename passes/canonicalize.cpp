@@ -11,6 +11,7 @@
 
 #include "core/graph_builder.h"
 #include "core/pass.h"
+#include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
 
 namespace lazylab {
@@ -26,34 +27,39 @@ struct Match {
 
   const Node& operand(size_t i) const { return builder.node(operands[i]); }
   bool is_constant(size_t i) const { return operand(i).op == OpId::Constant; }
-  bool is_splat(size_t i, double value) const { return is_constant(i) && operand(i).attrs[0].f == value; }
+  // Integer and bool splats hold their value exactly, in the attribute's `i`.
+  bool integral(size_t i) const { return !is_float(operand(i).type.dtype); }
+  long long int_value(size_t i) const { return operand(i).attrs[0].i; }
+  bool is_splat(size_t i, double value) const {
+    if (!is_constant(i)) return false;
+    return integral(i) ? static_cast<double>(int_value(i)) == value : operand(i).attrs[0].f == value;
+  }
   // A zero that leaves every x unchanged under `op`, signed zeros included
   // (IEEE: -0 + 0 is +0, so only x + -0 and x - +0 keep x; integers have one
   // zero).
   bool is_identity_zero(size_t i, OpId op) const {
     if (!is_splat(i, 0)) return false;
-    if (!is_float(operand(i).type.dtype)) return true;
+    if (integral(i)) return true;
     bool negative = std::signbit(operand(i).attrs[0].f);
     return op == OpId::Add ? negative : !negative;
   }
-  // A splat's value as its type stores it (a bool constant 3 is true, 1; an
-  // f32 constant 0.1 is the float nearest): folding reads what the
-  // interpreter would (found by lazylab fuzz: cast(bool 3) folded to 3.0).
-  double value(size_t i) const { return round_to(operand(i).type.dtype, operand(i).attrs[0].f); }
-  NodeId fold_to(double value) const { return builder.constant(round_to(node.type.dtype, value), node.type); }
-
-  static constexpr long long kExactInDouble = 1LL << 53;
-  static bool exact_in_double(long long v) { return v >= -kExactInDouble && v <= kExactInDouble; }
-
-  static double round_to(DType dtype, double value) {
-    switch (dtype) {
-      case DType::F32: return static_cast<float>(value);
-      case DType::F64: return value;
-      case DType::I32: return static_cast<int32_t>(reference::to_integer(value));  // wraps, as the interpreter stores
-      case DType::I64: return static_cast<double>(reference::to_integer(value));
-      case DType::Bool: return value != 0;
-    }
-    return value;
+  // A splat's value as its type stores it (an f32 constant 0.1 is the float
+  // nearest; an integer's is exact up to 2^53 here, so integer folds use
+  // int_value): folding reads what the interpreter would (found by lazylab
+  // fuzz: cast(bool 3) folded to 3.0).
+  double value(size_t i) const {
+    if (integral(i)) return static_cast<double>(int_value(i));
+    return operand(i).type.dtype == DType::F32 ? static_cast<float>(operand(i).attrs[0].f) : operand(i).attrs[0].f;
+  }
+  // The node as a splat of `value`, stored as the interpreter stores a double
+  // into its dtype (rounded to a float's, truncated to an integer's).
+  NodeId fold_to(double value) const {
+    return builder.constant(node.type.dtype == DType::F32 ? static_cast<float>(value) : value, node.type);
+  }
+  // ... of an integer, exactly (wrapped to an i32, a bool 0 or 1).
+  NodeId fold_to_int(long long value) const {
+    if (is_float(node.type.dtype)) return fold_to(static_cast<double>(value));
+    return builder.constant(integer_scalar_attr(node.type.dtype, value), node.type);
   }
 };
 
@@ -63,21 +69,29 @@ bool all_constant(const Match& m) {
   return !m.operands.empty();
 }
 
+// Integers fold exactly, as the interpreter computes them (wrapping, C's
+// division); floats through the reference's double formulas.
 Replacement fold_elementwise(const Match& m) {
   if (!all_constant(m)) return kKeep;
   auto op = static_cast<uint32_t>(m.node.op);
+  if (m.node.op == OpId::Cast)
+    return std::optional(m.integral(0) ? m.fold_to_int(m.int_value(0)) : m.fold_to(m.value(0)));
+  if (m.node.op == OpId::Select) return std::optional(m.operands[m.int_value(0) != 0 ? 1 : 2]);
+  long long integer = 0;
   double out = 0;
-  if (m.node.op == OpId::Cast) return std::optional(m.fold_to(m.value(0)));
-  if (m.node.op == OpId::Select) return std::optional(m.operands[m.value(0) != 0 ? 1 : 2]);
-  if (m.operands.size() == 1 && reference::apply_unary(op, m.value(0), out)) return std::optional(m.fold_to(out));
+  if (m.operands.size() == 1) {
+    if (m.integral(0) && reference::apply_unary_int(op, m.int_value(0), integer))
+      return std::optional(m.fold_to_int(integer));
+    if (reference::apply_unary(op, m.value(0), out)) return std::optional(m.fold_to(out));
+    return kKeep;
+  }
   if (m.operands.size() != 2) return kKeep;
-  if (!is_float(m.operand(0).type.dtype) && m.node.op != OpId::Pow && m.node.type.dtype != DType::Bool) {
-    long long integer = 0;
-    if (!reference::apply_binary_int(op, reference::to_integer(m.value(0)), reference::to_integer(m.value(1)),
-                                     integer) ||
-        !Match::exact_in_double(integer))
-      return kKeep;  // division by zero (the runtime reports it), or beyond a double's exact integers
-    return std::optional(m.fold_to(static_cast<double>(integer)));
+  if (m.integral(0) && m.node.op != OpId::Pow) {
+    if (ops::is_comparison(op))
+      return std::optional(m.fold_to_int(reference::compare_int(op, m.int_value(0), m.int_value(1))));
+    if (!reference::apply_binary_int(op, m.int_value(0), m.int_value(1), integer))
+      return kKeep;  // division by zero: the runtime reports it
+    return std::optional(m.fold_to_int(integer));
   }
   if (reference::apply_binary(op, m.value(0), m.value(1), out)) return std::optional(m.fold_to(out));
   return kKeep;
@@ -86,23 +100,23 @@ Replacement fold_elementwise(const Match& m) {
 // A splat keeps its value through any layout change.
 Replacement fold_layout(const Match& m) {
   if (!all_constant(m)) return kKeep;
-  return std::optional(m.fold_to(m.value(0)));
+  return std::optional(m.builder.constant(m.operand(0).attrs[0], m.node.type));
 }
 
 Replacement fold_reduce(const Match& m) {
   if (!m.is_constant(0)) return kKeep;
+  int64_t count = m.operand(0).type.num_elements() / std::max<int64_t>(m.node.type.num_elements(), 1);
+  if (count == 0) return kKeep;  // over nothing: the runtime's starting value, or its error
+  if (m.node.op == OpId::ReduceMax || m.node.op == OpId::ReduceMin)
+    return std::optional(m.builder.constant(m.operand(0).attrs[0], m.node.type));
+  if (m.integral(0)) {  // the runtime's sum wraps; its mean divides the wrapped sum
+    long long total = static_cast<long long>(static_cast<unsigned long long>(m.int_value(0)) *
+                                             static_cast<unsigned long long>(count));
+    return std::optional(m.fold_to_int(m.node.op == OpId::ReduceMean ? total / count : total));
+  }
   // Sums start from +0, as the runtime's do: a sum or mean of -0s is +0.
   if (m.node.op == OpId::ReduceMean) return std::optional(m.fold_to(0.0 + m.value(0)));
-  if (m.node.op != OpId::ReduceSum) return std::optional(m.fold_to(m.value(0)));
-  int64_t count = m.operand(0).type.num_elements() / std::max<int64_t>(m.node.type.num_elements(), 1);
-  if (is_float(m.node.type.dtype)) return std::optional(m.fold_to(0.0 + m.value(0) * static_cast<double>(count)));
-  // An integer sum wraps at run time; a splat's value is a double, exact only
-  // up to 2^53, so a sum beyond that is left for the runtime to compute.
-  long long total = 0;
-  if (__builtin_mul_overflow(static_cast<long long>(m.value(0)), static_cast<long long>(count), &total) ||
-      !Match::exact_in_double(total))
-    return kKeep;
-  return std::optional(m.fold_to(static_cast<double>(total)));
+  return std::optional(m.fold_to(0.0 + m.value(0) * static_cast<double>(count)));
 }
 
 // x + -0, -0 + x, x - 0, x * 1, 1 * x, x / 1, pow(x, 1) -> x (for floats

@@ -98,6 +98,18 @@ std::string literal(double v, uint32_t dtype) {
   }
 }
 
+// A scalar attribute's value (a constant's, a pad's fill) as a literal:
+// exact in `i` for integer and bool dtypes (ABI 3.6), in `f` for floats.
+std::string scalar_literal(const lazylab_attr& value, uint32_t dtype) {
+  switch (dtype) {
+    case LAZYLAB_F32:
+    case LAZYLAB_F64: return literal(value.f, dtype);
+    case LAZYLAB_I32: return fmt::format("((int){}LL)", static_cast<int32_t>(value.i));
+    case LAZYLAB_I64: return fmt::format("((long long){}ULL)", static_cast<uint64_t>(value.i));
+    default: return value.i != 0 ? "true" : "false";
+  }
+}
+
 // The formulas' primitives as CUDA C++ expressions of one dtype. Integer
 // arithmetic wraps (through unsigned), as the reference's does.
 struct SourceMath {
@@ -475,10 +487,11 @@ class RowSpaceSource {
   std::string expression(const lazylab_op& op, bool per_row) const {
     auto read = [&](uint32_t v) { return per_row ? row_operand(v) : operand(v); };
     uint32_t result_type = dtype(op.result);
-    if (op.op == LAZYLAB_OP_Constant) return literal(op.attrs[0].f, result_type);
+    if (op.op == LAZYLAB_OP_Constant) return scalar_literal(op.attrs[0], result_type);
     if (is_view(op)) {
       const lazylab_access& a = access(op.result);
-      if (a.kind == LAZYLAB_ACCESS_SPLAT) return literal(a.splat, result_type);
+      if (a.kind == LAZYLAB_ACCESS_SPLAT)  // the constant `source` holds an integer exactly
+        return produced_.count(a.source) ? expression(*produced_.at(a.source), per_row) : literal(a.splat, result_type);
       if (produced_.count(a.source)) return read(a.source);
       return per_row ? row_load(a.source, a.kind) : load(a.source, a.kind, a.period);
     }
@@ -747,7 +760,7 @@ class OpSource {
         "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
         "       t += (long long)blockDim.x * gridDim.x) {{\n{2}"
         "    y[t] = inside ? x[source] : ({1}){3};\n  }}\n}}\n",
-        name, type, index, literal(op.attrs[2].f, out.dtype));
+        name, type, index, scalar_literal(op.attrs[2], out.dtype));
   }
 
   // conv2d and the pools: a thread per result element, looping over its

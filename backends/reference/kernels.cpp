@@ -62,6 +62,17 @@ void store_int(Array& a, int64_t i, long long v) {
   }
 }
 
+// Every element of `out` set to a `scalar` attribute's value: exact in `i`
+// for integer and bool dtypes, in `f` for floats (ops.def).
+void fill_scalar(Array& out, const Attr& value) {
+  for (int64_t i = 0, n = out.size(); i < n; ++i) {
+    if (is_float(out.dtype))
+      store(out, i, value.f);
+    else
+      store_int(out, i, value.i);
+  }
+}
+
 std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
@@ -88,17 +99,6 @@ void copy_element(const Array& from, int64_t i, Array& to, int64_t j) {
   std::memcpy(static_cast<char*>(to.data) + j * n, static_cast<const char*>(from.data) + i * n, n);
 }
 
-bool compare_int(uint32_t op, long long a, long long b) {
-  switch (op) {
-    case LAZYLAB_OP_Eq: return a == b;
-    case LAZYLAB_OP_Ne: return a != b;
-    case LAZYLAB_OP_Lt: return a < b;
-    case LAZYLAB_OP_Le: return a <= b;
-    case LAZYLAB_OP_Gt: return a > b;
-    default: return a >= b;
-  }
-}
-
 void unary(uint32_t op, const Array& x, Array& out) {
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
     long long exact = 0;
@@ -117,7 +117,7 @@ void binary(uint32_t op, const Array& a, const Array& b, Array& out) {
   bool integer = !is_float(a.dtype) && op != LAZYLAB_OP_Pow;
   for (int64_t i = 0, n = out.size(); i < n; ++i) {
     if (integer && ops::is_comparison(op)) {
-      store_int(out, i, compare_int(op, load_int(a, i), load_int(b, i)));
+      store_int(out, i, reference::compare_int(op, load_int(a, i), load_int(b, i)));
     } else if (integer) {
       long long result = 0;
       if (!reference::apply_binary_int(op, load_int(a, i), load_int(b, i), result))
@@ -234,6 +234,8 @@ void reduce(uint32_t op, const Array& x, const std::vector<int64_t>& axes, Array
       a += v;
   });
   double count = static_cast<double>(x.size()) / static_cast<double>(outputs ? outputs : 1);
+  if (integer && op == LAZYLAB_OP_ReduceMean && count == 0 && outputs > 0)
+    throw std::runtime_error("integer mean over no elements");
   for (int64_t i = 0; i < outputs; ++i) {
     if (integer)
       store_int(out, i, op == LAZYLAB_OP_ReduceMean ? acc_int[i] / static_cast<long long>(count) : acc_int[i]);
@@ -321,7 +323,7 @@ void gather(const Array& data, const Array& indices, int64_t axis, Array& out) {
 }
 
 void pad(const Array& x, const std::vector<Attr>& attrs, Array& out) {
-  for (int64_t i = 0, n = out.size(); i < n; ++i) store(out, i, attrs[2].f);
+  fill_scalar(out, attrs[2]);
   std::vector<int64_t> out_strides = strides_of(out.shape);
   for_each_index(x.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t at = 0;
@@ -411,9 +413,7 @@ void pool(uint32_t op, const Array& x, const Window& w, bool count_include_pad, 
 
 void evaluate(uint32_t op, const std::vector<const Array*>& in, const std::vector<Attr>& attrs, Array& out) {
   switch (op) {
-    case LAZYLAB_OP_Constant:
-      for (int64_t i = 0, n = out.size(); i < n; ++i) store(out, i, attrs[0].f);
-      return;
+    case LAZYLAB_OP_Constant: return fill_scalar(out, attrs[0]);
     case LAZYLAB_OP_Iota: return iota(attrs[0].i, out);
     case LAZYLAB_OP_Cast: return cast(*in[0], out);
     case LAZYLAB_OP_Select: return select(*in[0], *in[1], *in[2], out);

@@ -55,22 +55,36 @@ class Generator {
   // Mostly ordinary values; sometimes a value that breaks naive code. Not
   // magnitudes whose squares leave f32's range: there a composite op the
   // interpreter evaluates whole and its f32 decomposition legitimately part.
-  double constant_value(DType dtype) {
-    static const double kSpecial[] = {0.0,
-                                      -0.0,
-                                      1.0,
-                                      -1.0,
-                                      0.5,
-                                      3.0,
-                                      std::numeric_limits<double>::infinity(),
-                                      -std::numeric_limits<double>::infinity(),
-                                      std::numeric_limits<double>::quiet_NaN(),
-                                      1e-6,
-                                      1000.0};
-    bool integral = dtype == DType::I32 || dtype == DType::I64 || dtype == DType::Bool;
-    double v = kSpecial[pick(0, std::size(kSpecial) - 1)];
-    if (integral) return std::isfinite(v) ? std::trunc(v) : static_cast<double>(pick(-3, 3));
-    return v;
+  // A constant's value: special floats, or for an integer dtype small
+  // values and the edges of every integer dtype that fits in it (i64's
+  // most negative value over -1 must wrap; doubles past 2^53 are not exact).
+  AttrValue constant_value(DType dtype) {
+    static const double kSpecialFloats[] = {0.0,
+                                            -0.0,
+                                            1.0,
+                                            -1.0,
+                                            0.5,
+                                            3.0,
+                                            std::numeric_limits<double>::infinity(),
+                                            -std::numeric_limits<double>::infinity(),
+                                            std::numeric_limits<double>::quiet_NaN(),
+                                            1e-6,
+                                            1000.0};
+    static const int64_t kSpecialIntegers[] = {0,
+                                               1,
+                                               -1,
+                                               3,
+                                               -3,
+                                               std::numeric_limits<int32_t>::min(),
+                                               std::numeric_limits<int32_t>::max(),
+                                               std::numeric_limits<int64_t>::min(),
+                                               std::numeric_limits<int64_t>::min() + 1,
+                                               std::numeric_limits<int64_t>::max(),
+                                               (int64_t{1} << 53) + 1};
+    if (is_float(dtype)) return scalar_attr(dtype, kSpecialFloats[pick(0, std::size(kSpecialFloats) - 1)]);
+    if (dtype == DType::Bool) return integer_scalar_attr(dtype, pick(0, 1));
+    int last = dtype == DType::I32 ? 6 : static_cast<int>(std::size(kSpecialIntegers)) - 1;  // i32: its own edges
+    return integer_scalar_attr(dtype, kSpecialIntegers[pick(0, last)]);
   }
 
   // An existing value, preferring recent ones so the graph is deep.
@@ -171,7 +185,7 @@ class Generator {
           attrs[0].ints.push_back(pick(0, 2));
           attrs[1].ints.push_back(pick(0, 2));
         }
-        attrs[2].f = constant_value(t.dtype);
+        attrs[2] = constant_value(t.dtype);
         return commit(builder_.add(op, {x}, attrs));
       case TypeRule::Window: return try_window(op, x, t);
     }

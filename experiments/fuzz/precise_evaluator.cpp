@@ -44,6 +44,12 @@ Real store_integer(DType dtype, long long v) {
 
 long long as_integer(Real v) { return static_cast<long long>(v); }
 
+// A scalar attribute's value: an integer's exactly (a long double holds every
+// int64).
+Real scalar_value(DType dtype, const AttrValue& value) {
+  return is_integral(dtype) ? store_integer(dtype, value.i) : store_real(dtype, value.f);
+}
+
 struct Value {
   TensorType type;
   std::vector<Real> elements;
@@ -103,7 +109,7 @@ class Evaluator {
     switch (node.op) {
       case OpId::Parameter: return parameter(node, out);
       case OpId::Constant:
-        for (Real& e : out.elements) e = store_real(out.type.dtype, node.attrs[0].f);
+        for (Real& e : out.elements) e = scalar_value(out.type.dtype, node.attrs[0]);
         return {};
       case OpId::Iota:
         return gather(out, [&](const Index& o) { return store_integer(out.type.dtype, o[node.attrs[0].i]); });
@@ -242,7 +248,7 @@ class Evaluator {
     const Value& x = operand(node, 0);
     const Ints& low = node.attrs[0].ints;
     Index strides = strides_of(x.type.shape);
-    Real fill = store_real(out.type.dtype, node.attrs[2].f);
+    Real fill = scalar_value(out.type.dtype, node.attrs[2]);
     return gather(out, [&](const Index& o) {
       Index in = o;
       for (size_t d = 0; d < o.size(); ++d) {

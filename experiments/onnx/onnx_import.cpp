@@ -380,6 +380,15 @@ std::vector<T> converted(const NamedTensor& tensor) {
 std::vector<double> tensor_doubles(const NamedTensor& tensor) { return converted<double>(tensor); }
 std::vector<int64_t> tensor_ints(const NamedTensor& tensor) { return converted<int64_t>(tensor); }
 
+std::vector<AttrValue> tensor_scalars(const NamedTensor& tensor, DType dtype) {
+  std::vector<AttrValue> scalars;
+  if (is_float(tensor.type.dtype))
+    for (double v : tensor_doubles(tensor)) scalars.push_back(scalar_attr(dtype, v));
+  else
+    for (int64_t v : tensor_ints(tensor)) scalars.push_back(integer_scalar_attr(dtype, v));
+  return scalars;
+}
+
 NamedTensor make_int_tensor(std::string name, const std::vector<int64_t>& values, Dims shape) {
   NamedTensor tensor{std::move(name), {DType::I64, std::move(shape)}, nullptr};
   tensor.data = std::make_shared<Buffer>(values.size() * sizeof(int64_t));
@@ -392,9 +401,11 @@ Expected<NodeId> ImportState::node_of(const std::string& name) {
   auto known_tensor = known.find(name);
   if (known_tensor == known.end()) return make_error(fmt::format("no value named '{}' precedes its use", name));
   const NamedTensor& tensor = known_tensor->second;
-  std::vector<double> elements = tensor_doubles(tensor);
+  // Equal as stored, bit for bit: [0, -0] is no splat, nor two int64s one
+  // double apart.
+  std::vector<AttrValue> elements = tensor_scalars(tensor, tensor.type.dtype);
   bool splat = !initializers.count(name) && !elements.empty() &&
-               std::all_of(elements.begin(), elements.end(), [&](double v) { return v == elements[0]; });
+               std::all_of(elements.begin(), elements.end(), [&](const AttrValue& v) { return v == elements[0]; });
   NodeId id;
   if (splat) {
     id = builder.constant(elements[0], tensor.type);

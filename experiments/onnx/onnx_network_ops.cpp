@@ -240,9 +240,9 @@ Status pad(OnnxNode& node) {
   if (node.has_input(2)) {
     auto value = node.known_input(2);
     if (!value) return value.error();
-    std::vector<double> values = tensor_doubles(*value);
+    std::vector<AttrValue> values = tensor_scalars(*value, node.type(*x).dtype);
     if (values.size() != 1) return node.invalid("constant_value must be one element");
-    attrs[2].f = values[0];
+    attrs[2] = values[0];
   }
   return single(node, node.add(OpId::Pad, {*x}, attrs));
 }
@@ -291,11 +291,11 @@ Status constant_of_shape(OnnxNode& node) {
   if (!shape) return shape.error();
   TensorType type{DType::F32, {}};
   for (int64_t d : tensor_ints(*shape)) type.shape.push_back(d);
-  double value = 0;
+  AttrValue value = scalar_attr(type.dtype, 0.0);
   if (const onnx::AttributeProto* a = node.attr("value")) {
     auto tensor = tensor_from_proto(a->t(), "its value");
     if (!tensor) return node.unsupported(tensor.error().message);
-    std::vector<double> values = tensor_doubles(*tensor);
+    std::vector<AttrValue> values = tensor_scalars(*tensor, tensor->type.dtype);
     if (values.size() != 1) return node.invalid("value must be one element");
     type.dtype = tensor->type.dtype;
     value = values[0];

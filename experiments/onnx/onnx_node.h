@@ -43,6 +43,8 @@ Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const st
 // Element values of a known tensor, as doubles or int64s.
 std::vector<double> tensor_doubles(const NamedTensor& tensor);
 std::vector<int64_t> tensor_ints(const NamedTensor& tensor);
+// Each element as a scalar attribute of `dtype`: integers exactly.
+std::vector<AttrValue> tensor_scalars(const NamedTensor& tensor, DType dtype);
 NamedTensor make_int_tensor(std::string name, const std::vector<int64_t>& values, Dims shape);
 
 class OnnxNode {
@@ -79,6 +81,7 @@ class OnnxNode {
   // Operands broadcast to their common (NumPy) shape.
   Expected<std::vector<NodeId>> broadcast_together(std::vector<NodeId> ids);
   NodeId splat(double value, TensorType type) { return state_.builder.constant(value, std::move(type)); }
+  NodeId splat(const AttrValue& value, TensorType type) { return state_.builder.constant(value, std::move(type)); }
 
   // `axis` in [-rank, rank) made non-negative, or an error naming it.
   Expected<int64_t> normalize_axis(int64_t axis, int64_t rank) const;

@@ -41,9 +41,16 @@
  * and an optional causal mask, described by lazylab_attention at the end of
  * lazylab_kernel; and the capability that asks for it
  * (attention_max_head_dim).
- * Version 3.5 (this header) appends executable_notes: what a backend
+ * Version 3.5 appends executable_notes: what a backend
  * decided while compiling an executable that a report should show (the
  * candidates it timed and the one it chose, where its code came from).
+ * Version 3.6 (this header) makes integer constants exact: the `value` of a
+ * constant or a pad is an attribute of kind scalar (ops.def), which for an
+ * integer or bool dtype lies in lazylab_attr.i, every int64 value exactly;
+ * `f` still holds its nearest double (all that 3.5 gave, wrong past 2^53).
+ * A SPLAT access of an integer value reads `i` of the constant `source`.
+ * Every string a plugin returns is checked: a NULL name, summary, device
+ * description or error is an error naming the plugin and the entry.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -91,7 +98,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 5u
+#define LAZYLAB_ABI_MINOR 6u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -106,8 +113,8 @@ enum lazylab_dtype { LAZYLAB_F32 = 0, LAZYLAB_F64 = 1, LAZYLAB_I32 = 2, LAZYLAB_
 
 /* One attribute, in the order of the op's schema in ops.def. */
 typedef struct lazylab_attr {
-  int64_t i;         /* kinds int and bool */
-  double f;          /* kind float */
+  int64_t i;         /* kinds int and bool; scalar of an integer or bool dtype */
+  double f;          /* kind float; scalar (an integer's nearest double) */
   uint32_t num_ints; /* kind ints */
   const int64_t* ints;
 } lazylab_attr;
@@ -177,7 +184,7 @@ typedef struct lazylab_access {
   uint32_t kind; /* lazylab_access_kind */
   uint32_t source;
   int64_t period; /* REPEAT */
-  double splat;   /* SPLAT */
+  double splat;   /* SPLAT (integers: `i` of source's value attribute) */
 } lazylab_access;
 
 /* A contraction kernel's product: [batch..., m, k] x [batch..., k, n]. */

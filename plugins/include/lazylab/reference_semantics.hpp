@@ -62,10 +62,32 @@ inline bool apply_binary(uint32_t op, double a, double b, double& out) {
 
 // A double stored into an integer: truncated toward zero; NaN, infinities
 // and values beyond int64 give 0 rather than undefined behaviour. (An i32
-// then keeps the low 32 bits, as integer arithmetic wraps.)
+// then keeps the low 32 bits, as integer arithmetic wraps.) -2^63 itself is
+// in range: it was once read as 0.
 inline long long to_integer(double value) {
-  if (!(value > -9.2233720368547758e18 && value < 9.2233720368547758e18)) return 0;
+  if (!(value >= -9.2233720368547758e18 && value < 9.2233720368547758e18)) return 0;
   return (long long)value;
+}
+
+// An integer as a value of integer or bool `dtype` holds it: an i32 keeps the
+// low 32 bits (as its arithmetic wraps), a bool is 0 or 1.
+inline long long wrap_integer(uint32_t dtype, long long value) {
+  if (dtype == LAZYLAB_I32) return (long long)(int)(unsigned)(unsigned long long)value;
+  if (dtype == LAZYLAB_BOOL) return value != 0;
+  return value;
+}
+
+// Comparisons of integers, exactly (through double, two int64 values past
+// 2^53 could compare equal).
+inline bool compare_int(uint32_t op, long long a, long long b) {
+  switch (op) {
+    case LAZYLAB_OP_Eq: return a == b;
+    case LAZYLAB_OP_Ne: return a != b;
+    case LAZYLAB_OP_Lt: return a < b;
+    case LAZYLAB_OP_Le: return a <= b;
+    case LAZYLAB_OP_Gt: return a > b;
+    default: return a >= b;
+  }
 }
 
 // Integer arithmetic wraps (two's complement), as it does on every backend's
