@@ -162,6 +162,9 @@ Status check_stage_order(const std::vector<PassInvocation>& passes) {
 }  // namespace
 
 Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& registry) {
+  // One rule wherever a pipeline is given (an experiment, --pipeline, the
+  // API): it names at least one pass.
+  if (trim(text).empty()) return make_error(fmt::format("pipeline '{}' names no pass (e.g. 'lower')", text));
   auto items = split_top_level(text, ',');
   if (!items) return make_error(fmt::format("pipeline '{}': {}", text, items.error().message));
   Pipeline pipeline;

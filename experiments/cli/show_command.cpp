@@ -166,8 +166,8 @@ int show_command(const Args& args) {
     std::cerr << "lazylab: --code needs --backend: the backend whose code to show\n";
     return kExitUsage;
   }
-  Pipeline pipeline;
-  if (!o.pipeline.empty()) {
+  Pipeline pipeline;  // no --pipeline: the graph as it is; an empty one is an error, as in an experiment
+  if (vm.count("pipeline")) {
     auto parsed = parse_pipeline(o.pipeline);
     if (!parsed) {
       std::cerr << "lazylab: " << parsed.error().message << "\n";

@@ -641,6 +641,11 @@ check "show a workload after a pipeline" 0 "program \{  // 5 kernels" -- \
 check "show --dot" 0 "digraph G" -- "$lazylab" show softmax --param rows=2 --param cols=4 --pipeline decompose,fuse --dot
 check "show --print-after-all" 0 "IR after cse //" -- "$lazylab" show experiments/workloads/axpy.lzir --pipeline cse,dce --print-after-all
 check "show with an unknown pass" 1 "unknown pass 'csee'" -- "$lazylab" show chain-tiny --pipeline csee
+# One rule for an empty pipeline, on the command line as in an experiment.
+check "show with an empty pipeline" 1 "pipeline '' names no pass" -- "$lazylab" show chain-tiny --pipeline ''
+experiment "$work/empty-pipeline.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: ''}" "backends: [interp]"
+check "an empty pipeline in an experiment" 1 "pipelines.p: pipeline '' names no pass" -- "$lazylab" run "$work/empty-pipeline.yaml"
+check "show without a pipeline shows the graph" 0 "graph @chain-tiny" -- "$lazylab" show chain-tiny
 check "show with a bad param" 1 "expected NAME=INTEGER" -- "$lazylab" show chain-tiny --param iters
 
 # listings
