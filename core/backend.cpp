@@ -21,6 +21,9 @@
 #ifndef LAZYLAB_BUILD_ROOT
 #define LAZYLAB_BUILD_ROOT ""
 #endif
+#ifndef LAZYLAB_SHIPPED_BACKENDS  // "interp,cpu,cuda": the backends this build makes (meson)
+#define LAZYLAB_SHIPPED_BACKENDS ""
+#endif
 
 namespace fs = std::filesystem;
 
@@ -34,7 +37,7 @@ class PluginLibrary {
 
   // Takes a plugin-allocated error string and turns it into an Error.
   Error take_error(char* message, const std::string& context) const {
-    std::string text = message ? message : "unknown error";
+    std::string text = message ? message : "failed without a message (its error string was NULL)";
     if (message) api_->free_error(message);
     return make_error(fmt::format("{}: {}", context, text));
   }
@@ -173,13 +176,8 @@ std::string PluginSearch::library_directory() {
   return ec ? std::string() : library.parent_path().string();
 }
 
-std::vector<std::string> PluginSearch::directories() {
+std::vector<std::string> PluginSearch::shipped_directories() {
   std::vector<std::string> dirs;
-  if (const char* env = std::getenv("LAZYLAB_PLUGIN_PATH")) {
-    std::stringstream stream(env);
-    for (std::string dir; std::getline(stream, dir, ':');)
-      if (!dir.empty()) dirs.push_back(dir);
-  }
   std::error_code ec;
   fs::path library_dir = library_directory();
   fs::path build_root = fs::weakly_canonical(LAZYLAB_BUILD_ROOT, ec);
@@ -189,6 +187,17 @@ std::vector<std::string> PluginSearch::directories() {
   } else if (!library_dir.empty()) {
     dirs.push_back((library_dir / "lazylab").string());
   }
+  return dirs;
+}
+
+std::vector<std::string> PluginSearch::directories() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("LAZYLAB_PLUGIN_PATH")) {
+    std::stringstream stream(env);
+    for (std::string dir; std::getline(stream, dir, ':');)
+      if (!dir.empty()) dirs.push_back(dir);
+  }
+  for (std::string& dir : shipped_directories()) dirs.push_back(std::move(dir));
   // A folder named twice (the path set twice, or also the build tree) is
   // searched once, where it first appears.
   std::vector<std::string> unique;
@@ -280,8 +289,12 @@ Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const Devic
   return results;
 }
 
-Backend::Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options)
-    : instance_(std::move(instance)), name_(instance_->name), path_(std::move(path)) {
+Backend::Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options,
+                 std::string device_description)
+    : instance_(std::move(instance)),
+      name_(instance_->name),
+      path_(std::move(path)),
+      device_description_(std::move(device_description)) {
   // The name alone would let two option sets share cache entries.
   std::string identity = name_ + "|" + options;
   fingerprint_ = hash_bytes(identity.data(), identity.size());
@@ -295,8 +308,6 @@ Backend::Backend(std::shared_ptr<BackendInstance> instance, std::string path, co
 }
 
 std::string Backend::summary() const { return instance_->api().summary; }
-
-std::string Backend::device_description() const { return instance_->api().device_description(instance_->handle); }
 
 int32_t Backend::device_count() const { return instance_->api().device_count(instance_->handle); }
 
@@ -399,20 +410,43 @@ Status Backend::synchronize(int32_t device) {
   return {};
 }
 
-Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path, const std::string& options) {
-  std::string path = name_or_path;
-  if (!looks_like_path(name_or_path)) {
-    auto found = find_plugin(name_or_path);
-    if (!found) return found.error();
-    path = *found;
+Expected<std::string> find_backend_file(const std::string& name_or_path) {
+  if (looks_like_path(name_or_path)) return name_or_path;
+  return find_plugin(name_or_path);
+}
+
+bool is_shipped_backend(const std::string& path) {
+  std::error_code ec;
+  fs::path file = fs::weakly_canonical(path, ec);
+  if (ec) return false;
+  std::string name = file.filename().string();
+  bool shipped_name = false;
+  std::stringstream names(LAZYLAB_SHIPPED_BACKENDS);
+  for (std::string shipped; std::getline(names, shipped, ',');)
+    shipped_name = shipped_name || name == plugin_file_name(shipped);
+  if (!shipped_name) return false;
+  for (const std::string& dir : PluginSearch::shipped_directories()) {
+    std::error_code dir_ec;
+    if (fs::weakly_canonical(dir, dir_ec) == file.parent_path() && !dir_ec) return true;
   }
+  return false;
+}
+
+Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path, const std::string& options) {
+  auto found = find_backend_file(name_or_path);
+  if (!found) return found.error();
+  std::string path = *found;
   auto library = open_library(path);
   if (!library) return library.error();
   char* error = nullptr;
   lazylab_backend* handle = (*library)->api().create(options.c_str(), &error);
   if (!handle) return (*library)->take_error(error, fmt::format("backend plugin {}: create", path));
   auto instance = std::make_shared<BackendInstance>(*library, handle);
-  return std::make_unique<Backend>(std::move(instance), path, options);
+  // Every string a plugin hands back is checked before it becomes one of
+  // ours (a NULL one aborted lazylab in std::string's constructor).
+  const char* device = instance->api().device_description(handle);
+  if (!device) return make_error(fmt::format("backend plugin {}: device_description returned NULL", path));
+  return std::make_unique<Backend>(std::move(instance), path, options, device);
 }
 
 // Each name once: the file load_backend(name) would open, the first on the path.
@@ -430,13 +464,19 @@ std::vector<BackendListing> find_backend_plugins() {
   return listings;
 }
 
+Expected<std::string> backend_library_summary(const std::string& path) {
+  auto library = open_library(path);
+  if (!library) return library.error();
+  return std::string((*library)->api().summary);
+}
+
 void probe_backend(BackendListing& listing) {
-  auto library = open_library(listing.path);
-  if (!library) {
-    listing.problem = library.error().message;
+  auto summary = backend_library_summary(listing.path);
+  if (!summary) {
+    listing.problem = summary.error().message;
     return;
   }
-  listing.summary = (*library)->api().summary;
+  listing.summary = *summary;
   auto backend = load_backend(listing.path);
   if (!backend) {
     listing.problem = backend.error().message;

@@ -89,14 +89,16 @@ class Executable {
 
 class Backend {
  public:
-  Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options);
+  Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options,
+          std::string device_description);
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
   std::string summary() const;
-  std::string device_description() const;
+  // What create() made, as the plugin described it when it was loaded.
+  const std::string& device_description() const { return device_description_; }
   int32_t device_count() const;
   const lazylab_capabilities& capabilities() const { return capabilities_; }
   // Part of the cache key: the backend's name and options.
@@ -128,6 +130,7 @@ class Backend {
   lazylab_capabilities capabilities_{};
   std::array<uint8_t, kNumOps> supported_ops_{};  // capabilities_.supports_op
   uint64_t fingerprint_ = 0;
+  std::string device_description_;
 };
 
 struct PluginSearch {
@@ -138,9 +141,20 @@ struct PluginSearch {
   // installed lazylab never sees a build tree and a moved or staged
   // (DESTDIR) install still finds its own plugins.
   static std::vector<std::string> directories();
+  // The shipped plugins' folders alone.
+  static std::vector<std::string> shipped_directories();
   // The folder this liblazylab was loaded from.
   static std::string library_directory();
 };
+
+// The file load_backend(name_or_path) would open.
+Expected<std::string> find_backend_file(const std::string& name_or_path);
+
+// Whether `path` is a backend lazylab ships (interp, cpu and cuda, as this
+// build made them) in lazylab's own plugin folder. A run loads and runs any
+// other plugin in child processes, so that one that crashes cannot take
+// the run down (runner.h: Containment).
+bool is_shipped_backend(const std::string& path);
 
 // `name_or_path`: a backend name ("interp") or a path to a .so file.
 // `options`: "key=value,..." passed to the plugin's create().
@@ -153,6 +167,9 @@ struct BackendListing {
 // Each backend name once, with the file load_backend(name) would open; loads
 // nothing.
 std::vector<BackendListing> find_backend_plugins();
+// Loads the plugin file (dlopen, its entry point, the ABI checks) and
+// returns its one-line summary, creating nothing.
+Expected<std::string> backend_library_summary(const std::string& path);
 // Loads `listing`'s plugin and creates an instance (default options) in this
 // process, filling in its summary and device, or the problem (with the
 // summary where the plugin loads but cannot create an instance here). A plugin that

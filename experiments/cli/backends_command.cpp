@@ -1,7 +1,7 @@
 // lazylab backends: each backend plugin on the plugin path, once, with the
-// file it came from. Each plugin is loaded in a child process (this binary,
-// `backends --probe FILE`), so one that crashes or hangs while loading is
-// listed as unusable with the reason, and the others still are.
+// file it came from. Each plugin is loaded in a child process
+// (backend_probe.h), so one that crashes or hangs while loading is listed
+// as unusable with the reason, and the others still are.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -11,50 +11,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend_probe.h"
 #include "core/backend.h"
 #include "options.h"
-#include "runner/child_process.h"
 
 namespace lazylab::cli {
 namespace {
-
-namespace fs = std::filesystem;
-
-constexpr double kProbeTimeoutSeconds = 60;
-
-nlohmann::json probe_json(const BackendListing& listing) {
-  return {{"summary", listing.summary}, {"device", listing.device}, {"problem", listing.problem}};
-}
-
-// The child's half: load, create, report on stdout as one JSON object.
-int probe_in_this_process(const std::string& path) {
-  BackendListing listing{fs::path(path).stem().string(), path, {}, {}, {}};
-  probe_backend(listing);
-  std::cout << probe_json(listing).dump() << std::endl;
-  return kExitOk;
-}
-
-void probe_in_child(BackendListing& listing, const fs::path& scratch, int index) {
-  fs::path output = scratch / fmt::format("probe-{}.json", index);
-  ChildOptions options;
-  options.stdout_file = output.string();
-  options.stderr_file = (scratch / fmt::format("probe-{}.err", index)).string();
-  options.timeout_s = kProbeTimeoutSeconds;
-  ChildOutcome outcome = run_child({self_executable(), "backends", "--probe", listing.path}, options);
-  std::ifstream in(output);
-  nlohmann::json json = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
-  if (outcome.succeeded() && json.is_object()) {
-    listing.summary = json.value("summary", "");
-    listing.device = json.value("device", "");
-    listing.problem = json.value("problem", "");
-  } else if (outcome.signal) {
-    listing.problem = fmt::format("crashed while loading (signal {}: {})", outcome.signal, strsignal(outcome.signal));
-  } else if (outcome.timed_out) {
-    listing.problem = fmt::format("did not finish loading in {:.0f} s", kProbeTimeoutSeconds);
-  } else {
-    listing.problem = fmt::format("the probe failed: {}", outcome.describe("lazylab backends --probe"));
-  }
-}
 
 void print_listing(const BackendListing& b) {
   if (b.problem.empty())
@@ -76,24 +38,28 @@ int backends_command(const Args& args) {
   po::options_description options("options");
   bool in_process = false;
   std::string probe;
+  std::string probe_options;
+  bool probe_ceilings = false;
   options.add_options()("in-process", po::bool_switch(&in_process),
                         "load the plugins in this process (a crashing plugin ends the listing)")(
-      "probe", po::value(&probe), "(internal) load one plugin file and report it as JSON");
+      "probe", po::value(&probe), "(internal) load and create one plugin file and report it as JSON")(
+      "options", po::value(&probe_options), "(internal, for --probe) the options to create it with")(
+      "ceilings", po::bool_switch(&probe_ceilings), "(internal, for --probe) measure its device ceilings too");
   po::variables_map vm;
   if (auto exit = parse_args(args, usage, options, {}, vm)) return *exit;
-  if (!probe.empty()) return probe_in_this_process(probe);
+  if (!probe.empty()) return probe_in_this_process(probe, probe_options, probe_ceilings);
   std::vector<BackendListing> listings = find_backend_plugins();
-  std::error_code ec;
-  fs::path scratch = fs::temp_directory_path(ec) / fmt::format("lazylab-backends-{}", getpid());
-  if (!in_process) fs::create_directories(scratch, ec);
-  for (size_t i = 0; i < listings.size(); ++i) {
-    if (in_process || ec)
-      probe_backend(listings[i]);
-    else
-      probe_in_child(listings[i], scratch, static_cast<int>(i));
-    print_listing(listings[i]);
+  for (BackendListing& listing : listings) {
+    if (in_process) {
+      probe_backend(listing);
+    } else {
+      BackendProbe found = probe_in_child(listing.path, "", false);
+      listing.summary = found.summary;
+      listing.device = found.device;
+      listing.problem = found.crash.empty() ? found.error : found.crash;
+    }
+    print_listing(listing);
   }
-  fs::remove_all(scratch, ec);
   std::cout << fmt::format("plugin path: {}\n", fmt::join(PluginSearch::directories(), ":"));
   return listings.empty() ? kExitError : kExitOk;
 }

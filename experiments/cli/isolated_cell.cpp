@@ -17,20 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The last lines the child wrote to stderr: why it failed, in its words.
-std::string tail_of(const fs::path& file, size_t lines) {
-  std::ifstream in(file);
-  std::vector<std::string> kept;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    kept.push_back(line);
-    if (kept.size() > lines) kept.erase(kept.begin());
-  }
-  std::string text;
-  for (const std::string& line : kept) text += (text.empty() ? "" : " | ") + line;
-  return text;
-}
-
 }  // namespace
 
 std::string cell_argument(const CellIdentity& cell) {
@@ -68,12 +54,13 @@ CellResult run_cell_in_child(const CellIdentity& cell, const std::string& experi
   if (outcome.signal)
     result = CellResult::failure(CellStatus::Crashed,
                                  fmt::format("crashed (signal {}: {}){}", outcome.signal, strsignal(outcome.signal),
-                                             fs::file_size(errors, ec) ? ": " + tail_of(errors, 3) : ""));
+                                             fs::file_size(errors, ec) ? ": " + last_lines(errors.string(), 3) : ""));
   else if (parsed)
     result = std::move(*parsed);
   else
-    result = CellResult::failure(CellStatus::Failed, fmt::format("the isolated cell wrote no result ({}): {}",
-                                                                 outcome.describe("lazylab"), tail_of(errors, 3)));
+    result = CellResult::failure(CellStatus::Failed,
+                                 fmt::format("the isolated cell wrote no result ({}): {}", outcome.describe("lazylab"),
+                                             last_lines(errors.string(), 3)));
   fs::remove_all(scratch, ec);
   return result;
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "backend_probe.h"
 #include "isolated_cell.h"
 #include "options.h"
 #include "runner/cell_filter.h"
@@ -96,9 +97,12 @@ int run_command(const Args& args) {
       "shard", po::value(&shard),
       "run the I-th of N shares of the cells (I/N; join the shards' reports with lazylab merge)")(
       "isolate",
-      "run each cell in its own child process: a backend that crashes marks its cell crashed instead of "
-      "ending the run (cells then run one after another, not interleaved)")(
-      "cell", po::value(&only_cell), "(internal, for --isolate) run only the cell W,B,P")(
+      "load every backend, and run each cell, in a child process: a backend that crashes fails its cells instead "
+      "of ending the run (cells then run one after another, not interleaved). Without it, this is done for the "
+      "backend plugins lazylab does not ship, and the shipped ones run here")(
+      "trust-plugins",
+      "load every backend plugin in this process and interleave its cells too (a plugin that "
+      "crashes then ends the run)")("cell", po::value(&only_cell), "(internal, for --isolate) run only the cell W,B,P")(
       "cell-output", po::value(&cell_output), "(internal, for --isolate) write that cell's result here")(
       "quiet,q", "no progress (by default: a live line on a terminal, a line per finished cell elsewhere)");
   po::positional_options_description positional;
@@ -128,10 +132,12 @@ int run_command(const Args& args) {
     if (!parsed) return fail(parsed.error().message);
     run_options.shard = *parsed;
   }
-  if (vm.count("isolate"))
-    run_options.run_elsewhere = [&](const CellIdentity& cell) {
-      return run_cell_in_child(cell, experiment_path, sets);
-    };
+  if (vm.count("isolate") && vm.count("trust-plugins")) return fail("--isolate and --trust-plugins contradict");
+  run_options.containment = vm.count("isolate")         ? Containment::All
+                            : vm.count("trust-plugins") ? Containment::None
+                                                        : Containment::ThirdParty;
+  run_options.run_elsewhere = [&](const CellIdentity& cell) { return run_cell_in_child(cell, experiment_path, sets); };
+  run_options.probe_elsewhere = probe_in_child;
   if (!only_cell.empty()) {
     auto parsed = parse_cell_argument(only_cell);
     if (!parsed) return fail(parsed.error().message);

@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 extern char** environ;
@@ -31,23 +34,62 @@ std::vector<std::string> child_environment(const ChildOptions& options) {
   return env;
 }
 
-// Waits for `pid`, killing it at the deadline; polls, since waitpid has no
-// timeout.
+// The child runs in a process group of its own, so that at its deadline
+// everything it started goes too (a peer started through a shell left its
+// grandchild running when only the shell was killed). A group of its own
+// also hears no Ctrl-C from the terminal: while lazylab waits, an interrupt
+// or termination it receives is passed on to the group before lazylab ends
+// as that signal would have ended it.
+std::atomic<int> received_signal{0};
+extern "C" void note_signal(int signal) { received_signal = signal; }
+
+class PassTerminationOn {
+ public:
+  PassTerminationOn() {
+    struct sigaction action {};
+    action.sa_handler = note_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~PassTerminationOn() { restore(); }
+  void restore() {
+    for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction previous_[std::size(kSignals)]{};
+};
+
+// Waits for `pid`, killing its group at the deadline or when lazylab is
+// interrupted; polls, since waitpid has no timeout.
 void wait_for(pid_t pid, const ChildOptions& options, ChildOutcome& outcome) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_s);
-  int status = 0;
+  PassTerminationOn pass_on;
+  int status = 0, interrupted = 0;
+  auto pause = std::chrono::milliseconds(1);
   for (;;) {
-    pid_t done = waitpid(pid, &status, options.timeout_s > 0 ? WNOHANG : 0);
+    pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) {
       outcome.error = fmt::format("waiting for the child: {}", std::strerror(errno));
       return;
     }
+    if (int signal = received_signal.exchange(0); signal && !interrupted) {
+      interrupted = signal;
+      kill(-pid, SIGKILL);
+    }
     if (options.timeout_s > 0 && std::chrono::steady_clock::now() > deadline && !outcome.timed_out) {
-      kill(pid, SIGKILL);
+      kill(-pid, SIGKILL);
       outcome.timed_out = true;
     }
-    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  if (outcome.timed_out) kill(-pid, SIGKILL);  // what the group's leader left behind
+  if (interrupted) {
+    pass_on.restore();
+    std::raise(interrupted);
   }
   if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
@@ -80,9 +122,14 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions&
   if (!options.stderr_file.empty())
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);  // a group of its own, led by the child
   pid_t pid = 0;
-  int failed = posix_spawnp(&pid, c_argv[0], &actions, nullptr, c_argv.data(), c_env.data());
+  int failed = posix_spawnp(&pid, c_argv[0], &actions, &attributes, c_argv.data(), c_env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (failed) {
     outcome.error = fmt::format("cannot start '{}': {}", argv[0], std::strerror(failed));
     return outcome;
@@ -90,6 +137,19 @@ ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions&
   outcome.started = true;
   wait_for(pid, options, outcome);
   return outcome;
+}
+
+std::string last_lines(const std::string& file, size_t lines) {
+  std::ifstream in(file);
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    kept.push_back(line);
+    if (kept.size() > lines) kept.erase(kept.begin());
+  }
+  std::string text;
+  for (const std::string& line : kept) text += (text.empty() ? "" : " | ") + line;
+  return text;
 }
 
 std::string self_executable() {

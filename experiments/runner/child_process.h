@@ -33,6 +33,10 @@ struct ChildOutcome {
 
 ChildOutcome run_child(const std::vector<std::string>& argv, const ChildOptions& options);
 
+// The last `lines` non-empty lines of a file a child wrote (its stderr: why
+// it failed, in its words), " | "-joined.
+std::string last_lines(const std::string& file, size_t lines);
+
 // The running executable's path, to start a copy of it as a child (empty
 // where /proc cannot tell).
 std::string self_executable();

@@ -193,14 +193,23 @@ size_t ExperimentResult::cells_with(CellStatus status) const {
 
 namespace {
 
-// What the experiment names, resolved and loaded.
+// What the experiment names, resolved and loaded. A contained backend
+// (RunOptions::containment) is not loaded here: `backends` holds null for
+// it, and so does it for the backends an isolated cell's child does not run.
 struct Resolved {
-  std::unique_ptr<Backend> reference_backend;
+  std::unique_ptr<Backend> reference_backend;  // null where the reference is contained
   Pipeline reference_pipeline;
   std::vector<Pipeline> pipelines;
   std::vector<std::unique_ptr<Workload>> workloads;
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<std::string> devices;
+  // By backend entry: its cells run in children; why none can run (it
+  // crashed or hung while it was created in a child); its device ceilings,
+  // measured there.
+  std::vector<bool> contained;
+  std::vector<std::string> unusable;
+  std::vector<DeviceCeilings> probed_ceilings;
+  bool every_cell_contained = false;
 };
 
 Expected<Pipeline> resolve_pipeline(const Experiment& e, int line, const std::string& key, const std::string& text) {
@@ -212,15 +221,71 @@ Expected<Pipeline> resolve_pipeline(const Experiment& e, int line, const std::st
   return pipeline;
 }
 
-Expected<Resolved> resolve(const Experiment& e) {
+// Whether the backend in `path` is kept out of this process.
+bool contains(const std::string& path, const RunOptions& options) {
+  if (!options.run_elsewhere || !options.probe_elsewhere || options.only_cell) return false;
+  return options.containment == Containment::All ||
+         (options.containment == Containment::ThirdParty && !is_shipped_backend(path));
+}
+
+// Loads the experiment's backends, here or (contained) in a child each.
+Status resolve_backends(const Experiment& e, const RunOptions& options, Resolved& r) {
+  auto reference_path = find_backend_file(e.reference.backend);
+  if (!reference_path)
+    return experiment_error(e, e.reference.line, "reference.backend", reference_path.error().message);
+  // A contained reference runs in each cell's child, so every cell does.
+  r.every_cell_contained = contains(*reference_path, options) ||
+                           (options.containment == Containment::All && options.run_elsewhere && !options.only_cell);
+  if (!contains(*reference_path, options)) {
+    auto reference_backend = load_backend(*reference_path);
+    if (!reference_backend)
+      return experiment_error(e, e.reference.line, "reference.backend", reference_backend.error().message);
+    r.reference_backend = std::move(*reference_backend);
+  }
+  for (size_t b = 0; b < e.backends.size(); ++b) {
+    const BackendEntry& entry = e.backends[b];
+    std::string key = fmt::format("backends[{}]", b);
+    r.backends.emplace_back();
+    r.contained.push_back(r.every_cell_contained);
+    r.unusable.emplace_back();
+    r.probed_ceilings.emplace_back();
+    if (options.only_cell && options.only_cell->backend != b) {  // an isolated cell's child runs one backend
+      r.devices.push_back(entry.name + ": not loaded in this cell's process");
+      continue;
+    }
+    auto path = find_backend_file(entry.name);
+    if (!path) return experiment_error(e, entry.line, key, path.error().message);
+    if (!contains(*path, options)) {
+      auto backend = load_backend(*path, entry.options);
+      if (!backend) return experiment_error(e, entry.line, key, backend.error().message);
+      r.devices.push_back(entry.name + ": " + (*backend)->device_description());
+      r.backends.back() = std::move(*backend);
+      continue;
+    }
+    r.contained.back() = true;
+    BackendProbe probe = options.probe_elsewhere(*path, entry.options, !options.pinned_device_ceilings);
+    if (!probe.error.empty()) return experiment_error(e, entry.line, key, probe.error);
+    std::string placement = is_shipped_backend(*path) ? "each cell in its own child process"
+                                                      : fmt::format(
+                                                            "plugin {}, not shipped with lazylab: loaded, and "
+                                                            "each cell run, in a child process",
+                                                            *path);
+    if (!probe.crash.empty()) {
+      r.unusable.back() = fmt::format("backend {} {}; none of its cells ran", entry.name, probe.crash);
+      r.devices.push_back(fmt::format("{}: UNUSABLE: {} ({})", entry.name, probe.crash, placement));
+    } else {
+      r.devices.push_back(fmt::format("{}: {} ({})", entry.name, probe.device, placement));
+      r.probed_ceilings.back() = probe.ceilings;
+    }
+  }
+  return {};
+}
+
+Expected<Resolved> resolve(const Experiment& e, const RunOptions& options) {
   Resolved r;
   for (size_t i = 0; i < e.plugins.size(); ++i)
     if (auto loaded = load_pass_plugin(e.plugins[i].path); !loaded)
       return experiment_error(e, e.plugins[i].line, fmt::format("plugins[{}]", i), loaded.error().message);
-  auto reference_backend = load_backend(e.reference.backend);
-  if (!reference_backend)
-    return experiment_error(e, e.reference.line, "reference.backend", reference_backend.error().message);
-  r.reference_backend = std::move(*reference_backend);
   auto reference_pipeline = resolve_pipeline(e, e.reference.line, "reference.pipeline", e.reference.pipeline);
   if (!reference_pipeline) return reference_pipeline.error();
   r.reference_pipeline = std::move(*reference_pipeline);
@@ -236,13 +301,7 @@ Expected<Resolved> resolve(const Experiment& e) {
     LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
     r.workloads.push_back(std::move(*workload));
   }
-  for (size_t b = 0; b < e.backends.size(); ++b) {
-    const BackendEntry& entry = e.backends[b];
-    auto backend = load_backend(entry.name, entry.options);
-    if (!backend) return experiment_error(e, entry.line, fmt::format("backends[{}]", b), backend.error().message);
-    r.devices.push_back(entry.name + ": " + (*backend)->device_description());
-    r.backends.push_back(std::move(*backend));
-  }
+  LAZYLAB_TRY(resolve_backends(e, options, r));
   return r;
 }
 
@@ -258,6 +317,10 @@ Status measure_all_ceilings(const Experiment& e, const Resolved& r, const RunOpt
     if (options.pinned_device_ceilings && b < options.pinned_device_ceilings->size() &&
         (*options.pinned_device_ceilings)[b].measured()) {
       result.device_ceilings.push_back((*options.pinned_device_ceilings)[b]);
+      continue;
+    }
+    if (!r.backends[b]) {  // contained: measured in its child, or not at all
+      result.device_ceilings.push_back(r.probed_ceilings[b]);
       continue;
     }
     auto device = r.backends[b]->measure_ceilings(0);
@@ -398,17 +461,24 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
         pending_at.push_back({b, p});
       }
     }
-  if (!pending.empty() && options.run_elsewhere) {
-    for (size_t i = 0; i < pending.size(); ++i) {
-      if (options.progress)
-        options.progress->working_on(
-            fmt::format("{} / {} / {}", pending[i].workload_shown, pending[i].pipeline, pending[i].backend_shown));
-      CellResult cell = options.run_elsewhere(pending[i]);
-      static_cast<CellIdentity&>(cell) = pending[i];
-      report_cell(options.progress, cell);
-      done.emplace(pending_at[i], std::move(cell));
+  // The cells of contained backends, one after another in children; those
+  // of a backend that could not be created, failed with why.
+  for (size_t i = 0; i < pending.size();) {
+    size_t b = pending_at[i].first;
+    if (!r.contained[b]) {
+      ++i;
+      continue;
     }
-    pending.clear();
+    if (options.progress)
+      options.progress->working_on(
+          fmt::format("{} / {} / {}", pending[i].workload_shown, pending[i].pipeline, pending[i].backend_shown));
+    CellResult cell = r.unusable[b].empty() ? options.run_elsewhere(pending[i])
+                                            : CellResult::failure(CellStatus::Crashed, r.unusable[b]);
+    static_cast<CellIdentity&>(cell) = pending[i];
+    report_cell(options.progress, cell);
+    done.emplace(pending_at[i], std::move(cell));
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    pending_at.erase(pending_at.begin() + static_cast<std::ptrdiff_t>(i));
   }
   if (!pending.empty()) {
     if (options.progress) {
@@ -450,7 +520,7 @@ bool probes_rounds(const Experiment& e, const RunOptions& options, const Experim
   bool host_backend = std::any_of(result.device_ceilings.begin(), result.device_ceilings.end(),
                                   [](const DeviceCeilings& device) { return !device.measured(); });
   return host_backend && e.interleave && e.flush_bytes > 0 && e.timed_steps() > 0 && !options.pinned_ceilings &&
-         !options.only_cell && !options.run_elsewhere;
+         !options.only_cell && !result.isolated;
 }
 
 // How many cells the run will measure: the selected ones, less those taken
@@ -491,10 +561,10 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   std::string no_openblas;  // the ceilings report it
   openblas::runtime(no_openblas);
   if (!e.prepare.empty() && !options.only_cell) LAZYLAB_TRY(prepare(e, options));
-  auto resolved = resolve(e);
+  auto resolved = resolve(e, options);
   if (!resolved) return resolved.error();
-  ExperimentResult result{e, "", static_cast<bool>(options.run_elsewhere), {}, {}, {}, resolved->devices, {}};
-  if (options.run_elsewhere) result.experiment.interleave = false;
+  ExperimentResult result{e, "", resolved->every_cell_contained, {}, {}, {}, resolved->devices, {}};
+  if (result.isolated) result.experiment.interleave = false;
   if (!options.only_cell)
     LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
   else

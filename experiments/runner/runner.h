@@ -160,6 +160,26 @@ struct CellCeilings {
 };
 CellCeilings ceilings_for(const ExperimentResult& result, size_t backend_entry);
 
+// A backend plugin loaded and created in a child process: what it said, or
+// how the child ended.
+struct BackendProbe {
+  std::string summary, device;
+  std::string error;        // an error it returned (refused as one loaded here is)
+  std::string crash;        // how the child died or hung, and at which stage; empty if it did not
+  DeviceCeilings ceilings;  // measured there, where asked
+};
+
+// Which backends a run keeps out of its own process: each is loaded and
+// created in a child first (so a plugin that crashes there is named and its
+// cells fail), and each of its cells runs in a child of its own (so one that
+// crashes executing fails that cell). The backends lazylab ships
+// (is_shipped_backend) run in-process unless every cell is asked for.
+enum class Containment {
+  ThirdParty,  // the default: plugins lazylab does not ship (and every cell, where the reference is one)
+  All,         // --isolate: every backend
+  None,        // --trust-plugins: everything in this process, as before containment
+};
+
 struct RunOptions {
   Progress* progress = nullptr;  // null: say nothing
   // Ceilings to use instead of measuring them (--ceilings, or a resumed run's);
@@ -180,10 +200,13 @@ struct RunOptions {
     size_t index = 1, count = 1;
   };
   std::optional<Shard> shard;
-  // --isolate: runs one cell elsewhere (a child process running only it)
-  // and returns its result, which may be Crashed; the cells of a workload
-  // then run one after another, not interleaved.
+  // Runs one cell elsewhere (a child process running only it) and returns
+  // its result, which may be Crashed; and loads and creates a backend
+  // elsewhere. Without both, every backend runs in this process.
   std::function<CellResult(const CellIdentity&)> run_elsewhere;
+  std::function<BackendProbe(const std::string& path, const std::string& options, bool ceilings)> probe_elsewhere;
+  // The contained backends' cells run one after another, not interleaved.
+  Containment containment = Containment::ThirdParty;
   // The child's side: only this cell runs (no baseline, ceilings or peers).
   struct OnlyCell {
     size_t workload = 0, backend = 0, pipeline = 0;

@@ -454,6 +454,46 @@ for c in r['cells']:
         assert c['status'] == 'crashed' and 'signal 11' in c['error'], c['error']
 print('ok')"
 
+# Without --isolate, a backend plugin lazylab does not ship is loaded and
+# created in a child first, and its cells run in children: one that crashes
+# in create (or while loading, or aborts) or in execute fails its own cells,
+# named, and the others run interleaved in this process; the report is whole.
+for crash in "crash=1:crashed (signal 11" "crash-in-create=1:crashed while creating (signal 11: Segmentation fault)" \
+             "abort-in-create=1:crashed while creating (signal 6: Aborted)"; do
+  option=${crash%%:*} message=${crash#*:}
+  experiment "$work/contained.yaml" "name: t" "workloads: [{name: chain-tiny, params: {n: 64}}]" \
+    "pipelines: {eager: lower, fused: 'fuse{strategy=greedy-elementwise},lower'}" \
+    "backends: [interp, {name: $test_build/lazylab-backend-failing.so, options: $option}]" \
+    "repeat: {warmup: 1, runs: 3}" "report: {json: $work/contained.json}"
+  check "a plugin that crashes ($option) fails only its cells" 4 "2 of 4 cells failed" -- \
+    "$lazylab" run "$work/contained.yaml" -q
+  check "... named, the others interleaved and ok ($option)" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/contained.json'))
+assert r['experiment']['isolate'] is False and r['experiment']['interleave'] is True, r['experiment']
+assert r['cell_counts']['crashed'] == 2 and r['cell_counts']['ok'] == 2, r['cell_counts']
+for c in r['cells']:
+    if c['backend'] == 'interp':
+        assert c['status'] == 'ok' and len(c['samples']['step_ms']) == 3, c
+    else:
+        assert c['status'] == 'crashed' and '$message' in c['error'], c['error']
+assert any('not shipped with lazylab' in d for d in r['backend_devices']), r['backend_devices']
+print('ok')"
+done
+experiment "$work/crashload.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+  "backends: [interp, $test_build/lazylab-backend-crashload.so]" "report: {json: $work/crashload.json}"
+check "a plugin that crashes while it loads fails its cells" 4 "crashload.so crashed while loading \(signal 11" -- \
+  "$lazylab" run "$work/crashload.yaml"
+experiment "$work/nulldevice.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+  "backends: [$test_build/lazylab-backend-nulldevice.so]"
+check "a NULL device description is an error naming the plugin" 1 \
+  "nulldevice.yaml:4: backends\[0\]: backend plugin .*lazylab-backend-nulldevice.so: device_description returned NULL" -- \
+  "$lazylab" run "$work/nulldevice.yaml"
+check "--trust-plugins loads plugins here: an abort in create ends the run" 134 "" -- \
+  "$lazylab" run "$work/contained.yaml" -q --trust-plugins
+check "--isolate and --trust-plugins contradict" 1 "contradict" -- \
+  "$lazylab" run "$work/contained.yaml" --isolate --trust-plugins
+
 # lazylab fuzz: a backend that fails everything is caught on every graph; each
 # failure is reduced and written with an experiment that reproduces it.
 check "fuzz finds and reduces failures" 6 "fuzz: 3 graphs .* [1-9][0-9]* failures" -- \
@@ -541,6 +581,22 @@ check "a peer that never finishes is killed at peer-timeout" 0 "peer stuck: NOT 
   timeout 60 "$lazylab" run "$work/hung-peer.yaml" -q
 check "a peer that cannot start" 0 "peer ghost: NOT RUN: cannot start 'no-such-peer-program'" -- \
   "$lazylab" run "$work/missing-peer.yaml" -q
+# A peer started through a shell: at its timeout the whole process group
+# goes, the shell's child too (only the shell was killed before).
+experiment "$work/shell-peer.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "peers: {shell: [sh, -c, 'sleep 300 & echo \$! > grandchild.pid; wait']}" "peer-timeout: 1" \
+  "report: {json: $work/shell-peer.json}"
+check "a timed-out peer's grandchild is killed with it" 0 "ok" -- sh -c "
+  timeout 60 '$lazylab' run '$work/shell-peer.yaml' -q > /dev/null 2>&1
+  python3 -c \"
+import os, time
+pid = int(open('$work/grandchild.pid').read())
+def running():  # gone, or a zombie its new parent has yet to reap
+    try: return open(f'/proc/{pid}/stat').read().split(')')[1].split()[0] != 'Z'
+    except FileNotFoundError: return False
+deadline = time.time() + 5
+while running() and time.time() < deadline: time.sleep(0.05)
+print('still running' if running() else 'ok')\""
 
 # openblas-core: the experiment chooses OpenBLAS's kernels; the report says
 # which ran and who chose them.

@@ -3,8 +3,10 @@
 // With option `flaky`, it runs only programs that reshape one f32 parameter
 // (it copies the bytes), and gets the third execution wrong: the runner must
 // check every step, not only the last. With option `crash`, execute
-// segfaults: a run isolates cells to survive it.
+// segfaults: a run isolates cells to survive it; with `crash-in-create` or
+// `abort-in-create`, creating the backend segfaults or aborts.
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -47,7 +49,10 @@ class FlakyExecutable : public lazylab::plugin::HostExecutable {
 class FailingBackend : public lazylab::plugin::Backend {
  public:
   explicit FailingBackend(const std::map<std::string, std::string>& options)
-      : fail_compile_(options.count("fail-compile")), flaky_(options.count("flaky")), crash_(options.count("crash")) {}
+      : fail_compile_(options.count("fail-compile")), flaky_(options.count("flaky")), crash_(options.count("crash")) {
+    if (options.count("crash-in-create")) std::raise(SIGSEGV);
+    if (options.count("abort-in-create")) std::abort();
+  }
   // Everything but softmax, fused 3 ops at most: the host's capability
   // check and the fusion strategies' size limit can be tested against it.
   void capabilities(lazylab_capabilities& caps) const override {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "attention_variants.h"
 #include "core/pass_manager.h"
@@ -203,4 +204,26 @@ TEST_CASE("a folder on the plugin path twice, or also the build tree, lists each
   for (const auto& [name, count] : seen) CHECK_MESSAGE(count == 1, name);
   CHECK(seen.count("failing") == 1);
   CHECK(seen.count("interp") == 1);
+}
+
+TEST_CASE("a NULL string from a plugin is an error naming the plugin and the entry") {
+  std::string path = kDir + "/lazylab-backend-nulldevice.so";
+  CHECK(load_error(path) == "backend plugin " + path + ": device_description returned NULL");
+}
+
+TEST_CASE("only the backends lazylab ships, in its own plugin folder, count as shipped") {
+  auto interp = find_backend_file("interp");
+  REQUIRE(interp.ok());
+  CHECK(is_shipped_backend(*interp));
+  auto cpu = find_backend_file("cpu");
+  REQUIRE(cpu.ok());
+  CHECK(is_shipped_backend(*cpu));
+  CHECK_FALSE(is_shipped_backend(kDir + "/lazylab-backend-failing.so"));
+  // The same file under another folder is a third-party plugin.
+  std::filesystem::path copy = std::filesystem::temp_directory_path() / "lazylab-shipped-test";
+  std::filesystem::create_directories(copy);
+  std::filesystem::copy_file(*interp, copy / "lazylab-backend-interp.so",
+                             std::filesystem::copy_options::overwrite_existing);
+  CHECK_FALSE(is_shipped_backend((copy / "lazylab-backend-interp.so").string()));
+  std::filesystem::remove_all(copy);
 }
