@@ -44,14 +44,24 @@ Expected<BufferPtr> Tensor::data() const {
 // ---- Context ----
 
 namespace {
+
+Error trace_limit_error(uint64_t limit) {
+  return make_error(fmt::format(
+      "the trace reached {} nodes without a sync, its limit (limits.trace-nodes in an experiment, "
+      "EngineOptions::max_trace_nodes, Context::set_max_trace_nodes): sync (mark_step) more often, or raise it",
+      limit));
+}
 // Enough for every handle a statement drops (a few), and a bound on what a
 // Context keeps.
 constexpr size_t kMaxSpareImpls = 64;
 }  // namespace
 
-Context::Context(Engine& engine) : engine_(&engine), metrics_(&engine.metrics()) { trace_.reserve(1024); }
+Context::Context(Engine& engine)
+    : engine_(&engine), metrics_(&engine.metrics()), max_trace_nodes_(engine.options().max_trace_nodes) {
+  trace_.reserve(1024);
+}
 
-Context::Context() : metrics_(&own_metrics_) { trace_.reserve(1024); }
+Context::Context() : metrics_(&own_metrics_), max_trace_nodes_(kDefaultMaxTraceNodes) { trace_.reserve(1024); }
 
 Context::~Context() {
   for (TensorImpl* impl : pending_) leave_trace(*impl);
@@ -130,6 +140,15 @@ Tensor Context::error_tensor(Error error) {
   impl->node = node;
   impl->pending_index = pending_.size();
   pending_.push_back(impl.get());
+  return Tensor(std::move(impl));
+}
+
+Tensor Context::placeholder(TensorType type) {
+  if (std::string problem = size_problem(type); !problem.empty())
+    return error_tensor(make_error("placeholder: " + problem));
+  boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
+  impl->context = this;
+  impl->type = std::move(type);
   return Tensor(std::move(impl));
 }
 
@@ -261,6 +280,7 @@ Expected<NodeId> Context::node_for(const Tensor& operand) {
   if (impl->context != this) return make_error("operand belongs to another Context");
   if (impl->node != kNoNode) return impl->node;
   if (impl->parameter_epoch != epoch_) {
+    if (trace_.size() >= max_trace_nodes_) return trace_limit_error(max_trace_nodes_);
     Attrs attrs;
     attrs[0].i = static_cast<int64_t>(parameters_.size());
     NodeId kept = trace_.reuse(OpId::Parameter, {}, attrs, &impl->type);
@@ -323,6 +343,7 @@ Expected<NodeId> Context::append(OpId op, std::span<const TensorType* const> typ
       return kept;
     }
   }
+  if (trace_.size() >= max_trace_nodes_) return trace_limit_error(max_trace_nodes_);
   auto type = infer_type(op, types, attrs, declared);
   if (!type) return type.error();
   ++metrics().nodes_traced;
@@ -400,6 +421,9 @@ Status Context::run_roots(const Roots& roots) {
   boost::container::small_vector<const DeviceBuffer*, 8> parameters;
   for (int64_t ordinal : compiled->source_ordinals) {
     TensorImpl& input = *parameters_[ordinal].impl();
+    if (!input.device && !input.data)
+      return make_error(
+          fmt::format("an input made by Context::placeholder ({}) has no data to run with", to_string(input.type)));
     if (!input.device) {  // host data entering the backend: once per tensor
       auto uploaded = engine.backend().upload(input.type, input.data, engine.options().device);
       if (!uploaded) return uploaded.error();

@@ -31,6 +31,19 @@ Status check_limits(const Program& program, const Graph& graph, const EngineOpti
   if (program.arena_bytes > options.max_arena_bytes)
     return make_error(fmt::format("the memory plan needs an arena of {} bytes, over the limit of {} bytes",
                                   program.arena_bytes, options.max_arena_bytes));
+  uint64_t parameters = 0, outputs = 0;
+  for (NodeId id : graph.parameters()) parameters += graph.node(id).type.bytes();
+  for (NodeId id : graph.roots()) outputs += graph.node(id).type.bytes();
+  uint64_t total = parameters + outputs + program.arena_bytes + options.resident_bytes;
+  if (total > options.max_memory_bytes)
+    return make_error(fmt::format(
+        "an execution would hold {} at once, over the limit of {} (limits.memory-bytes): inputs {}, outputs {}, "
+        "arena {}{}",
+        describe_bytes(total), describe_bytes(options.max_memory_bytes), describe_bytes(parameters),
+        describe_bytes(outputs), describe_bytes(program.arena_bytes),
+        options.resident_bytes
+            ? fmt::format(", and {} held beside them (the reference's outputs)", describe_bytes(options.resident_bytes))
+            : std::string()));
   return {};
 }
 

@@ -14,14 +14,25 @@ namespace lazylab {
 // The host's physical memory in bytes.
 uint64_t host_memory_bytes();
 
+// The default bound on a trace between syncs (Context::max_trace_nodes):
+// about 1.4 GB of nodes, far past any step of the suite or the ONNX models.
+inline constexpr uint64_t kDefaultMaxTraceNodes = 5'000'000;
+
 struct EngineOptions {
   size_t cache_capacity = 128;
+  uint64_t max_trace_nodes = kDefaultMaxTraceNodes;
   // The most bytes one value (parameter, output or intermediate) and one
   // executable's arena may take; a Program over either is refused before the
   // backend allocates anything, with an error naming the value. A buffer
   // that large could not be read back to the host anyway.
   uint64_t max_buffer_bytes = host_memory_bytes();
   uint64_t max_arena_bytes = host_memory_bytes();
+  // The most one execution may hold at once, its parameters, outputs and
+  // arena with `resident_bytes` (what the caller holds beside them: a
+  // runner's reference outputs); a Program over it is refused with the
+  // figures before the backend allocates anything.
+  uint64_t max_memory_bytes = host_memory_bytes();
+  uint64_t resident_bytes = 0;
   int32_t device = 0;  // the backend device programs compile and run on
   // Compare the graph structurally on every hit; a mismatch (a 64-bit hash
   // collision) recompiles and replaces the entry instead of trusting it.

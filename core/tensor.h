@@ -129,6 +129,10 @@ class Context {
   // ordinal, never by value. The backend may use `data` in place: it must not
   // change while the tensor (or one computed from it) is in use.
   Tensor from_buffer(TensorType type, BufferPtr data);
+  // An input with no data: it traces as from_buffer's does (capture() sees a
+  // parameter), so a step can be traced to learn its graph before anything
+  // is allocated; running it is an error.
+  Tensor placeholder(TensorType type);
   template <class T>
   Tensor from_vector(const std::vector<T>& values, Dims shape);
   // A splat constant, hashed by value; an integer type stores it truncated
@@ -159,6 +163,12 @@ class Context {
 
   Metrics& metrics() { return *metrics_; }
   size_t pending_nodes() const { return trace_.size(); }
+  // The most nodes a trace may hold between syncs (the engine's
+  // EngineOptions::max_trace_nodes; a capture-only context's
+  // kDefaultMaxTraceNodes): an op past it is an error naming the count, so a
+  // loop that never syncs stops instead of filling memory.
+  void set_max_trace_nodes(uint64_t nodes) { max_trace_nodes_ = nodes; }
+  uint64_t max_trace_nodes() const { return max_trace_nodes_; }
 
   // Appends `op` to the trace; used by the ops in tensor_ops.h. A spare is
   // a handle the caller gives up (an operand taken by value): the first
@@ -202,6 +212,7 @@ class Context {
   Metrics own_metrics_;
   Metrics* metrics_;
   Graph trace_;
+  uint64_t max_trace_nodes_;
   uint64_t epoch_ = 1;
   std::vector<TensorImpl*> pending_;
   // This trace's splat constants, so `x * 0.99` in a loop adds one node.

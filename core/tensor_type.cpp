@@ -38,4 +38,13 @@ std::string to_string(const TensorType& type) {
   return fmt::format("{}{}", dtype_name(type.dtype), to_string(type.shape));
 }
 
+std::string describe_bytes(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(units)) value /= 1024, ++unit;
+  if (unit == 0) return fmt::format("{} bytes", bytes);
+  return fmt::format("{:.1f} {} ({} bytes)", value, units[unit], bytes);
+}
+
 }  // namespace lazylab

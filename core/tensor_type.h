@@ -44,6 +44,9 @@ std::optional<int64_t> checked_elements(const Dims& shape, size_t element_bytes 
 // or empty.
 std::string size_problem(const TensorType& type);
 
+// "16.0 GiB (17179869184 bytes)", for messages about memory.
+std::string describe_bytes(uint64_t bytes);
+
 // "f32[4,8]"; a scalar prints as "f32[]".
 std::string to_string(const TensorType& type);
 std::string to_string(const Dims& dims);

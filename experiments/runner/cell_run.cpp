@@ -35,6 +35,8 @@ EngineOptions engine_options(const Experiment& e) {
   options.verify_cache_hits = e.verify_cache_hits;
   if (e.limits.buffer_bytes) options.max_buffer_bytes = e.limits.buffer_bytes;
   if (e.limits.arena_bytes) options.max_arena_bytes = e.limits.arena_bytes;
+  if (e.limits.memory_bytes) options.max_memory_bytes = e.limits.memory_bytes;
+  if (e.limits.trace_nodes) options.max_trace_nodes = e.limits.trace_nodes;
   return options;
 }
 
@@ -48,10 +50,23 @@ Expected<ReferenceOutputs> run_reference(const CellSetup& setup) {
   return read_outputs(outputs);
 }
 
+namespace {
+
+// A cell's engine counts the reference's outputs, which the run holds while
+// the cell steps, against the memory limit.
+EngineOptions cell_engine_options(const Experiment& e, const ReferenceOutputs& reference) {
+  EngineOptions options = engine_options(e);
+  for (const std::vector<double>& values : reference.values) options.resident_bytes += values.size() * sizeof(double);
+  return options;
+}
+
+}  // namespace
+
 CellRun::CellRun(const CellSetup& setup, const ReferenceOutputs& reference, CellIdentity identity)
     : setup_(setup),
       reference_(reference),
-      engine_(std::make_unique<Engine>(setup.pipeline, setup.backend, engine_options(setup.experiment))),
+      engine_(
+          std::make_unique<Engine>(setup.pipeline, setup.backend, cell_engine_options(setup.experiment, reference))),
       context_(std::make_unique<Context>(*engine_)),
       inputs_(bind_inputs(*context_, setup.inputs)) {
   static_cast<CellIdentity&>(result_) = std::move(identity);

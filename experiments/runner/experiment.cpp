@@ -323,9 +323,11 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
     LAZYLAB_TRY(read_optional(r, report, "report", "html", "a path", e.report.html));
   }
   if (YAML::Node limits = root["limits"]) {
-    LAZYLAB_TRY(r.expect_keys(limits, "limits", {"buffer-bytes", "arena-bytes"}));
+    LAZYLAB_TRY(r.expect_keys(limits, "limits", {"buffer-bytes", "arena-bytes", "memory-bytes", "trace-nodes"}));
     LAZYLAB_TRY(read_optional(r, limits, "limits", "buffer-bytes", "a byte count", e.limits.buffer_bytes));
     LAZYLAB_TRY(read_optional(r, limits, "limits", "arena-bytes", "a byte count", e.limits.arena_bytes));
+    LAZYLAB_TRY(read_optional(r, limits, "limits", "memory-bytes", "a byte count", e.limits.memory_bytes));
+    LAZYLAB_TRY(read_optional(r, limits, "limits", "trace-nodes", "a node count", e.limits.trace_nodes));
   }
   if (YAML::Node cache = root["cache"]) {
     LAZYLAB_TRY(r.expect_keys(cache, "cache", {"capacity", "verify-hits"}));

@@ -106,10 +106,15 @@ struct Experiment {
   std::string openblas_core;
   size_t cache_capacity = 64;
   bool verify_cache_hits = false;
-  // Bytes: one buffer, one executable's arena (0: the host's memory).
+  // Bytes: one buffer, one executable's arena, and all a cell holds at once
+  // (its inputs, the reference's outputs, its own outputs and arena); 0:
+  // the host's memory. Nodes: one trace between syncs (0: the default,
+  // kDefaultMaxTraceNodes).
   struct {
     uint64_t buffer_bytes = 0;
     uint64_t arena_bytes = 0;
+    uint64_t memory_bytes = 0;
+    uint64_t trace_nodes = 0;
   } limits;
   uint64_t hash = 0;                   // of the file's bytes and the overrides
   std::vector<KeyOverride> overrides;  // --set, in order

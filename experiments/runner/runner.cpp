@@ -14,6 +14,7 @@
 #include "cell_run.h"
 #include "child_process.h"
 #include "core/pass_plugin.h"
+#include "footprint.h"
 #include "openblas_runtime.h"
 
 namespace lazylab {
@@ -30,6 +31,22 @@ Status check_inputs(const Workload& workload, const WorkloadEntry& entry, const 
                       entry.name, describe_params(workload.params()), i, to_string(types[i]), types[i].bytes(),
                       options.max_buffer_bytes));
   return {};
+}
+
+// A workload whose step traces past the trace limit, or whose inputs, outputs
+// and reference outputs together pass the memory limit, is refused before
+// anything is allocated (its arena is checked when it compiles).
+Status check_footprint(const Workload& workload, const WorkloadEntry& entry, const EngineOptions& options) {
+  auto footprint = trace_footprint(workload, options);
+  std::string name = fmt::format("workload {} ({})", entry.name, describe_params(workload.params()));
+  if (!footprint) return make_error(fmt::format("{}: {}", name, footprint.error().message));
+  if (footprint->total() <= options.max_memory_bytes) return {};
+  return make_error(fmt::format(
+      "{}: a cell would hold {} at once, over the limit of {} (limits.memory-bytes): inputs {}, outputs {}, the "
+      "reference's outputs as checked {}, before any arena",
+      name, describe_bytes(footprint->total()), describe_bytes(options.max_memory_bytes),
+      describe_bytes(footprint->input_bytes), describe_bytes(footprint->output_bytes),
+      describe_bytes(footprint->reference_bytes)));
 }
 
 // The floor is the slowest of three bounds: the minimum bytes at copy
@@ -299,6 +316,7 @@ Expected<Resolved> resolve(const Experiment& e, const RunOptions& options) {
     auto workload = make_workload(entry.name, entry.params, entry.weights);
     if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
     LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
+    if (!options.only_cell) LAZYLAB_TRY(check_footprint(**workload, entry, engine_options(e)));
     r.workloads.push_back(std::move(*workload));
   }
   LAZYLAB_TRY(resolve_backends(e, options, r));

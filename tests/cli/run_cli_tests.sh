@@ -697,6 +697,26 @@ check "show a workload after a pipeline" 0 "program \{  // 5 kernels" -- \
 check "show --dot" 0 "digraph G" -- "$lazylab" show softmax --param rows=2 --param cols=4 --pipeline decompose,fuse --dot
 check "show --print-after-all" 0 "IR after cse //" -- "$lazylab" show experiments/workloads/axpy.lzir --pipeline cse,dce --print-after-all
 check "show with an unknown pass" 1 "unknown pass 'csee'" -- "$lazylab" show chain-tiny --pipeline csee
+# Resources are bounded before anything runs: a workload whose cells would
+# hold more than limits.memory-bytes (inputs, outputs, the reference's
+# outputs), or whose step traces past limits.trace-nodes, is refused with
+# the figures; an arena that passes it fails its cell at compile.
+experiment "$work/memory.yaml" "name: t" "workloads: [{name: layernorm, params: {rows: 1048576, cols: 16}}]" \
+  "pipelines: {p: lower}" "backends: [interp]" "limits: {memory-bytes: 100000000}"
+check "a workload over the memory limit is refused before it runs" 1 \
+  "a cell would hold 256.0 MiB \(268435584 bytes\) at once, over the limit of 95.4 MiB \(100000000 bytes\) \(limits.memory-bytes\): inputs 64.0 MiB" -- \
+  timeout 20 "$lazylab" run "$work/memory.yaml"
+experiment "$work/arena.yaml" "name: t" "workloads: [{name: softmax, params: {rows: 1024, cols: 1024}}]" \
+  "pipelines: {eager: 'decompose,fuse{strategy=none},lower'}" "backends: [cpu]" "limits: {memory-bytes: 20971520}" \
+  "repeat: {warmup: 0, runs: 1}" "report: {json: $work/arena.json}"
+check "an arena over the memory limit fails its cell with the figures" 4 \
+  "FAILED: an execution would hold .* over the limit of 20.0 MiB .*arena 16.0 MiB" -- "$lazylab" run "$work/arena.yaml"
+experiment "$work/long-trace.yaml" "name: t" "workloads: [{name: chain-tiny, params: {iters: 100000000}}]" \
+  "pipelines: {p: lower}" "backends: [interp]" "limits: {trace-nodes: 100000}"
+check "a trace past its limit is refused before it runs" 1 \
+  "workload chain-tiny \(iters=100000000,n=64\): the trace reached 100000 nodes without a sync" -- \
+  timeout 60 "$lazylab" run "$work/long-trace.yaml"
+
 # One rule for an empty pipeline, on the command line as in an experiment.
 check "show with an empty pipeline" 1 "pipeline '' names no pass" -- "$lazylab" show chain-tiny --pipeline ''
 experiment "$work/empty-pipeline.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: ''}" "backends: [interp]"

@@ -86,10 +86,13 @@ TEST_CASE("tolerances must be finite and not negative: NaN would pass every cell
         "x.yaml:10: reference.atol: must be a finite number >= 0, got -1e-05");
   CHECK(error_of(kValid + "reference: {atol: .inf}\n") ==
         "x.yaml:10: reference.atol: must be a finite number >= 0, got inf");
-  auto limits = parse_experiment(kValid + "limits: {buffer-bytes: 4096, arena-bytes: 8192}\n", "x.yaml");
+  auto limits = parse_experiment(
+      kValid + "limits: {buffer-bytes: 4096, arena-bytes: 8192, memory-bytes: 65536, trace-nodes: 1000}\n", "x.yaml");
   REQUIRE(limits.ok());
   CHECK(limits->limits.buffer_bytes == 4096);
   CHECK(limits->limits.arena_bytes == 8192);
+  CHECK(limits->limits.memory_bytes == 65536);
+  CHECK(limits->limits.trace_nodes == 1000);
 }
 
 TEST_CASE("workload sizes that overflow are refused with the parameters that made them") {

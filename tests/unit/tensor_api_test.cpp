@@ -261,6 +261,59 @@ TEST_CASE("a value over the engine's buffer limit is refused at compile, naming 
         std::string::npos);
 }
 
+TEST_CASE("an execution over the memory limit is refused at compile with its figures") {
+  EngineOptions options;
+  options.max_memory_bytes = 1500;
+  options.resident_bytes = 100;
+  Session s("lower", options);
+  // 400 bytes in, 400 out, 448 of arena (the constant), 100 beside.
+  Tensor fits = s.ctx.from_vector<float>(std::vector<float>(100, 1.0f), {100}) + 1.0;
+  check_close(values(fits), std::vector<double>(100, 2.0));
+  Tensor over = s.ctx.from_vector<float>(std::vector<float>(120, 1.0f), {120}) + 1.0;
+  auto read = over.to_vector<float>();
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().message ==
+        "an execution would hold 1.5 KiB (1572 bytes) at once, over the limit of 1.5 KiB (1500 bytes) "
+        "(limits.memory-bytes): inputs 480 bytes, outputs 480 bytes, arena 512 bytes, and 100 bytes held beside "
+        "them (the reference's outputs)");
+}
+
+TEST_CASE("a trace past its node limit stops with an error naming the limit, and the next trace starts afresh") {
+  EngineOptions options;
+  options.max_trace_nodes = 50;
+  Session s("lower", options);
+  CHECK(s.ctx.max_trace_nodes() == 50);
+  Tensor x = s.ctx.from_vector<float>({1, 2}, {2});
+  for (int i = 0; i < 100; ++i) x = x * 0.5 + 1.0;
+  REQUIRE_FALSE(x.ok());
+  CHECK(x.error()->message.starts_with("the trace reached 50 nodes without a sync, its limit (limits.trace-nodes"));
+  CHECK(s.ctx.pending_nodes() == 50);
+  REQUIRE(s.ctx.sync().ok());  // nothing of it is live: the trace empties
+  CHECK(s.ctx.pending_nodes() == 0);
+  // A loop that syncs stays under it.
+  Tensor y = s.ctx.from_vector<float>({1, 2}, {2});
+  for (int i = 0; i < 100; ++i) {
+    y = y * 0.5 + 1.0;
+    if (i % 10 == 9) REQUIRE(s.ctx.sync().ok());
+  }
+  check_close(values(y), {2, 2});
+}
+
+TEST_CASE("a placeholder traces as an input and refuses to run") {
+  Context capture;
+  Tensor x = capture.placeholder(TensorType{DType::F32, {1 << 20, 1 << 10}});  // 4 GiB, never allocated
+  Tensor y = relu(x + 1.0);
+  Graph graph = capture.capture();
+  CHECK(graph.parameters().size() == 1);
+  CHECK(graph.node(graph.roots()[0]).type == TensorType{DType::F32, {1 << 20, 1 << 10}});
+  Session s;
+  Tensor p = s.ctx.placeholder(TensorType{DType::F32, {4}});
+  auto read = (p * 2.0).to_vector<float>();
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().message == "an input made by Context::placeholder (f32[4]) has no data to run with");
+  CHECK_FALSE(p.to_vector<float>().ok());  // a host read of it is an error too, not a crash
+}
+
 TEST_CASE("a splat constant is one node per trace and type; the values stay right") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2, 3, 4}, {4});
