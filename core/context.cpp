@@ -177,11 +177,17 @@ size_t constant_slot(double value, const TensorType& type, size_t slots) {  // s
 }
 
 // A float constant's value is the double as given; an integer's is the
-// integer it stores (scalar_attr), compared exactly.
-bool is_constant(const Node& node, double value, const TensorType& type) {
-  if (node.op != OpId::Constant || node.type != type) return false;
-  if (is_float(type.dtype)) return std::bit_cast<uint64_t>(node.attrs[0].f) == std::bit_cast<uint64_t>(value);
-  return node.attrs[0].i == scalar_attr(type.dtype, value).i;
+// integer it stores (scalar_attr), compared exactly: two integers past 2^53
+// can share a double. (The double first: this is a repeated trace's path.)
+[[gnu::noinline]] bool holds_integer_of(const Node& node, double value) {
+  return node.attrs[0].i == scalar_attr(node.type.dtype, value).i;
+}
+
+[[gnu::always_inline]] inline bool is_constant(const Node& node, double value, const TensorType& type) {
+  if (node.op != OpId::Constant || std::bit_cast<uint64_t>(node.attrs[0].f) != std::bit_cast<uint64_t>(value) ||
+      node.type != type)
+    return false;
+  return is_float(type.dtype) || holds_integer_of(node, value);
 }
 
 }  // namespace
