@@ -220,6 +220,17 @@ DeviceBuffer::DeviceBuffer(std::shared_ptr<BackendInstance> backend, lazylab_buf
 
 DeviceBuffer::~DeviceBuffer() { backend_->api().buffer_destroy(backend_->handle, handle_); }
 
+std::optional<DeviceBuffer::DeviceData> DeviceBuffer::device_data() const {
+  const lazylab_backend_api& api = backend_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, buffer_device_data), api.buffer_device_data))
+    return std::nullopt;
+  DeviceData data;
+  if (!api.buffer_device_data(handle_, &data.pointer, &data.dlpack_device_type) || !data.pointer) return std::nullopt;
+  return data;
+}
+
+const void* DeviceBuffer::host_data() const { return backend_->api().buffer_host_data(handle_); }
+
 DeviceEvent::DeviceEvent(std::shared_ptr<BackendInstance> backend, lazylab_event* handle)
     : backend_(std::move(backend)), handle_(handle) {}
 

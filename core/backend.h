@@ -5,6 +5,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,16 @@ class DeviceBuffer {
   lazylab_buffer* handle() const { return handle_; }
   const TensorType& type() const { return type_; }
   int32_t device() const { return device_; }
+  // Where the data lies in device memory, for a DLPack exchange without a
+  // copy (ABI 3.6); none for host memory or a backend that cannot say.
+  struct DeviceData {
+    void* pointer = nullptr;
+    int32_t dlpack_device_type = 0;
+  };
+  std::optional<DeviceData> device_data() const;
+  // The host address of data in host memory (complete once the backend's
+  // work writing it is: Backend::synchronize), else null.
+  const void* host_data() const;
 
  private:
   std::shared_ptr<BackendInstance> backend_;

@@ -99,7 +99,11 @@ void Context::forget(TensorImpl* impl) {
 }
 
 Expected<BufferPtr> Context::read_to_host(TensorImpl& impl) {
-  if (!engine_ || !impl.device) return make_error("read: the tensor has no data");
+  if (!engine_ || !impl.device)
+    return make_error(impl.data || impl.device ? "read: the tensor has no data"
+                                               : fmt::format("an input made by Context::placeholder ({}) has no data "
+                                                             "to run with",
+                                                             to_string(impl.type)));
   auto host = engine_->backend().download(impl.device);
   if (!host) return host.error();
   ++metrics().device_to_host_transfers;

@@ -154,6 +154,8 @@ struct Device {
 // A buffer's contents never change once written (by its upload or by the
 // execution that made it), so its serial stands for them: a graph's staged
 // parameter copied from the same serial last step is still current.
+constexpr int32_t kDLPackCuda = 2;  // DLPack's kDLCUDA
+
 class DeviceBuffer : public plugin::Buffer {
  public:
   DeviceBuffer(Device& device, uint32_t dtype, std::vector<int64_t> shape, int32_t index)
@@ -167,6 +169,7 @@ class DeviceBuffer : public plugin::Buffer {
   }
   CUdeviceptr pointer() const { return pointer_; }
   uint64_t serial() const { return serial_; }
+  DeviceData device_data() const override { return {reinterpret_cast<void*>(pointer_), kDLPackCuda}; }
 
  private:
   static inline std::atomic<uint64_t> next_serial_{0};

@@ -70,6 +70,23 @@ else
   fail "installed lazylab runs the installed quickstart experiment" "$work/run"
 fi
 
+# The installed Python package, from outside both trees: it finds the
+# installed liblazylab by its own run path, and that library its plugins.
+core=$(find "$prefix" -name '_core*.so' -path '*/lazylab/*' | head -1)
+if [[ -z $core ]]; then
+  echo "skip the installed Python package: not built here"
+elif PYTHONPATH=$(dirname "$(dirname "$core")") /usr/bin/python3 -c "
+import lazylab, numpy as np
+x = lazylab.context(backend='cpu').tensor(np.arange(4, dtype=np.float32))
+assert (x * 2.0).tolist() == [0, 2, 4, 6]
+assert lazylab.Backend('interp').path.startswith('$libdir/lazylab/'), lazylab.Backend('interp').path
+assert '$build' not in lazylab._core.__file__
+" >"$work/python.log" 2>&1; then
+  ok "the installed Python package runs on the installed library and plugins"
+else
+  fail "the installed Python package" "$work/python.log"
+fi
+
 # pkg-config with nothing else: the staged prefix stands in for /usr/local.
 export PKG_CONFIG_PATH=$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage
 flags=$(pkg-config --cflags --libs lazylab)

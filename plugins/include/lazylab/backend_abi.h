@@ -51,6 +51,8 @@
  * A SPLAT access of an integer value reads `i` of the constant `source`.
  * Every string a plugin returns is checked: a NULL name, summary, device
  * description or error is an error naming the plugin and the entry.
+ * buffer_device_data, optional, tells where a buffer in device memory lies,
+ * for a DLPack exchange without a copy.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -404,6 +406,15 @@ typedef struct lazylab_backend_api {
    * with free_error; empty when there is nothing to say. Returns 0, else
    * nonzero with *error set. */
   int (*executable_notes)(lazylab_executable* executable, char** text, char** error);
+
+  /* ABI 3.6, optional (NULL: none). Where a buffer in device memory lies, so
+   * that an exchange (DLPack) can share it without a copy: its address in
+   * *data and its DLPack device type in *dlpack_device_type (kDLCUDA = 2),
+   * the device being the buffer's own index. Returns 0 where there is none to
+   * share (host memory: buffer_host_data gives it). The address is valid
+   * until buffer_destroy; the data is complete once the work writing it is
+   * (synchronize). */
+  int (*buffer_device_data)(lazylab_buffer* buffer, void** data, int32_t* dlpack_device_type);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

@@ -70,6 +70,13 @@ class Buffer {
   uint64_t bytes() const { return bytes_; }
   // The data's address if it is in host memory, else nullptr.
   virtual const void* host_data() const { return nullptr; }
+  // Its address in device memory and the DLPack device type (kDLCUDA = 2),
+  // for a buffer a DLPack consumer may share; {nullptr, 0} for none.
+  struct DeviceData {
+    void* pointer = nullptr;
+    int32_t dlpack_device_type = 0;
+  };
+  virtual DeviceData device_data() const { return {}; }
 
  private:
   uint32_t dtype_;
@@ -457,6 +464,12 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
           *text = copy_error(reinterpret_cast<const Executable*>(executable)->notes().c_str());
           if (!*text) throw std::bad_alloc();
         });
+      },
+      [](lazylab_buffer* buffer, void** data, int32_t* dlpack_device_type) -> int {
+        Buffer::DeviceData device = buffer_of(buffer).device_data();
+        *data = device.pointer;
+        *dlpack_device_type = device.dlpack_device_type;
+        return device.pointer ? 1 : 0;
       },
   };
   return &api;

@@ -1,0 +1,292 @@
+// Data in and out: NumPy arrays (copied in by Context.tensor, shared by
+// Context.from_numpy), the buffer protocol and numpy() over a computed
+// tensor's host data without a copy, and DLPack both ways (host memory
+// shared either way; a CUDA backend's buffers handed out as kDLCUDA
+// tensors, so torch.from_dlpack takes them on the GPU).
+#include <dlpack/dlpack.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <tuple>
+
+#include "binding.h"
+
+namespace lazylab::python {
+namespace {
+
+using ContextPtr = std::shared_ptr<ContextHandle>;
+
+// The C++ element type of each dtype (its storage: a bool is a byte), from
+// dtype_of, the one place that names them.
+using HostTypes = std::tuple<float, double, int32_t, int64_t, uint8_t>;
+
+template <class F>
+void with_element_type(DType dtype, F&& f) {
+  std::apply([&](auto... types) { ((dtype_of<decltype(types)>() == dtype ? f(types) : void()), ...); }, HostTypes{});
+}
+
+py::dtype numpy_dtype(DType dtype) {
+  if (dtype == DType::Bool) return py::dtype("bool");
+  py::dtype out;
+  with_element_type(dtype, [&](auto type) { out = py::dtype::of<decltype(type)>(); });
+  return out;
+}
+
+std::optional<DType> dtype_of_numpy(const py::dtype& numpy) {
+  for (DType d : kAllDTypes)
+    if (numpy_dtype(d).is(numpy) || numpy_dtype(d).equal(numpy)) return d;
+  return std::nullopt;
+}
+
+// DLPack 0.8's type code for bool; Debian's header is 0.6's, which has none.
+constexpr uint8_t kDLPackBool = 6;
+
+DLDataType dlpack_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return {kDLPackBool, 8, 1};
+    case DType::F32:
+    case DType::F64: return {kDLFloat, static_cast<uint8_t>(dtype_size(dtype) * 8), 1};
+    default: return {kDLInt, static_cast<uint8_t>(dtype_size(dtype) * 8), 1};
+  }
+}
+
+std::optional<DType> dtype_of_dlpack(DLDataType type) {
+  for (DType d : kAllDTypes) {
+    DLDataType mine = dlpack_dtype(d);
+    if (mine.code == type.code && mine.bits == type.bits && type.lanes == 1) return d;
+  }
+  return std::nullopt;
+}
+
+// Host memory a Python object owns, as a Buffer that keeps it alive (its
+// last reference may go on any thread: the GIL is taken to drop it).
+BufferPtr shared_buffer(void* data, size_t bytes, py::object owner) {
+  auto keeper = std::shared_ptr<const void>(new py::object(std::move(owner)), [](const void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<const py::object*>(p);
+  });
+  return std::make_shared<Buffer>(static_cast<std::byte*>(data), bytes, std::move(keeper));
+}
+
+TensorType type_of_array(const py::array& array, DType dtype) {
+  Dims shape;
+  for (py::ssize_t d = 0; d < array.ndim(); ++d) shape.push_back(array.shape(d));
+  return TensorType{dtype, shape};
+}
+
+DType dtype_or_raise(const py::array& array, const char* where) {
+  auto dtype = dtype_of_numpy(array.dtype());
+  if (!dtype)
+    throw LazylabError(fmt::format("{}: no lazylab dtype for NumPy's {}", where, std::string(py::str(array.dtype()))));
+  return *dtype;
+}
+
+PyTensor tensor_from(const ContextPtr& c, const py::object& data, const py::object& dtype_arg) {
+  py::module_ numpy = py::module_::import("numpy");
+  py::object target = py::none();
+  if (!dtype_arg.is_none()) target = numpy_dtype(dtype_arg.cast<DType>());
+  py::array array =
+      numpy.attr("array")(data, py::arg("dtype") = target, py::arg("copy") = true, py::arg("order") = "C");
+  DType dtype = dtype_or_raise(array, "Context.tensor");
+  TensorType type = type_of_array(array, dtype);
+  if (std::string problem = size_problem(type); !problem.empty()) throw LazylabError("Context.tensor: " + problem);
+  return wrap(c, c->context->from_buffer(type, shared_buffer(array.mutable_data(), type.bytes(), array)));
+}
+
+PyTensor tensor_sharing(const ContextPtr& c, const py::array& array) {
+  DType dtype = dtype_or_raise(array, "Context.from_numpy");
+  bool contiguous = array.flags() & py::array::c_style;
+  if (!contiguous)
+    throw LazylabError(
+        "Context.from_numpy: the array is not C-contiguous (numpy.ascontiguousarray copies it; "
+        "Context.tensor copies any array)");
+  TensorType type = type_of_array(array, dtype);
+  return wrap(c, c->context->from_buffer(type, shared_buffer(const_cast<void*>(array.data()), type.bytes(), array)));
+}
+
+// ---- DLPack ----
+
+struct Exported {  // a DLManagedTensor's manager_ctx: what keeps the data alive
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape, strides;
+  BufferPtr host;
+  DeviceBufferPtr device;
+};
+
+void delete_exported(DLManagedTensor* managed) { delete static_cast<Exported*>(managed->manager_ctx); }
+
+void capsule_destructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) {  // never consumed: ours to free
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+}
+
+// Host data of a computed tensor (synced), or its backend buffer in device
+// memory, with the DLPack device it lies on.
+struct Located {
+  BufferPtr host;
+  DeviceBufferPtr device;
+  DLDevice where{kDLCPU, 0};
+  void* pointer = nullptr;
+};
+
+Located locate(const PyTensor& t) {
+  if (t.tensor.pending()) check(t.owner->context->sync());
+  TensorImpl* impl = t.tensor.impl();
+  Located at;
+  if (!impl->data && impl->device) {
+    if (auto device = impl->device->device_data()) {
+      at.device = impl->device;
+      at.where = DLDevice{static_cast<DLDeviceType>(device->dlpack_device_type), impl->device->device()};
+      at.pointer = device->pointer;
+      return at;
+    }
+  }
+  at.host = value_or_raise(t.tensor.data());
+  at.pointer = at.host->data();
+  return at;
+}
+
+py::tuple dlpack_device(const PyTensor& t) {
+  Located at = locate(t);
+  return py::make_tuple(static_cast<int>(at.where.device_type), at.where.device_id);
+}
+
+// The array API's __dlpack__(stream=, max_version=, dl_device=, copy=):
+// each stream may read it (it is complete before it is handed out); the
+// capsule is DLPack 0.6's unversioned one, which a consumer asking for a
+// later version accepts from a producer that has no other.
+py::capsule to_dlpack(const PyTensor& t, const py::kwargs& options) {
+  Located at = locate(t);
+  if (options.contains("dl_device") && !options["dl_device"].is_none()) {
+    auto wanted = options["dl_device"].cast<std::pair<int, int>>();
+    if (wanted.first != static_cast<int>(at.where.device_type) || wanted.second != at.where.device_id)
+      throw py::buffer_error("__dlpack__: the tensor lies on another device than dl_device; copy it there first");
+  }
+  if (options.contains("copy") && !options["copy"].is_none() && options["copy"].cast<bool>())
+    throw py::buffer_error("__dlpack__(copy=True): lazylab shares its data; copy on the consumer's side");
+  if (at.device) {  // its data must be complete before the consumer's stream reads it
+    EngineHandle* engine = t.owner->engine.get();
+    if (!engine) throw LazylabError("__dlpack__: a device tensor with no engine");
+    check(engine->backend->backend->synchronize(at.device->device()));
+  }
+  auto exported = std::make_unique<Exported>();
+  const TensorType& type = t.tensor.type();
+  exported->shape.assign(type.shape.begin(), type.shape.end());
+  exported->host = at.host;
+  exported->device = at.device;
+  DLTensor& dl = exported->managed.dl_tensor;
+  dl.data = at.pointer;
+  dl.device = at.where;
+  dl.ndim = static_cast<int32_t>(type.shape.size());
+  dl.dtype = dlpack_dtype(type.dtype);
+  dl.shape = exported->shape.data();
+  dl.strides = nullptr;  // compact, row-major
+  dl.byte_offset = 0;
+  exported->managed.manager_ctx = exported.get();
+  exported->managed.deleter = delete_exported;
+  DLManagedTensor* managed = &exported.release()->managed;
+  return py::capsule(managed, "dltensor", capsule_destructor);
+}
+
+PyTensor from_dlpack(const ContextPtr& c, const py::object& source) {
+  py::object capsule = py::hasattr(source, "__dlpack__") ? source.attr("__dlpack__")() : source;
+  PyObject* raw = capsule.ptr();
+  if (!PyCapsule_IsValid(raw, "dltensor"))
+    throw LazylabError("from_dlpack: expected an object with __dlpack__ or an unconsumed 'dltensor' capsule");
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
+  const DLTensor& dl = managed->dl_tensor;
+  if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost)
+    throw LazylabError(
+        fmt::format("from_dlpack: a tensor on DLPack device type {} (device {}) cannot be shared yet; "
+                    "bring it to host memory first (.cpu())",
+                    static_cast<int>(dl.device.device_type), dl.device.device_id));
+  auto dtype = dtype_of_dlpack(dl.dtype);
+  if (!dtype)
+    throw LazylabError(fmt::format("from_dlpack: no lazylab dtype for DLPack type code {} of {} bits",
+                                   static_cast<int>(dl.dtype.code), static_cast<int>(dl.dtype.bits)));
+  Dims shape(dl.shape, dl.shape + dl.ndim);
+  TensorType type{*dtype, shape};
+  if (dl.strides) {  // compact row-major only
+    int64_t expected = 1;
+    for (int32_t d = dl.ndim; d-- > 0;) {
+      if (shape[d] != 1 && dl.strides[d] != expected)
+        throw LazylabError("from_dlpack: the tensor is not compact and row-major (.contiguous() copies it)");
+      expected *= shape[d];
+    }
+  }
+  // Consumed: the capsule's deleter is now ours to call, when the buffer goes.
+  PyCapsule_SetName(raw, "used_dltensor");
+  auto keeper = std::shared_ptr<const void>(managed, [](const void* p) {
+    auto* m = static_cast<DLManagedTensor*>(const_cast<void*>(p));
+    py::gil_scoped_acquire gil;  // a producer's deleter may touch Python objects
+    if (m->deleter) m->deleter(m);
+  });
+  auto buffer = std::make_shared<Buffer>(static_cast<std::byte*>(dl.data) + dl.byte_offset, type.bytes(), keeper);
+  return wrap(c, c->context->from_buffer(type, std::move(buffer)));
+}
+
+// ---- NumPy out ----
+
+py::array numpy_view(const PyTensor& t) {
+  Located at = locate(t);
+  if (at.device) at.host = value_or_raise(t.tensor.data());  // device memory: its copy on the host
+  const TensorType& type = t.tensor.type();
+  std::vector<py::ssize_t> shape(type.shape.begin(), type.shape.end());
+  auto* keep = new BufferPtr(at.host);
+  py::capsule base(keep, [](void* p) { delete static_cast<BufferPtr*>(p); });
+  py::array array(numpy_dtype(type.dtype), shape, {}, at.host->data(), base);
+  // lazylab's own data (an input to later steps, maybe): read-only.
+  array.attr("setflags")(py::arg("write") = false);
+  return array;
+}
+
+}  // namespace
+
+void bind_data(py::module_& m) {
+  auto context = py::reinterpret_borrow<py::class_<ContextHandle, ContextPtr>>(m.attr("Context"));
+  context
+      .def("tensor", &tensor_from, py::arg("data"), py::arg("dtype") = py::none(),
+           "A copy of `data` (an array, a list, a scalar) as an input of the trace")
+      .def("from_numpy", &tensor_sharing, py::arg("array"),
+           "The array's memory as an input, not copied: do not write to it while the tensor lives")
+      .def("from_dlpack", &from_dlpack, py::arg("tensor"),
+           "A tensor of any DLPack producer (torch, NumPy, JAX) in host memory, its memory shared");
+  auto tensor = py::reinterpret_borrow<py::class_<PyTensor>>(m.attr("Tensor"));
+  tensor.def("numpy", &numpy_view, "Computes it and returns its data: a read-only view of host memory, not a copy")
+      .def(
+          "__array__",
+          [](const PyTensor& t, const py::object& dtype, const py::kwargs&) {  // NumPy 2 adds copy=
+            py::array view = numpy_view(t);
+            return dtype.is_none() ? view : py::array(view.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def("item",
+           [](const PyTensor& t) {
+             if (t.tensor.type().num_elements() != 1)
+               throw LazylabError(
+                   fmt::format("item(): the tensor has {} elements, not one", t.tensor.type().num_elements()));
+             return numpy_view(t).attr("reshape")(py::tuple()).attr("item")();
+           })
+      .def("tolist", [](const PyTensor& t) { return numpy_view(t).attr("tolist")(); })
+      .def("__bool__",
+           [](const PyTensor& t) {
+             if (t.tensor.type().num_elements() != 1)
+               throw LazylabError("the truth value of a tensor of more than one element is ambiguous");
+             return numpy_view(t).attr("reshape")(py::tuple()).attr("item")().cast<bool>();
+           })
+      .def("__float__",
+           [](const PyTensor& t) { return numpy_view(t).attr("reshape")(py::tuple()).attr("item")().cast<double>(); })
+      .def("__dlpack__", &to_dlpack,
+           "A DLPack capsule of its data: host memory, or the device memory of a backend that shares it (CUDA)")
+      .def("__dlpack_device__", &dlpack_device);
+  m.def(
+      "from_dlpack", [](const py::object& source, const ContextPtr& c) { return from_dlpack(c, source); },
+      py::arg("tensor"), py::arg("context"), "Context.from_dlpack, as a function");
+}
+
+}  // namespace lazylab::python
