@@ -13,7 +13,7 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 ninja -C "$build" -j2 tests/lazylab-unit-tests experiments/lazylab backends/cpu/lazylab-backend-cpu.so \
   backends/interp/lazylab-backend-interp.so tests/lazylab-backend-failing.so tests/lazylab-backend-counting.so \
-  tests/lazylab-backend-olderminor.so tests/lazylab-backend-wrongabi.so tests/lazylab-backend-noentry.so plugins/lazylab-backend-example.so \
+  tests/lazylab-backend-olderminor.so tests/lazylab-backend-wrongabi.so tests/lazylab-backend-noentry.so tests/lazylab-backend-nulldevice.so plugins/lazylab-backend-example.so \
   plugins/capped.so tests/lazylab-pass-wrong-api.so tests/lazylab-pass-duplicate.so tests/lazylab-pass-no-name.so \
   tests/lazylab-pass-orders.so \
   tests/libfuzzer/lazylab-libfuzzer-lzir-parser tests/libfuzzer/lazylab-libfuzzer-pipeline-parser \

@@ -1,0 +1,136 @@
+"""The lazy device's state: its lazylab Context, the scalars and host data
+entering its traces, and its counters (PyTorch/XLA's metric names)."""
+
+import collections
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+
+import lazylab
+
+# torch dtype <-> lazylab dtype, for the dtypes both have.
+DTYPES = {
+    torch.float32: lazylab.f32,
+    torch.float64: lazylab.f64,
+    torch.int32: lazylab.i32,
+    torch.int64: lazylab.i64,
+    torch.bool: lazylab.bool_,
+}
+TORCH_DTYPES = {value: key for key, value in DTYPES.items()}
+
+# Python scalars that stay constants of the graph (PyTorch/XLA's special
+# scalars); every other one enters as an input, so a learning rate that
+# changes each step, or Adam's bias corrections, reuse the compiled graph.
+CONSTANT_SCALARS = (0, 1, -1)
+
+_PACKAGE_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+
+
+def user_frame():
+    """'file:line in function' of the innermost frame outside torch and
+    lazylab: where the user's program asked for the op."""
+    for frame in reversed(traceback.extract_stack()):
+        if not frame.filename.startswith(_PACKAGE_DIRS) and "<frozen" not in frame.filename:
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return "an unknown frame"
+
+
+class UnsupportedOp(lazylab.Error):
+    """An aten op the lazy device has no lowering for (the message names the
+    op and the user's source line)."""
+
+
+class Device:
+    """One lazy device: traces go to `context`, run by its engine."""
+
+    def __init__(self, backend="cpu", pipeline=lazylab.DEFAULT_PIPELINE, options="", fallback=False):
+        self.context = lazylab.context(backend=backend, pipeline=pipeline, options=options)
+        self.backend, self.pipeline = backend, pipeline
+        self.fallback = fallback
+        self.counters = collections.Counter()
+        self.trace_ns = 0  # in dispatch: the capture's own cost
+        self.aten_ops = 0
+
+    # ---- values entering the trace ----
+
+    def scalar(self, value, dtype):
+        """A Python number as a 0-d lazylab tensor of `dtype`: a constant for
+        0 and +-1, else an input of the graph."""
+        if isinstance(value, bool):
+            value = int(value)
+        if value in CONSTANT_SCALARS or dtype == lazylab.bool_:
+            return self.context.full(value, [], dtype)
+        self.counters["LiftedScalars"] += 1
+        if isinstance(value, int) and dtype in (lazylab.i32, lazylab.i64):
+            return self.context.tensor(np.array(value, dtype=np.int64 if dtype == lazylab.i64 else np.int32))
+        return self.context.dynamic_scalar(float(value), dtype)
+
+    def from_host(self, tensor):
+        """A CPU torch tensor entering the trace: copied once per use."""
+        if tensor.dtype not in DTYPES:
+            raise lazylab.Error(f"the lazy device has no dtype for {tensor.dtype} ({user_frame()})")
+        self.counters["TransferToDevice"] += 1
+        return self.context.tensor(tensor.detach().contiguous().numpy())
+
+    # ---- running ----
+
+    def mark_step(self):
+        start = time.perf_counter_ns()
+        self.context.mark_step()
+        self.counters["MarkStep"] += 1
+        self.counters["MarkStepNs"] += time.perf_counter_ns() - start
+
+    def metrics(self):
+        m = dict(self.context.metrics)
+        m.update(self.counters)
+        m["AtenOps"] = self.aten_ops
+        m["CaptureNs"] = self.trace_ns
+        return m
+
+    def metrics_report(self):
+        m = self.metrics()
+        lines = [
+            f"Metric: CompileTime\n  TotalSamples: {m['cache_misses']}\n  Accumulator: {m['compile_ms']:.3f}ms",
+            f"Metric: ExecuteTime\n  Accumulator: {m['execute_ms']:.3f}ms",
+            f"Metric: TransferToDeviceTime\n  TotalSamples: {m['host_to_device_transfers']}\n"
+            f"  Accumulator: {m['host_to_device_bytes']}B",
+            f"Metric: TransferFromDeviceTime\n  TotalSamples: {m['device_to_host_transfers']}\n"
+            f"  Accumulator: {m['device_to_host_bytes']}B",
+            f"Counter: CachedCompile\n  Value: {m['cache_hits']}",
+            f"Counter: UncachedCompile\n  Value: {m['cache_misses']}",
+            f"Counter: MarkStep\n  Value: {m.get('MarkStep', 0)}",
+            f"Counter: SyncTensors\n  Value: {m.get('SyncTensors', 0)}",
+            f"Counter: LiftedScalars\n  Value: {m.get('LiftedScalars', 0)}",
+            f"Counter: TransferToDevice\n  Value: {m.get('TransferToDevice', 0)}",
+            f"Metric: CaptureTime (aten ops recorded: {m['AtenOps']})\n  Accumulator: {m['CaptureNs'] / 1e6:.3f}ms",
+        ]
+        for name, value in sorted(self.counters.items()):
+            if name.startswith("aten::"):
+                lines.append(f"Counter: {name}\n  Value: {value}")
+        for diagnosis in m["recompile_diagnoses"]:
+            lines.append(f"Recompile: {diagnosis}")
+        return "\n".join(lines) + "\n"
+
+
+_current = None
+
+
+def current():
+    global _current
+    if _current is None:
+        _current = Device()
+    return _current
+
+
+def set_current(device):
+    global _current
+    _current = device
+    return device
+
+
+def eprint(*args):
+    print(*args, file=sys.stderr)
