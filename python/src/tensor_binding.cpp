@@ -221,6 +221,19 @@ std::vector<int64_t> shape_args(const py::args& args) {  // reshape(2, 3) or res
   return args.cast<std::vector<int64_t>>();
 }
 
+// A reshape's shape with its one -1 (NumPy's "the rest") worked out; more
+// than one, or one that leaves a remainder, is the reshape's own error.
+Dims inferred_shape(std::vector<int64_t> shape, const Tensor& x) {
+  auto unknown = std::find(shape.begin(), shape.end(), -1);
+  if (unknown == shape.end() || std::count(shape.begin(), shape.end(), -1) > 1) return dims_of(shape);
+  int64_t known = 1;
+  for (int64_t d : shape)
+    if (d != -1) known *= d;
+  int64_t elements = x.type().num_elements();
+  if (known > 0 && elements % known == 0) *unknown = elements / known;
+  return dims_of(shape);
+}
+
 py::dict metrics_dict(const Metrics& m) {
   py::dict d;
   d["traces"] = m.traces;
@@ -359,7 +372,7 @@ void bind_tensor(py::module_& m) {
           py::arg("axes") = py::none(), py::arg("keepdim") = false)
       .def("reshape",
            [](const PyTensor& x, const py::args& shape) {
-             return wrap(x.owner, reshape(x.tensor, dims_of(shape_args(shape))));
+             return wrap(x.owner, reshape(x.tensor, inferred_shape(shape_args(shape), x.tensor)));
            })
       .def("broadcast_to",
            [](const PyTensor& x, const std::vector<int64_t>& shape) {

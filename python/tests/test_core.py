@@ -56,6 +56,9 @@ def test_ops_by_attribute_name_broadcast_and_reduce(ctx):
     np.testing.assert_allclose((x @ ctx.tensor(np.ones((5, 4), np.float32))).numpy(), a @ np.ones((5, 4)), rtol=1e-5)
     np.testing.assert_allclose(x.sum(axes=-1).numpy(), a.sum(-1), rtol=1e-5)
     np.testing.assert_allclose(x.permute(2, 0, 1).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_allclose(x.reshape(-1, 5).numpy(), a.reshape(-1, 5))
+    with pytest.raises(lazylab.Error, match=r"reshape: .* has a negative dimension"):
+        x.reshape(-1, 7)
 
 
 def test_integers_are_exact_past_a_doubles_53_bits(ctx):
