@@ -346,30 +346,6 @@ void bind_tensor(py::module_& m) {
              if (a.owner != b.owner) throw LazylabError("operands belong to different Contexts");
              return wrap(a.owner, matmul(a.tensor, b.tensor));
            })
-      .def(
-          "sum",
-          [](const PyTensor& x, const py::object& axes, bool keepdim) {
-            return wrap(x.owner, sum(x.tensor, axes_of(axes), keepdim));
-          },
-          py::arg("axes") = py::none(), py::arg("keepdim") = false)
-      .def(
-          "mean",
-          [](const PyTensor& x, const py::object& axes, bool keepdim) {
-            return wrap(x.owner, mean(x.tensor, axes_of(axes), keepdim));
-          },
-          py::arg("axes") = py::none(), py::arg("keepdim") = false)
-      .def(
-          "max",
-          [](const PyTensor& x, const py::object& axes, bool keepdim) {
-            return wrap(x.owner, max(x.tensor, axes_of(axes), keepdim));
-          },
-          py::arg("axes") = py::none(), py::arg("keepdim") = false)
-      .def(
-          "min",
-          [](const PyTensor& x, const py::object& axes, bool keepdim) {
-            return wrap(x.owner, min(x.tensor, axes_of(axes), keepdim));
-          },
-          py::arg("axes") = py::none(), py::arg("keepdim") = false)
       .def("reshape",
            [](const PyTensor& x, const py::args& shape) {
              return wrap(x.owner, reshape(x.tensor, inferred_shape(shape_args(shape), x.tensor)));
@@ -387,6 +363,15 @@ void bind_tensor(py::module_& m) {
       .def(
           "softmax", [](const PyTensor& x, int64_t axis) { return wrap(x.owner, softmax(x.tensor, axis)); },
           py::arg("axis") = -1);
+  // The reductions over `axes` (all when None; negative counts from the end).
+  using Reduce = Tensor (*)(const Tensor&, std::vector<int64_t>, bool);
+  for (auto [name, reduce] : {std::pair<const char*, Reduce>{"sum", sum}, {"mean", mean}, {"max", max}, {"min", min}})
+    tensor.def(
+        name,
+        [reduce](const PyTensor& x, const py::object& axes, bool keepdim) {
+          return wrap(x.owner, reduce(x.tensor, axes_of(axes), keepdim));
+        },
+        py::arg("axes") = py::none(), py::arg("keepdim") = false);
   for (int id = 0; id < kNumOps; ++id) {
     const OpInfo& info = op_info(static_cast<OpId>(id));
     if (!is_plain_unary(info) || py::hasattr(tensor, std::string(info.name).c_str())) continue;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/fusion_strategy.h"
+#include "integer_edges.h"
 #include "random_program.h"
 #include "runner/workload.h"
 #include "support.h"
@@ -84,25 +85,6 @@ TEST_CASE("random graphs survive every fusion strategy on every backend") {
 }
 
 TEST_CASE("integer constants at their dtype's edges compute exactly on every backend") {
-  // Found from outside: the most negative i64 was read as 0 (constants
-  // travelled as doubles), so this quotient was 0 / -1 on interp and cpu.
-  const char* text = R"(graph @edges {
-  %min = constant {value = -9223372036854775808} : i64[20]
-  %minus_one = constant {value = -1} : i64[20]
-  %wrapped = div(%min, %minus_one) : i64[20]
-  %big = constant {value = 9007199254740993} : i64[20]
-  %near = constant {value = 9007199254740992} : i64[20]
-  %difference = sub(%big, %near) : i64[20]
-  %max32 = constant {value = 2147483647} : i32[20]
-  %one32 = constant {value = 1} : i32[20]
-  %wrapped32 = add(%max32, %one32) : i32[20]
-  %widened = cast(%wrapped32) : i64[20]
-  %x = parameter {ordinal = 0} : i64[20]
-  %padded = pad(%x) {low = [2], high = [1], value = -9223372036854775807} : i64[23]
-  %edge = slice(%padded) {start = [0], limit = [1], stride = [1]} : i64[1]
-  return %wrapped, %difference, %widened, %edge
-})";
-  const std::vector<int64_t> want = {std::numeric_limits<int64_t>::min(), 1, -2147483648LL, -9223372036854775807LL};
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
@@ -110,9 +92,9 @@ TEST_CASE("integer constants at their dtype's edges compute exactly on every bac
     for (const char* pipeline_text : {"lower", "fuse{strategy=greedy-elementwise},lower", "canonicalize,lower"}) {
       CAPTURE(backend->name());
       CAPTURE(std::string(pipeline_text));
-      auto outputs = run_graph_text<int64_t>(*backend, text, pipeline_text);
-      REQUIRE(outputs.size() == want.size());
-      for (size_t o = 0; o < want.size(); ++o)
-        for (int64_t v : outputs[o]) CHECK(v == want[o]);
+      auto outputs = run_graph_text<int64_t>(*backend, kIntegerEdgesGraph, pipeline_text);
+      REQUIRE(outputs.size() == kIntegerEdgesWant.size());
+      for (size_t o = 0; o < kIntegerEdgesWant.size(); ++o)
+        for (int64_t v : outputs[o]) CHECK(v == kIntegerEdgesWant[o]);
     }
 }

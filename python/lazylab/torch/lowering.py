@@ -293,45 +293,25 @@ def scaled(c, name, alpha_name="alpha"):
     return other if alpha == 1 else other * c.lazylab(alpha, other)
 
 
-@lowers("add.Tensor", "add.Scalar")
-def add(c):
-    return c.new(c.value("self") + scaled(c, "other"))
+def arithmetic(name, combine, alpha):
+    """`name` (self op other, other scaled by alpha where the op has one)
+    and `name_` (the same, in place), in their Tensor and Scalar forms."""
+
+    def value(c):
+        return combine(c.value("self"), scaled(c, "other") if alpha else c.value("other"))
+
+    lowers(f"{name}.Tensor", f"{name}.Scalar")(lambda c: c.new(value(c)))
+    lowers(f"{name}_.Tensor", f"{name}_.Scalar")(lambda c: c.inplace(value(c)))
 
 
-@lowers("sub.Tensor", "sub.Scalar", "rsub.Scalar", "rsub.Tensor")
-def sub(c):
-    a, b = c.value("self"), scaled(c, "other")
-    return c.new(b - a if c.func.overloadpacket.__name__ == "rsub" else a - b)
+for _name, _combine, _alpha in [("add", lambda a, b: a + b, True), ("sub", lambda a, b: a - b, True),
+                                ("mul", lambda a, b: a * b, False), ("div", lambda a, b: a / b, False)]:
+    arithmetic(_name, _combine, _alpha)
 
 
-@lowers("mul.Tensor", "mul.Scalar")
-def mul(c):
-    return c.new(c.value("self") * c.value("other"))
-
-
-@lowers("div.Tensor", "div.Scalar")
-def div(c):
-    return c.new(c.value("self") / c.value("other"))
-
-
-@lowers("add_.Tensor", "add_.Scalar")
-def add_(c):
-    return c.inplace(c.value("self") + scaled(c, "other"))
-
-
-@lowers("sub_.Tensor", "sub_.Scalar")
-def sub_(c):
-    return c.inplace(c.value("self") - scaled(c, "other"))
-
-
-@lowers("mul_.Tensor", "mul_.Scalar")
-def mul_(c):
-    return c.inplace(c.value("self") * c.value("other"))
-
-
-@lowers("div_.Tensor", "div_.Scalar")
-def div_(c):
-    return c.inplace(c.value("self") / c.value("other"))
+@lowers("rsub.Scalar", "rsub.Tensor")
+def rsub(c):
+    return c.new(scaled(c, "other") - c.value("self"))
 
 
 @lowers("zero_")
