@@ -31,6 +31,20 @@ def lowers(*names):
     return register
 
 
+def lowers_with_inplace(*names):
+    """A value rule for each op `name` and its in-place form `name_` (the
+    overload, if any, after the name: 'add.Tensor' and 'add_.Tensor')."""
+
+    def register(value):
+        lowers(*names)(lambda c: c.new(value(c)))
+        lowers(*(name.replace(".", "_.", 1) if "." in name else name + "_" for name in names))(
+            lambda c: c.inplace(value(c))
+        )
+        return value
+
+    return register
+
+
 class Op:
     """What dispatch needs of one aten overload, read from it once: its row
     of the table, its name, its arguments' names and defaults."""
@@ -294,14 +308,12 @@ def scaled(c, name, alpha_name="alpha"):
 
 
 def arithmetic(name, combine, alpha):
-    """`name` (self op other, other scaled by alpha where the op has one)
-    and `name_` (the same, in place), in their Tensor and Scalar forms."""
+    """self op other (other scaled by alpha where the op has one), in its
+    Tensor and Scalar forms, in place too."""
 
+    @lowers_with_inplace(f"{name}.Tensor", f"{name}.Scalar")
     def value(c):
         return combine(c.value("self"), scaled(c, "other") if alpha else c.value("other"))
-
-    lowers(f"{name}.Tensor", f"{name}.Scalar")(lambda c: c.new(value(c)))
-    lowers(f"{name}_.Tensor", f"{name}_.Scalar")(lambda c: c.inplace(value(c)))
 
 
 for _name, _combine, _alpha in [("add", lambda a, b: a + b, True), ("sub", lambda a, b: a - b, True),
@@ -510,39 +522,20 @@ def addc(c, combine):
     return c.value("self") + (term if value == 1 else term * c.lazylab(value, term))
 
 
-@lowers("addcmul")
+@lowers_with_inplace("addcmul")
 def addcmul(c):
-    return c.new(addc(c, lambda a, b: a * b))
+    return addc(c, lambda a, b: a * b)
 
 
-@lowers("addcmul_")
-def addcmul_(c):
-    return c.inplace(addc(c, lambda a, b: a * b))
-
-
-@lowers("addcdiv")
+@lowers_with_inplace("addcdiv")
 def addcdiv(c):
-    return c.new(addc(c, lambda a, b: a / b))
+    return addc(c, lambda a, b: a / b)
 
 
-@lowers("addcdiv_")
-def addcdiv_(c):
-    return c.inplace(addc(c, lambda a, b: a / b))
-
-
-def lerp_value(c):
+@lowers_with_inplace("lerp.Scalar", "lerp.Tensor")
+def lerp(c):
     start = c.value("self")
     return start + c.value("weight", start) * (c.value("end") - start)
-
-
-@lowers("lerp.Scalar", "lerp.Tensor")
-def lerp(c):
-    return c.new(lerp_value(c))
-
-
-@lowers("lerp_.Scalar", "lerp_.Tensor")
-def lerp_(c):
-    return c.inplace(lerp_value(c))
 
 
 @lowers("maximum")
@@ -555,7 +548,8 @@ def minimum(c):
     return c.new(ops.min(c.value("self"), c.value("other")))
 
 
-def clamped(c):
+@lowers_with_inplace("clamp", "clamp.Tensor")
+def clamp(c):
     x = c.value("self")
     low, high = c.args.get("min"), c.args.get("max")
     if low is not None:
@@ -563,16 +557,6 @@ def clamped(c):
     if high is not None:
         x = ops.min(x, c.lazylab(high, x))
     return x
-
-
-@lowers("clamp", "clamp.Tensor")
-def clamp(c):
-    return c.new(clamped(c))
-
-
-@lowers("clamp_", "clamp_.Tensor")
-def clamp_(c):
-    return c.inplace(clamped(c))
 
 
 # ---- what clip_grad_norm_ adds ----
