@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -11,12 +12,15 @@
 namespace lazylab {
 namespace {
 
+// The schema's spelling of each attribute kind (ops.def), both ways.
+constexpr std::pair<std::string_view, AttrKind> kAttrKindNames[] = {
+    {"int", AttrKind::Int},   {"float", AttrKind::Float},   {"bool", AttrKind::Bool},
+    {"ints", AttrKind::Ints}, {"scalar", AttrKind::Scalar},
+};
+
 constexpr std::optional<AttrKind> parse_attr_kind(std::string_view kind) {
-  if (kind == "int") return AttrKind::Int;
-  if (kind == "float") return AttrKind::Float;
-  if (kind == "bool") return AttrKind::Bool;
-  if (kind == "ints") return AttrKind::Ints;
-  if (kind == "scalar") return AttrKind::Scalar;
+  for (auto [name, value] : kAttrKindNames)
+    if (name == kind) return value;
   return std::nullopt;
 }
 
@@ -84,6 +88,12 @@ std::string scalar_attr_problem(DType dtype, const AttrValue& value) {
   if (std::bit_cast<uint64_t>(value.f) != std::bit_cast<uint64_t>(static_cast<double>(value.i)))
     return fmt::format("its double {} is not its integer {}'s", value.f, value.i);
   return "";
+}
+
+std::string_view attr_kind_name(AttrKind kind) {
+  for (auto [name, value] : kAttrKindNames)
+    if (value == kind) return name;
+  return "?";
 }
 
 std::string_view op_name(OpId op) { return op_info(op).name; }

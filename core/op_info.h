@@ -98,6 +98,8 @@ extern const OpInfo kOpTable[];  // by OpId: op_info() is all that reads it
 inline const OpInfo& op_info(OpId op) { return detail::kOpTable[static_cast<int>(op)]; }
 std::optional<OpId> find_op(std::string_view name);
 std::string_view op_name(OpId op);
+// "int", "ints", "scalar", ...: the kind as ops.def's schemas spell it.
+std::string_view attr_kind_name(AttrKind kind);
 std::optional<int> attr_index(OpId op, std::string_view attr_name);
 
 // Result type of `op` applied to `operands` with `attrs`. `declared` is the

@@ -37,17 +37,6 @@ const char* category_name(OpCategory category) {
   return "?";
 }
 
-const char* kind_name(AttrKind kind) {
-  switch (kind) {
-    case AttrKind::Int: return "int";
-    case AttrKind::Float: return "float";
-    case AttrKind::Bool: return "bool";
-    case AttrKind::Ints: return "ints";
-    case AttrKind::Scalar: return "scalar";
-  }
-  return "?";
-}
-
 // The op table as Python sees it: a dict per op.
 py::list op_table() {
   py::list rows;
@@ -55,7 +44,7 @@ py::list op_table() {
     const OpInfo& info = op_info(static_cast<OpId>(id));
     py::list attrs;
     for (int a = 0; a < info.num_attrs; ++a)
-      attrs.append(py::make_tuple(std::string(info.attrs[a].name), kind_name(info.attrs[a].kind)));
+      attrs.append(py::make_tuple(std::string(info.attrs[a].name), std::string(attr_kind_name(info.attrs[a].kind))));
     py::dict row;
     row["id"] = id;
     row["name"] = std::string(info.name);
@@ -100,7 +89,7 @@ AttrValue attr_from(const py::handle& value, AttrKind kind, DType dtype, const s
         break;
     }
   } catch (const py::cast_error&) {
-    throw LazylabError(fmt::format("{}: expected {}, got {}", where, kind_name(kind),
+    throw LazylabError(fmt::format("{}: expected {}, got {}", where, attr_kind_name(kind),
                                    std::string(py::str(value.get_type().attr("__name__")))));
   }
   return attr;
