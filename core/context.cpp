@@ -414,6 +414,15 @@ Graph Context::capture() {
   return cut_trace(trace_, roots.nodes, source_ordinals);
 }
 
+Graph Context::capture(std::vector<Tensor>& inputs) {
+  Roots roots = collect_roots();
+  std::vector<int64_t> source_ordinals;
+  Graph graph = cut_trace(trace_, roots.nodes, source_ordinals);
+  inputs.clear();
+  for (int64_t ordinal : source_ordinals) inputs.push_back(parameters_[ordinal]);
+  return graph;
+}
+
 Status Context::run_roots(const Roots& roots) {
   if (!engine_) return make_error("sync: this Context only captures traces (it has no engine)");
   Engine& engine = *engine_;

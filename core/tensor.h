@@ -160,6 +160,9 @@ class Context {
   // The graph sync() would compile now (the live pending tensors as roots),
   // without running it; the trace is left as it is.
   Graph capture();
+  // capture(), and the input bound to each of its parameters, by ordinal:
+  // what replaying the step elsewhere needs (a `.lzir` and its weights).
+  Graph capture(std::vector<Tensor>& inputs);
 
   Metrics& metrics() { return *metrics_; }
   size_t pending_nodes() const { return trace_.size(); }

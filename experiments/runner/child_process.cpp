@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -155,6 +156,17 @@ std::string last_lines(const std::string& file, size_t lines) {
 std::string self_executable() {
   std::error_code ec;
   return std::filesystem::read_symlink("/proc/self/exe", ec).string();
+}
+
+std::string package_python_path() {
+  namespace fs = std::filesystem;
+  const char* inherited = std::getenv("PYTHONPATH");
+  std::string rest = inherited && *inherited ? std::string(":") + inherited : "";
+  fs::path exe = self_executable();
+  std::error_code ec;
+  for (const fs::path& candidate : {exe.parent_path().parent_path() / "python", exe.parent_path() / "python"})
+    if (fs::exists(candidate / "lazylab" / "torch" / "loop.py", ec)) return candidate.string() + rest;
+  return rest.empty() ? "" : rest.substr(1);
 }
 
 }  // namespace lazylab

@@ -41,4 +41,9 @@ std::string last_lines(const std::string& file, size_t lines);
 // where /proc cannot tell).
 std::string self_executable();
 
+// PYTHONPATH for a Python child that imports lazylab: the package beside the
+// running CLI first (the build tree's python/ folder), then the inherited
+// PYTHONPATH. An installed CLI's package is on the interpreter's own path.
+std::string package_python_path();
+
 }  // namespace lazylab

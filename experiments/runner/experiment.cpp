@@ -123,16 +123,22 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "params", "label", "weights"}));
+      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "torch", "params", "label", "weights"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
-      int given = item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined();
-      if (given != 1) return r.error(item, at, "give exactly one of 'name', 'file' or 'onnx'");
+      int given =
+          item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined() + item["torch"].IsDefined();
+      if (given != 1) return r.error(item, at, "give exactly one of 'name', 'file', 'onnx' or 'torch'");
       if (item["weights"] && !item["file"])
         return r.error(item["weights"], at + ".weights", "binds the parameters of a .lzir 'file' only");
       if (item["onnx"]) {
         auto file = r.scalar<std::string>(item["onnx"], at + ".onnx", "a path to an .onnx model");
         if (!file) return file.error();
         if (!file->ends_with(".onnx")) return r.error(item["onnx"], at + ".onnx", "expected a path ending in .onnx");
+        entry.name = (folder / *file).lexically_normal().string();
+      } else if (item["torch"]) {
+        auto file = r.scalar<std::string>(item["torch"], at + ".torch", "a path to a PyTorch training program (.py)");
+        if (!file) return file.error();
+        if (!file->ends_with(".py")) return r.error(item["torch"], at + ".torch", "expected a path ending in .py");
         entry.name = (folder / *file).lexically_normal().string();
       } else if (item["file"]) {
         auto file = r.scalar<std::string>(item["file"], at + ".file", "a path");

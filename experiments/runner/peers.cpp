@@ -37,10 +37,10 @@ std::string peer_name(const WorkloadEntry& w) {
 std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path& out) {
   std::vector<std::string> names, args;
   for (const WorkloadEntry& w : e.workloads) {
-    // .lzir files have no peer definition (ONNX models do: a peer may
-    // rebuild the network they came from); a workload listed again (a sweep)
+    // .lzir files have no peer definition (ONNX models and PyTorch programs
+    // do: a peer may rebuild the network or run the program); a workload listed again (a sweep)
     // is given to the peer once, with its first entry's parameters.
-    bool peer_can_know = is_builtin(w.name) || w.name.ends_with(".onnx");
+    bool peer_can_know = is_builtin(w.name) || w.name.ends_with(".onnx") || w.name.ends_with(".py");
     if (!peer_can_know || std::find(names.begin(), names.end(), peer_name(w)) != names.end()) continue;
     names.push_back(peer_name(w));
     for (auto& [key, value] : w.params) args.push_back(fmt::format("--param={}.{}={}", peer_name(w), key, value));
@@ -113,6 +113,8 @@ PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const s
   options.folder = folder.empty() ? "." : folder.string();
   options.unset_environment = {"OPENBLAS_CORETYPE"};
   if (!blas_core.empty()) options.set_environment = {"OPENBLAS_CORETYPE=" + blas_core};
+  // A Python peer may import lazylab (bench/peers/torch_training.py does).
+  if (std::string path = package_python_path(); !path.empty()) options.set_environment.push_back("PYTHONPATH=" + path);
   options.timeout_s = experiment.peer_timeout_s;
   fs::path errors = scratch / "stderr.txt";
   options.stderr_file = errors.string();

@@ -59,7 +59,13 @@ std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 // An ONNX model (experiments/onnx); `params` bind its symbolic dimensions.
 Expected<std::unique_ptr<Workload>> make_onnx_workload(const std::string& path, const WorkloadParams& params);
 
-// A file (ends in .lzir or .onnx) or a built-in name.
+// A PyTorch training program (lazylab/torch/loop.py's protocol): its
+// steady-state step, captured by the lazy device in a Python child process
+// (LAZYLAB_PYTHON, default the Python the package is built for); `params`
+// override the program's PARAMS.
+Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& program, const WorkloadParams& params);
+
+// A file (ends in .lzir, .onnx or .py) or a built-in name.
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,
                                                   const std::string& weights = "");
 

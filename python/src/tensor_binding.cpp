@@ -286,6 +286,16 @@ void bind_context(py::module_& m) {
       .def(
           "capture", [](const ContextPtr& c) { return c->context->capture(); },
           "The graph sync() would run now, without running it")
+      .def(
+          "capture_with_inputs",
+          [](const ContextPtr& c) {
+            std::vector<Tensor> inputs;
+            Graph graph = c->context->capture(inputs);
+            py::list wrapped;
+            for (Tensor& input : inputs) wrapped.append(wrap(c, std::move(input)));
+            return py::make_tuple(std::move(graph), std::move(wrapped));
+          },
+          "capture(), and the tensor bound to each of its parameters, by ordinal")
       .def_property_readonly("pending_nodes", [](const ContextPtr& c) { return c->context->pending_nodes(); })
       .def_property(
           "max_trace_nodes", [](const ContextPtr& c) { return c->context->max_trace_nodes(); },

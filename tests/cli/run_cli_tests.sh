@@ -783,5 +783,32 @@ else
   echo "skip ONNX checks: no $onnx_data (bash .ci/setup installs libonnx-testdata)"
 fi
 
+# PyTorch training programs as workloads (`torch:`), with the torch_training
+# peer, where Debian's torch and the Python package are built.
+if [[ -f "$test_build/../python/lazylab/torch/loop.py" ]] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  experiment "$work/torch.yaml" "name: t" \
+    "workloads: [{torch: $src/experiments/training/mlp_sgd.py, params: {batch: 8, hidden: 16}, label: mlp}]" \
+    "pipelines: {p: 'canonicalize,cse,decompose,dce,fuse{strategy=producer-consumer},lower'}" "backends: [cpu]" \
+    "repeat: {warmup: 1, runs: 2}" "reference: {backend: interp, pipeline: lower, rtol: 1.0e-4, atol: 1.0e-5}" \
+    "peers: {eager: [/usr/bin/python3, $src/bench/peers/torch_training.py, --mode=eager], lazy: [/usr/bin/python3, $src/bench/peers/torch_training.py, --mode=lazylab]}" \
+    "report: {json: $work/torch.json}"
+  check "a torch: workload runs its captured training step, checked" 0 "mlp +p +cpu .* ok \\(" -- "$lazylab" run "$work/torch.yaml"
+  check "the torch peers time the same program" 0 "ok" -- python3 -c "
+import json
+peers = {p['name']: p for p in json.load(open('$work/torch.json'))['peers']}
+assert set(peers) == {'eager', 'lazy'}, peers.keys()
+for p in peers.values():
+    assert len(p['cells']) == 1 and p['cells'][0]['workload'].endswith('mlp_sgd.py'), p
+print('ok')"
+  experiment "$work/torch-param.yaml" "name: t" "workloads: [{torch: $src/experiments/training/mlp_sgd.py, params: {batches: 8}}]" \
+    "pipelines: {p: lower}" "backends: [interp]"
+  check "a torch: workload's unknown parameter is named" 1 "mlp_sgd.py: capturing its step .*unknown parameter 'batches' \\(the program has batch, classes, features, hidden\\)" -- \
+    "$lazylab" run "$work/torch-param.yaml"
+  experiment "$work/torch-key.yaml" "name: t" "workloads: [{torch: model.lzir}]" "pipelines: {p: lower}" "backends: [interp]"
+  check "the torch key wants a .py program" 1 "workloads\\[0\\].torch: expected a path ending in .py" -- "$lazylab" run "$work/torch-key.yaml"
+else
+  echo "skip torch: workload checks: no Python package in $test_build/../python or no torch"
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

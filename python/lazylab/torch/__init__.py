@@ -24,13 +24,15 @@ from .runtime import Device, UnsupportedOp  # noqa: F401
 from .tensor import LazyTensor
 
 
-def device(backend="cpu", pipeline=None, options="", fallback=False):
-    """Makes (and returns) the lazy device the next to_lazy calls use."""
+def device(backend="cpu", pipeline=None, options="", fallback=False, save_graphs=None):
+    """Makes (and returns) the lazy device the next to_lazy calls use.
+    fallback: ops without a lowering run eagerly (counted); save_graphs: a
+    folder where each new step graph is saved with its inputs (save_step)."""
     import lazylab
 
     return runtime.set_current(
-        Device(backend=backend, pipeline=pipeline or lazylab.DEFAULT_PIPELINE, options=options, fallback=fallback)
-    )
+        Device(backend=backend, pipeline=pipeline or lazylab.DEFAULT_PIPELINE, options=options, fallback=fallback,
+               save_graphs=save_graphs))
 
 
 def to_lazy(value):
@@ -60,6 +62,12 @@ def to_lazy(value):
 def mark_step():
     """Runs the pending step: every live lazy tensor is computed."""
     runtime.current().mark_step()
+
+
+def save_step(folder, name="step"):
+    """The pending step as FOLDER/NAME.lzir with its inputs as
+    FOLDER/NAME.weights/N.npy: `lazylab run` replays it as a file workload."""
+    return runtime.current().save_step(folder, name)
 
 
 def metrics():

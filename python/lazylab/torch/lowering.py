@@ -225,7 +225,7 @@ def detach_(c):
     return c.first
 
 
-@lowers("view", "_unsafe_view", "reshape")
+@lowers("view", "_unsafe_view", "reshape", "_reshape_alias")
 def view(c):
     base_shape = list(c.first.shape)
     shape = resolved_shape(c.args["size"] if "size" in c.args else c.args["shape"], c.first.numel())
@@ -460,17 +460,23 @@ REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 def nll_parts(c, scores, target):
     """The one-hot rows of `target` over scores' classes, and which rows count
-    (target != ignore_index)."""
+    (target != ignore_index), in scores' dtype. Built by float arithmetic on
+    the class numbers (exact below 2^24): 1 - min(|class - target|, 1) is 1
+    on the target's class and 0 elsewhere, so the loss's kernels hold one
+    dtype, which the cpu backend's fused row loops need."""
     if c.args.get("weight") is not None:
         raise lazylab.Error("class weights are not lowered yet")
     if scores.ndim != 2:
         raise lazylab.Error(f"only [N, C] scores are lowered, got {scores.ndim} dims")
     n, classes = scores.shape
     context = c.device.context
-    column = context.iota([n, classes], 1, target.dtype)
-    onehot = (column == target.reshape(n, 1)).astype(scores.dtype)
-    counted = (target != context.full(c["ignore_index"], [], target.dtype)).astype(scores.dtype)
-    return onehot * counted.reshape(n, 1), counted
+    one = context.full(1, [], scores.dtype)
+    number = target.astype(scores.dtype).reshape(n, 1)
+    column = context.iota([1, classes], 1, scores.dtype)
+    onehot = one - ops.min((column - number).abs(), one)
+    ignored = context.full(float(c["ignore_index"]), [], scores.dtype)
+    counted = ops.min((number - ignored).abs(), one)
+    return onehot * counted, counted.reshape(n)
 
 
 @lowers("nll_loss_forward")
@@ -624,3 +630,7 @@ def comparison(name, compare):
 for _name, _compare in {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
                         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}.items():
     comparison(_name, _compare)
+
+
+# The rest of the table, by topic (each module registers its rows).
+from . import convolution, layers, slicing  # noqa: E402,F401

@@ -47,10 +47,12 @@ class UnsupportedOp(lazylab.Error):
 class Device:
     """One lazy device: traces go to `context`, run by its engine."""
 
-    def __init__(self, backend="cpu", pipeline=lazylab.DEFAULT_PIPELINE, options="", fallback=False):
+    def __init__(self, backend="cpu", pipeline=lazylab.DEFAULT_PIPELINE, options="", fallback=False, save_graphs=None):
         self.context = lazylab.context(backend=backend, pipeline=pipeline, options=options)
         self.backend, self.pipeline = backend, pipeline
         self.fallback = fallback
+        self.save_graphs = save_graphs  # a folder: each step graph not seen before is saved there
+        self.saved = set()
         self.counters = collections.Counter()
         self.trace_ns = 0  # in dispatch: the capture's own cost
         self.aten_ops = 0
@@ -78,7 +80,25 @@ class Device:
 
     # ---- running ----
 
+    def save_step(self, folder, name="step"):
+        """The pending step as FOLDER/NAME.lzir and its inputs (weights,
+        optimizer state, data, lifted scalars) as FOLDER/NAME.weights/N.npy,
+        so `lazylab run` replays it: {file: NAME.lzir, weights: NAME.weights}.
+        Returns the graph's hash."""
+        graph, inputs = self.context.capture_with_inputs()
+        weights = os.path.join(folder, f"{name}.weights")
+        os.makedirs(weights, exist_ok=True)
+        for ordinal, value in enumerate(inputs):
+            np.save(os.path.join(weights, f"{ordinal}.npy"), value.numpy())
+        graph.save(os.path.join(folder, f"{name}.lzir"), name)
+        return graph.hash
+
     def mark_step(self):
+        if self.save_graphs is not None and self.context.pending_nodes:
+            graph_hash = self.context.capture().hash
+            if graph_hash not in self.saved:
+                self.saved.add(graph_hash)
+                self.save_step(self.save_graphs, f"step{len(self.saved)}-{graph_hash:016x}")
         start = time.perf_counter_ns()
         self.context.mark_step()
         self.counters["MarkStep"] += 1

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""PyTorch training programs (experiments/training/*.py), each a whole step
+(forward, backward, optimizer), under one capture style, as a lazylab peer
+(experiments/runner/peers.h has the protocol): `torch:` workloads are passed
+as their paths.
+
+  --mode eager     PyTorch as written (on --device, cpu or cuda)
+  --mode ltc       PyTorch's Lazy Tensor Core, TorchScript backend (device lazy)
+  --mode lazylab   lazylab.torch: the step traced below autograd and run by
+                   lazylab on --backend; its step time includes the capture
+  --mode compile   torch.compile of the model (torch 2.x), eager optimizer
+
+Each timed step is the wall time from the batch entering to the step's
+results being computed (mark_step, or the GPU synchronized). By hand:
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/peers/torch_training.py --mode lazylab \\
+      --workloads experiments/training/mlp_sgd.py --out /tmp/peer.json
+"""
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from peer_protocol import parse_args, write_report
+
+
+def extra(ap):
+    ap.add_argument("--mode", choices=("eager", "ltc", "lazylab", "compile"), default="eager")
+    ap.add_argument("--device", default="cpu", help="eager and compile: cpu or cuda")
+    ap.add_argument("--backend", default="cpu", help="lazylab: its backend")
+    ap.add_argument("--pipeline", default=None, help="lazylab: its pipeline (default: the package's)")
+
+
+def timed_steps(program, params, args):
+    from lazylab.torch import loop
+
+    if args.mode in ("eager", "ltc", "lazylab"):
+        capture = {"eager": "eager", "ltc": "ltc", "lazylab": "lazy"}[args.mode]
+        if capture == "eager" and args.device != "cpu":
+            return cuda_steps(program, params, args, compiled=False)
+        result = loop.run(program, capture, steps=args.warmup + args.runs, params=params, backend=args.backend,
+                          pipeline=args.pipeline, read_loss=False)
+        return result.step_ms[args.warmup:], result.metrics
+    return cuda_steps(program, params, args, compiled=True)
+
+
+def cuda_steps(program, params, args, compiled):
+    """Eager or torch.compile'd on args.device, each step synchronized."""
+    from lazylab.torch import loop
+
+    params = loop.sizes(program, params)
+    torch.manual_seed(args.seed)
+    model = program.model(params).to(args.device)
+    if compiled:
+        model = torch.compile(model)
+    optimizer, schedule = program.optimizer(model, params, args.warmup + args.runs)
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    times = []
+    for _ in range(args.warmup + args.runs):
+        x, y = program.batch(generator, params, params["batch"])
+        if args.device != "cpu":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
+        program.step(model, optimizer, schedule, x, y)
+        if args.device != "cpu":
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times[args.warmup:], {}
+
+
+def each_in_its_own_process(programs):
+    """Runs this peer once per program, so one that kills its process (LTC
+    aborts on some programs with a failed check) costs only its own cell."""
+    import json
+    import subprocess
+    import tempfile
+
+    cells = []
+    for path in programs:
+        argv, skip = [], False
+        for arg in sys.argv[1:]:  # all but --workloads and --out, in either spelling
+            if skip or arg.startswith(("--workloads=", "--out=")):
+                skip = False
+                continue
+            skip = arg in ("--workloads", "--out")
+            if not skip:
+                argv.append(arg)
+        with tempfile.TemporaryDirectory() as folder:
+            out = os.path.join(folder, "cells.json")
+            child = subprocess.run([sys.executable, __file__, *argv, f"--workloads={path}", f"--out={out}"],
+                                   stderr=subprocess.PIPE, text=True)
+            if child.returncode == 0:
+                cells += json.load(open(out))["cells"]
+            else:
+                last = " | ".join(line for line in child.stderr.splitlines()[-3:] if line.strip())
+                print(f"{os.path.basename(path)}: exited with status {child.returncode}: {last}", file=sys.stderr)
+    return cells
+
+
+def main():
+    args, params = parse_args(__doc__, {}, extra)
+    torch.set_num_threads(args.threads)
+    from lazylab.torch import loop
+
+    programs = [w for w in args.workloads.split(",") if w.endswith(".py")]
+    cells = each_in_its_own_process(programs) if len(programs) > 1 else []
+    for path in programs if len(programs) == 1 else []:
+        program = loop.load(path)
+        try:
+            times, metrics = timed_steps(program, params.get(path, {}), args)
+        except Exception as error:  # a capture that cannot run the program (LTC aborts some) is reported, not fatal
+            print(f"{os.path.basename(path)}: {args.mode}: {type(error).__name__}: {str(error)[:300]}", file=sys.stderr)
+            continue
+        cell = {"workload": path,
+                "step_ms": {"median": statistics.median(times), "min": min(times), "max": max(times)}}
+        if "CaptureNs" in metrics and metrics.get("AtenOps"):
+            cell["capture_us_per_aten_op"] = metrics["CaptureNs"] / metrics["AtenOps"] / 1e3
+            cell["compiles"] = metrics["cache_misses"]
+        cells.append(cell)
+    label = {"eager": f"PyTorch {torch.__version__} eager ({args.device})",
+             "ltc": f"PyTorch {torch.__version__} Lazy Tensor Core, TorchScript backend",
+             "lazylab": f"lazylab.torch on {args.backend} (whole step: capture below autograd + run)",
+             "compile": f"PyTorch {torch.__version__} torch.compile model ({args.device})"}[args.mode]
+    write_report(args.out, label, cells)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The layers' aten ops: layer and batch norm (forward and backward), GELU,
+embeddings, masking, dropout. Each is a decomposition into lazylab ops that
+fusion puts back together (a layer norm's forward is one kernel under
+producer-consumer)."""
+
+import math
+
+import lazylab
+from lazylab import ops
+
+from .lowering import lowers, lowers_with_inplace
+
+
+def summed(x, axes, keepdim=False):
+    return x.sum(axes=axes, keepdim=keepdim) if axes else x
+
+
+# ---- layer norm ----
+
+
+def normalized_axes(c):
+    rank, count = c.first.dim(), len(c["normalized_shape"])
+    return list(range(rank - count, rank))
+
+
+@lowers("native_layer_norm")
+def native_layer_norm(c):
+    x = c.value("input")
+    axes = normalized_axes(c)
+    mean = x.mean(axes=axes, keepdim=True)
+    centered = x - mean
+    rstd = ((centered * centered).mean(axes=axes, keepdim=True) + c.lazylab(c["eps"], x)).rsqrt()
+    out = centered * rstd
+    if c.args.get("weight") is not None:
+        out = out * c.value("weight")
+    if c.args.get("bias") is not None:
+        out = out + c.value("bias")
+    return c.new(out), c.new(mean), c.new(rstd)
+
+
+@lowers("native_layer_norm_backward")
+def native_layer_norm_backward(c):
+    grad, x = c.value("grad_out"), c.value("input")
+    axes = normalized_axes(c)
+    leading = list(range(x.ndim - len(axes)))
+    xhat = (x - c.value("mean")) * c.value("rstd")
+    weighted = grad * c.value("weight") if c.args.get("weight") is not None else grad
+    count = c.lazylab(float(math.prod(x.shape[a] for a in axes)), x)
+    grad_input = c.value("rstd") / count * (
+        weighted * count - weighted.sum(axes=axes, keepdim=True) - xhat * (weighted * xhat).sum(axes=axes, keepdim=True))
+    mask = c["output_mask"]
+    return (c.new(grad_input) if mask[0] else None,
+            c.new(summed(grad * xhat, leading)) if mask[1] and c.args.get("weight") is not None else None,
+            c.new(summed(grad, leading)) if mask[2] and c.args.get("bias") is not None else None)
+
+
+# ---- batch norm ----
+
+
+def channel_shape(x):
+    return [1, x.shape[1]] + [1] * (x.ndim - 2)
+
+
+def reduce_axes(x):
+    return [0] + list(range(2, x.ndim))
+
+
+@lowers("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats",
+        "_native_batch_norm_legit_no_training")
+def native_batch_norm(c):
+    x = c.value("input")
+    shape, axes = channel_shape(x), reduce_axes(x)
+    training = c.get("training", False)
+    eps = c.lazylab(c["eps"], x)
+    if training:
+        mean = x.mean(axes=axes)
+        centered = x - mean.reshape(*shape)
+        variance = (centered * centered).mean(axes=axes)
+        invstd = (variance + eps).rsqrt()
+        update_running_stats(c, mean, variance, math.prod(x.shape) // x.shape[1])
+    else:
+        mean, invstd = c.value("running_mean"), (c.value("running_var") + eps).rsqrt()
+        centered = x - mean.reshape(*shape)
+    out = centered * invstd.reshape(*shape)
+    if c.args.get("weight") is not None:
+        out = out * c.value("weight").reshape(*shape)
+    if c.args.get("bias") is not None:
+        out = out + c.value("bias").reshape(*shape)
+    if not training:  # PyTorch returns empty statistics in evaluation
+        mean = invstd = c.device.context.full(0, [0], x.dtype)
+    return c.new(out), c.new(mean), c.new(invstd)
+
+
+def update_running_stats(c, mean, variance, count):
+    """What native_batch_norm does to its running statistics in training,
+    in place (its schema's alias annotations say so)."""
+    from .tensor import LazyTensor
+
+    momentum = c.get("momentum", 0.1)
+    for name, batch in (("running_mean", mean), ("running_var", variance * c.lazylab(count / max(count - 1, 1), variance))):
+        running = c.args.get(name)
+        if isinstance(running, LazyTensor):
+            old = running._cell.value
+            running._cell.write(old * c.lazylab(1 - momentum, old) + batch * c.lazylab(momentum, old))
+
+
+@lowers("native_batch_norm_backward")
+def native_batch_norm_backward(c):
+    grad, x = c.value("grad_out"), c.value("input")
+    shape, axes = channel_shape(x), reduce_axes(x)
+    if c["train"]:
+        mean, invstd = c.value("save_mean"), c.value("save_invstd")
+    else:
+        mean, invstd = c.value("running_mean"), (c.value("running_var") + c.lazylab(c["eps"], x)).rsqrt()
+    weight = c.value("weight") if c.args.get("weight") is not None else None
+    xhat = (x - mean.reshape(*shape)) * invstd.reshape(*shape)
+    grad_bias = grad.sum(axes=axes)
+    grad_weight = (grad * xhat).sum(axes=axes)
+    scale = invstd if weight is None else invstd * weight
+    if c["train"]:
+        count = c.lazylab(float(math.prod(x.shape) // x.shape[1]), x)
+        grad_input = scale.reshape(*shape) / count * (
+            grad * count - grad_bias.reshape(*shape) - xhat * grad_weight.reshape(*shape))
+    else:
+        grad_input = grad * scale.reshape(*shape)
+    mask = c["output_mask"]
+    return (c.new(grad_input) if mask[0] else None, c.new(grad_weight) if mask[1] else None,
+            c.new(grad_bias) if mask[2] else None)
+
+
+# ---- GELU ----
+
+SQRT_HALF, INV_SQRT_2PI = math.sqrt(0.5), 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@lowers("gelu")
+def gelu(c):
+    x = c.value("self")
+    if c.get("approximate", "none") == "tanh":
+        return c.new(x.gelu())  # lazylab's gelu is the tanh form
+    return c.new(x * (ops.erf(x * c.lazylab(SQRT_HALF, x)) + 1.0) * 0.5)
+
+
+@lowers("gelu_backward")
+def gelu_backward(c):
+    grad, x = c.value("grad_output"), c.value("self")
+    k = lambda value: c.lazylab(value, x)  # noqa: E731
+    if c.get("approximate", "none") == "tanh":
+        inner = (x + x * x * x * k(0.044715)) * k(math.sqrt(2.0 / math.pi))
+        t = inner.tanh()
+        d_inner = (x * x * k(3 * 0.044715) + 1.0) * k(math.sqrt(2.0 / math.pi))
+        return c.new(grad * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * d_inner))
+    cdf = (ops.erf(x * k(SQRT_HALF)) + 1.0) * 0.5
+    pdf = (x * x * k(-0.5)).exp() * k(INV_SQRT_2PI)
+    return c.new(grad * (cdf + x * pdf))
+
+
+# ---- embeddings ----
+
+
+@lowers("embedding")
+def embedding(c):
+    return c.new(ops.gather(c.value("weight"), c.value("indices"), axis=0))
+
+
+@lowers("embedding_dense_backward")
+def embedding_dense_backward(c):
+    """Each row's gradient summed into its token's row: a one-hot product
+    (lazylab has no scatter-add yet; dense in the vocabulary size)."""
+    if c.get("scale_grad_by_freq", False):
+        raise lazylab.Error("scale_grad_by_freq is not lowered yet")
+    grad, indices = c.value("grad_output"), c.value("indices")
+    rows = math.prod(indices.shape)
+    width = grad.shape[-1]
+    vocabulary = c["num_weights"]
+    context = c.device.context
+    flat = indices.reshape(rows, 1)
+    onehot = flat == context.iota([rows, vocabulary], 1, indices.dtype)
+    if c.get("padding_idx", -1) >= 0:
+        onehot = ops.select(flat != context.full(c["padding_idx"], [], indices.dtype), onehot,
+                            context.full(False, [], lazylab.bool_))
+    return c.new(onehot.astype(grad.dtype).transpose(0, 1) @ grad.reshape(rows, width))
+
+
+# ---- masks ----
+
+
+@lowers_with_inplace("masked_fill.Scalar", "masked_fill.Tensor")
+def masked_fill(c):
+    x = c.value("self")
+    return ops.select(c.value("mask"), c.value("value", x), x)
+
+
+@lowers("bitwise_not", "logical_not")
+def logical_not(c):
+    x = c.value("self")
+    if x.dtype == lazylab.bool_ or c.func.__name__.startswith("logical_not"):
+        return c.new(x == c.device.context.full(False, [], x.dtype) if x.dtype == lazylab.bool_ else
+                     x == c.device.context.full(0, [], x.dtype))
+    return c.new(-x - c.device.context.full(1, [], x.dtype))  # two's complement: ~x = -x - 1
+
+
+# ---- dropout: lazylab's own random stream, seeded from an input ----
+
+MODULUS = 2147483647  # 2^31 - 1: products of two residues fit in i64
+
+
+def uniform(c, shape, like):
+    """Uniform [0, 1) numbers of `shape` from a counter-based hash of each
+    element's index and a seed drawn from torch's generator on the host. The
+    seed enters as a graph input (a new one each step, the same graph), so
+    the random stream is lazylab's own, reproducible under torch.manual_seed."""
+    import torch
+
+    context = c.device.context
+    count = math.prod(shape)
+    seed = int(torch.randint(1, MODULUS - 1, (1,)).item())
+    c.device.counters["RngSeeds"] += 1
+    i64 = lazylab.i64
+    modulus = context.full(MODULUS, [], i64)
+
+    def residue(value):
+        return value - value / modulus * modulus
+
+    h = residue(context.iota([count], 0, i64) * context.full(48271, [], i64) + c.device.scalar(seed, i64))
+    for multiplier, offset in ((16807, 12345), (69621, 99991), (48271, 271828)):
+        h = residue(h * h + context.full(offset, [], i64))  # a quadratic round: no lattice between neighbours
+        h = residue(h * context.full(multiplier, [], i64))
+    return (h.astype(lazylab.f64) * (1.0 / MODULUS)).astype(like.dtype).reshape(*shape)
+
+
+@lowers("native_dropout")
+def native_dropout(c):
+    x = c.value("input")
+    p = c["p"]
+    if not c.get("train", True) or p == 0:
+        return c.new(x), c.new(c.device.context.full(True, list(x.shape), lazylab.bool_))
+    keep = uniform(c, list(x.shape), x) >= c.lazylab(p, x)
+    scale = c.lazylab(1.0 / (1.0 - p), x) if p < 1 else c.lazylab(0.0, x)
+    return c.new(ops.select(keep, x * scale, c.device.context.full(0, [], x.dtype))), c.new(keep)
+
+
+@lowers("native_dropout_backward")
+def native_dropout_backward(c):
+    grad = c.value("grad_output")
+    keep = c.value("mask")
+    return c.new(ops.select(keep, grad * c.lazylab(c["scale"], grad), c.device.context.full(0, [], grad.dtype)))
+
+
+@lowers("bernoulli_.float")
+def bernoulli_(c):
+    x = c.value("self")
+    draws = uniform(c, list(x.shape), x) < c.lazylab(c.get("p", 0.5), x)
+    return c.inplace(draws.astype(x.dtype))
+
+
