@@ -253,9 +253,7 @@ class RowSpaceSource {
         if (!vector_store(v)) body += store_element(v);
     }
     for (uint32_t v : writes_)
-      if (vector_store(v))
-        body +=
-            fmt::format("    reinterpret_cast<float4*>(p{0})[t] = make_float4(v{0}_0, v{0}_1, v{0}_2, v{0}_3);\n", v);
+      if (vector_store(v)) body += fmt::format("    reinterpret_cast<float4*>(p{})[t] = {};\n", v, float4_of(v));
     return fmt::format(
         "extern \"C\" __global__ void {}({}) {{\n"
         "  for (long long s = blockIdx.x * (long long)blockDim.x + threadIdx.x; s < work;\n"
@@ -299,8 +297,7 @@ class RowSpaceSource {
     }
     for (uint32_t v : writes_)
       if (!stored_per_row(v) && vector_store(v))
-        last_loop += fmt::format(
-            "      reinterpret_cast<float4*>(p{0} + base)[g] = make_float4(v{0}_0, v{0}_1, v{0}_2, v{0}_3);\n", v);
+        last_loop += fmt::format("      reinterpret_cast<float4*>(p{} + base)[g] = {};\n", v, float4_of(v));
     bool stores_in_full = std::any_of(writes_.begin(), writes_.end(), [&](uint32_t v) { return !stored_per_row(v); });
     if (stores_in_full) body += row_loop(last_loop);
     std::string row_threads = warp_rows_ ? "32" : "(int)blockDim.x";
@@ -477,6 +474,13 @@ class RowSpaceSource {
     if (produced_.count(v)) return var(v);
     const lazylab_access& a = access(v);
     return load(v, a.kind, a.period);
+  }
+
+  // The four lanes' values of `v` as one float4; a value known per row (a
+  // row's statistic broadcast along it and stored in full) is each lane's.
+  std::string float4_of(uint32_t v) const {
+    if (row_known_.count(v)) return fmt::format("make_float4(v{0}, v{0}, v{0}, v{0})", v);
+    return fmt::format("make_float4(v{0}_0, v{0}_1, v{0}_2, v{0}_3)", v);
   }
 
   std::string var(uint32_t v) const {

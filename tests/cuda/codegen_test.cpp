@@ -388,3 +388,19 @@ TEST_CASE("a cuBLASLt choice goes to disk and back whole, and a bad entry is nev
   CHECK(cuda::describe(untimed) == "the heuristic's first (not timed: operands too large, or no candidate ran)");
   fs::remove_all(dir);
 }
+
+TEST_CASE("a row's statistic broadcast along the row and stored in full is stored from the row's value") {
+  // A layer norm's backward keeps rstd / n per row and hands it on in full
+  // (found in a captured GPT training step): the 128-bit store must read the
+  // one per-row register, there being no per-lane ones.
+  Context ctx;
+  Tensor x = ctx.from_vector(std::vector<float>(8 * 64, 1.0f), {8, 64});
+  Tensor row_mean = mean(x, {1}, true);
+  Tensor spread = broadcast_to(row_mean / ctx.scalar(3.0f), {8, 64});
+  Tensor centered = x - spread;
+  Module module = lowered(ctx.capture(), "fuse{strategy=producer-consumer},lower");
+  cuda::ProgramCode code = generated(module);
+  CHECK(count(code.source, "make_float4(v") >= 2);
+  cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}
