@@ -423,6 +423,48 @@ Graph Context::capture(std::vector<Tensor>& inputs) {
   return graph;
 }
 
+Expected<Graph> Context::capture(std::span<const Tensor> roots, std::vector<Tensor>& inputs) {
+  std::vector<NodeId> nodes;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const TensorImpl* impl = roots[i].impl();
+    if (!impl || impl->context != this || impl->node == kNoNode)
+      return make_error(fmt::format("capture: root {} is not pending on this context (computed, or another's)", i));
+    nodes.push_back(impl->node);
+  }
+  std::vector<int64_t> source_ordinals;
+  Graph graph = cut_trace(trace_, nodes, source_ordinals);
+  inputs.clear();
+  for (int64_t ordinal : source_ordinals) inputs.push_back(parameters_[ordinal]);
+  return graph;
+}
+
+Expected<std::vector<Tensor>> Context::call(const Graph& graph, std::span<const Tensor> inputs) {
+  size_t expected = graph.parameters().size();
+  if (inputs.size() != expected)
+    return make_error(fmt::format("call: the graph takes {} inputs, {} given", expected, inputs.size()));
+  std::vector<Tensor> values(graph.size());
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op == OpId::Parameter) {
+      auto ordinal = static_cast<size_t>(node.attrs[0].i);
+      if (ordinal >= inputs.size())
+        return make_error(
+            fmt::format("call: the graph's parameter {} has no input ({} given)", ordinal, inputs.size()));
+      if (!(inputs[ordinal].type() == node.type))
+        return make_error(fmt::format("call: input {} is {}, the graph's parameter {} is {}", ordinal,
+                                      to_string(inputs[ordinal].type()), ordinal, to_string(node.type)));
+      values[id] = inputs[ordinal];
+      continue;
+    }
+    boost::container::small_vector<const Tensor*, 3> operands;
+    for (NodeId operand : node.operands) operands.push_back(&values[operand]);
+    values[id] = record(node.op, std::span(operands.data(), operands.size()), node.attrs, &node.type);
+  }
+  std::vector<Tensor> outputs;
+  for (NodeId root : graph.roots()) outputs.push_back(values[root]);
+  return outputs;
+}
+
 Status Context::run_roots(const Roots& roots) {
   if (!engine_) return make_error("sync: this Context only captures traces (it has no engine)");
   Engine& engine = *engine_;

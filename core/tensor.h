@@ -163,6 +163,15 @@ class Context {
   // capture(), and the input bound to each of its parameters, by ordinal:
   // what replaying the step elsewhere needs (a `.lzir` and its weights).
   Graph capture(std::vector<Tensor>& inputs);
+  // The graph computing `roots` (each pending on this context), in their
+  // order, and the input bound to each of its parameters; the trace is left
+  // as it is.
+  Expected<Graph> capture(std::span<const Tensor> roots, std::vector<Tensor>& inputs);
+  // `graph` as a function: its ops recorded on this trace with parameter N
+  // bound to inputs[N] (of the parameter's type); its roots' tensors, pending.
+  // The trace hashes as if the ops had been recorded one by one, so a graph
+  // called each step hits the computation cache.
+  Expected<std::vector<Tensor>> call(const Graph& graph, std::span<const Tensor> inputs);
 
   Metrics& metrics() { return *metrics_; }
   size_t pending_nodes() const { return trace_.size(); }

@@ -8,7 +8,13 @@ as their paths.
   --mode ltc       PyTorch's Lazy Tensor Core, TorchScript backend (device lazy)
   --mode lazylab   lazylab.torch: the step traced below autograd and run by
                    lazylab on --backend; its step time includes the capture
-  --mode compile   torch.compile of the model (torch 2.x), eager optimizer
+  --mode compile   torch.compile of the model (torch 2.x), the optimizer eager
+  --mode dynamo    torch.compile of the model with lazylab's dynamo backend
+                   (its forward and backward graphs on --backend), the
+                   optimizer eager (torch 2.x)
+  --mode compile-step  the model and the optimizer's step compiled (torch
+                   2.x's compiled optimizer); backward is the compiled
+                   model's AOTAutograd backward
 
 Each timed step is the wall time from the batch entering to the step's
 results being computed (mark_step, or the GPU synchronized). By hand:
@@ -27,7 +33,7 @@ from peer_protocol import parse_args, write_report
 
 
 def extra(ap):
-    ap.add_argument("--mode", choices=("eager", "ltc", "lazylab", "compile"), default="eager")
+    ap.add_argument("--mode", choices=("eager", "ltc", "lazylab", "compile", "compile-step", "dynamo"), default="eager")
     ap.add_argument("--device", default="cpu", help="eager and compile: cpu or cuda")
     ap.add_argument("--backend", default="cpu", help="lazylab: its backend")
     ap.add_argument("--pipeline", default=None, help="lazylab: its pipeline (default: the package's)")
@@ -47,15 +53,22 @@ def timed_steps(program, params, args):
 
 
 def cuda_steps(program, params, args, compiled):
-    """Eager or torch.compile'd on args.device, each step synchronized."""
+    """Eager or torch.compile'd on args.device, each step synchronized; with
+    compile-step the optimizer's step is compiled too."""
     from lazylab.torch import loop
 
     params = loop.sizes(program, params)
     torch.manual_seed(args.seed)
     model = program.model(params).to(args.device)
-    if compiled:
+    if args.mode == "dynamo":
+        import lazylab.torch as lt
+
+        model = torch.compile(model, backend=lt.dynamo_backend(backend=args.backend, pipeline=args.pipeline))
+    elif compiled:
         model = torch.compile(model)
     optimizer, schedule = program.optimizer(model, params, args.warmup + args.runs)
+    if args.mode == "compile-step":
+        optimizer.step = torch.compile(optimizer.step)
     generator = torch.Generator().manual_seed(args.seed + 1)
     times = []
     for _ in range(args.warmup + args.runs):
@@ -123,7 +136,9 @@ def main():
     label = {"eager": f"PyTorch {torch.__version__} eager ({args.device})",
              "ltc": f"PyTorch {torch.__version__} Lazy Tensor Core, TorchScript backend",
              "lazylab": f"lazylab.torch on {args.backend} (whole step: capture below autograd + run)",
-             "compile": f"PyTorch {torch.__version__} torch.compile model ({args.device})"}[args.mode]
+             "compile": f"PyTorch {torch.__version__} torch.compile model ({args.device})",
+             "dynamo": f"torch.compile with lazylab's dynamo backend on {args.backend} ({args.device})",
+             "compile-step": f"PyTorch {torch.__version__} torch.compile model and optimizer step ({args.device})"}[args.mode]
     write_report(args.out, label, cells)
 
 

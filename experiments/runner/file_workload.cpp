@@ -1,6 +1,7 @@
 // A .lzir graph as a workload: each step replays the graph through the
 // tensor API, so a file is traced, hashed and cached exactly like C++ code.
 #include <fmt/format.h>
+#include <stdexcept>
 
 #include <filesystem>
 
@@ -34,20 +35,10 @@ class FileWorkload : public Workload {
     return inputs;
   }
   std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const override {
-    std::vector<Tensor> values(graph_.size());
-    for (NodeId id = 0; id < graph_.size(); ++id) {
-      const Node& node = graph_.node(id);
-      if (node.op == OpId::Parameter) {
-        values[id] = inputs[node.attrs[0].i];
-        continue;
-      }
-      std::vector<Tensor> operands;
-      for (NodeId operand : node.operands) operands.push_back(values[operand]);
-      values[id] = context.record(node.op, operands, node.attrs, &node.type);
-    }
-    std::vector<Tensor> outputs;
-    for (NodeId root : graph_.roots()) outputs.push_back(values[root]);
-    return outputs;
+    auto outputs = context.call(graph_, inputs);
+    // make_inputs gave each parameter its type: a mismatch is a bug here.
+    if (!outputs) throw std::logic_error(outputs.error().message);
+    return std::move(*outputs);
   }
 
  private:

@@ -288,14 +288,34 @@ void bind_context(py::module_& m) {
           "The graph sync() would run now, without running it")
       .def(
           "capture_with_inputs",
-          [](const ContextPtr& c) {
+          [](const ContextPtr& c, std::optional<std::vector<PyTensor>> roots) {
             std::vector<Tensor> inputs;
-            Graph graph = c->context->capture(inputs);
+            Graph graph;
+            if (roots) {
+              std::vector<Tensor> wanted;
+              for (const PyTensor& root : *roots) wanted.push_back(root.tensor);
+              graph = value_or_raise(c->context->capture(wanted, inputs));
+            } else {
+              graph = c->context->capture(inputs);
+            }
             py::list wrapped;
             for (Tensor& input : inputs) wrapped.append(wrap(c, std::move(input)));
             return py::make_tuple(std::move(graph), std::move(wrapped));
           },
-          "capture(), and the tensor bound to each of its parameters, by ordinal")
+          py::arg("roots") = py::none(),
+          "capture() (or the graph of `roots`, in order), and the tensor bound to each of its parameters, by ordinal")
+      .def(
+          "call",
+          [](const ContextPtr& c, const Graph& graph, const std::vector<PyTensor>& inputs) {
+            std::vector<Tensor> bound;
+            for (const PyTensor& input : inputs) bound.push_back(input.tensor);
+            py::list outputs;
+            for (Tensor& output : value_or_raise(c->context->call(graph, bound)))
+              outputs.append(wrap(c, std::move(output)));
+            return outputs;
+          },
+          py::arg("graph"), py::arg("inputs"),
+          "`graph` as a function: recorded on this trace with parameter N bound to inputs[N]; its outputs, pending")
       .def_property_readonly("pending_nodes", [](const ContextPtr& c) { return c->context->pending_nodes(); })
       .def_property(
           "max_trace_nodes", [](const ContextPtr& c) { return c->context->max_trace_nodes(); },

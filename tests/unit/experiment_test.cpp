@@ -71,7 +71,7 @@ TEST_CASE("malformed experiments are errors with the key path") {
       error_of("name: t\nworkloads: [{name: chain, params: {n: big}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
       "x.yaml:2: workloads[0].params.n: expected an integer or a list of integers, got 'big'");
   CHECK(error_of("name: t\nworkloads: [{name: chain, file: a.lzir}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
-        "x.yaml:2: workloads[0]: give exactly one of 'name', 'file' or 'onnx'");
+        "x.yaml:2: workloads[0]: give exactly one of 'name', 'file', 'onnx' or 'torch'");
   CHECK(error_of("name: t\nworkloads: [{nme: chain}]\npipelines: {p: lower}\nbackends: [interp]\n")
             .find("workloads[0].nme: unknown key") != std::string::npos);
   CHECK(error_of("name: t\nworkloads: [chain]\npipelines: [lower]\nbackends: [interp]\n") ==

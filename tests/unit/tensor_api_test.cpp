@@ -334,3 +334,38 @@ TEST_CASE("a splat constant is one node per trace and type; the values stay righ
   CHECK(s.ctx.pending_nodes() == 3);
   check_close(values(again), {0.5, 1, 1.5, 2});
 }
+
+TEST_CASE("a captured graph of chosen roots is called as a function on the trace and hits the cache") {
+  Session s;
+  Tensor x = s.ctx.from_vector<float>({1, 2, 3}, {3});
+  Tensor w = s.ctx.from_vector<float>({10, 20, 30}, {3});
+  Tensor product = x * w, total = sum(x * w + 1.0);
+  std::vector<Tensor> roots = {total, product}, inputs;
+  auto graph = s.ctx.capture(roots, inputs);
+  REQUIRE(graph.ok());
+  CHECK(graph->roots().size() == 2);
+  REQUIRE(inputs.size() == 2);  // x and w, by the graph's parameter ordinals
+  s.ctx.discard_pending();
+
+  Tensor a = s.ctx.from_vector<float>({1, 1, 1}, {3}), b = s.ctx.from_vector<float>({2, 3, 4}, {3});
+  for (int step = 0; step < 2; ++step) {
+    auto outputs = s.ctx.call(*graph, std::vector<Tensor>{a, b});
+    REQUIRE(outputs.ok());
+    check_close(values((*outputs)[0]), {12});  // in the roots' order: total, then product
+    check_close(values((*outputs)[1]), {2, 3, 4});
+  }
+  CHECK(s.ctx.metrics().cache_misses == 1);
+  CHECK(s.ctx.metrics().cache_hits == 1);
+
+  auto wrong = s.ctx.call(*graph, std::vector<Tensor>{a});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message == "call: the graph takes 2 inputs, 1 given");
+  Tensor longer = s.ctx.from_vector<float>({1, 2, 3, 4}, {4});
+  wrong = s.ctx.call(*graph, std::vector<Tensor>{a, longer});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message == "call: input 1 is f32[4], the graph's parameter 1 is f32[3]");
+  std::vector<Tensor> computed = {a};
+  auto not_pending = s.ctx.capture(computed, inputs);
+  REQUIRE_FALSE(not_pending.ok());
+  CHECK(not_pending.error().message == "capture: root 0 is not pending on this context (computed, or another's)");
+}

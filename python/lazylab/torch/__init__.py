@@ -20,6 +20,7 @@ the source line.
 """
 
 from . import lowering, runtime  # noqa: F401
+from .fx import compile, dynamo_backend, register_dynamo_backend  # noqa: F401,A004
 from .runtime import Device, UnsupportedOp  # noqa: F401
 from .tensor import LazyTensor
 

@@ -1,0 +1,155 @@
+"""Capture once, ahead of time: a function traced by torch.fx into aten ops
+(make_fx: forward, or a whole training step written functionally), or the
+forward and backward graphs TorchDynamo and AOTAutograd hand a backend, each
+lowered through the same table as the lazy device (lowering.py) into one
+lazylab graph. A call binds its tensors to that graph's inputs and runs it
+(Context.call): no Python per aten op after the first call, and the graph is
+compiled once and cached.
+
+    step = lt.compile(fn, example_inputs)          # torch 1.13 and 2.x
+    outputs = step(*inputs)                        # torch tensors in and out
+
+    model = torch.compile(model, backend=lt.dynamo_backend(backend="cuda"))  # torch 2.x
+    lt.register_dynamo_backend(); model = torch.compile(model, backend="lazylab")
+
+(Registering imports TorchDynamo, which takes seconds: import lazylab.torch
+does not do it.)
+"""
+
+import time
+
+import torch
+from torch.utils import _pytree as pytree
+
+import lazylab
+
+from . import runtime
+from .cells import Cell
+from .tensor import LazyTensor
+
+
+class Compiled:
+    """One aten graph (a torch.fx GraphModule) as a lazylab graph on its own
+    device: called with torch tensors, returns torch tensors."""
+
+    def __init__(self, module, example_inputs, backend="cpu", pipeline=None, options="", outputs="torch"):
+        if outputs not in ("torch", "lazy"):
+            raise ValueError(f"outputs='{outputs}': 'torch' (tensors out) or 'lazy' (LazyTensors that stay on the device)")
+        self.lazy_outputs = outputs == "lazy"
+        self.device = runtime.Device(backend=backend, pipeline=pipeline or lazylab.DEFAULT_PIPELINE, options=options)
+        start = time.perf_counter_ns()
+        previous = runtime.current()
+        runtime.set_current(self.device)
+        try:
+            lazy = [self._lazy(value) for value in example_inputs]
+            flat, self.spec = pytree.tree_flatten(module(*lazy))
+        finally:
+            runtime.set_current(previous)
+        self.outputs, roots = [], []  # each output: ("root", k), ("input", i) or ("constant", value)
+        positions = {id(value._cell): i for i, value in enumerate(lazy) if isinstance(value, LazyTensor)}
+        for value in flat:
+            if not isinstance(value, LazyTensor):
+                self.outputs.append(("constant", value))
+            elif id(value._cell) in positions and value._cell.version == 0:
+                self.outputs.append(("input", positions[id(value._cell)]))
+            else:
+                self.outputs.append(("root", len(roots)))
+                roots.append(value._cell.value)
+        context = self.device.context
+        self.graph, captured = context.capture_with_inputs(roots) if roots else (None, [])
+        # Each graph input is an argument (matched by identity) or a tensor the
+        # function made or held (a constant of the traced graph): kept.
+        argument_of = {hash(value._cell.value): i for i, value in enumerate(lazy) if isinstance(value, LazyTensor)}
+        self.bindings = [(argument_of[hash(t)], None) if hash(t) in argument_of else (None, t) for t in captured]
+        context.discard_pending()
+        self.device.counters["TraceNs"] += time.perf_counter_ns() - start
+
+    def _lazy(self, value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        return LazyTensor(Cell(self._value(value)), requires_grad=False)
+
+    def lazy(self, tensor):
+        """`tensor` on this graph's device, to pass to calls without a copy
+        (weights and optimizer state that stay there between steps)."""
+        return tensor if isinstance(tensor, LazyTensor) else LazyTensor(Cell(self._value(tensor)))
+
+    def _value(self, tensor):
+        """A torch tensor as a lazylab tensor: a LazyTensor's own value; shared
+        through DLPack where the backend takes the memory (host data on host
+        backends), else copied."""
+        if isinstance(tensor, LazyTensor):
+            return tensor._cell.value
+        context = self.device.context
+        tensor = tensor.detach()
+        if tensor.device.type == "cpu" and tensor.dtype in runtime.DTYPES:
+            try:
+                return context.from_dlpack(tensor.contiguous())
+            except (lazylab.Error, TypeError, RuntimeError):
+                pass
+        self.device.counters["TransferToDevice"] += 1
+        return self.device.from_host(tensor.cpu())
+
+    def __call__(self, *args):
+        inputs = [self._value(args[i]) if i is not None else kept for i, kept in self.bindings]
+        context = self.device.context
+        results = context.call(self.graph, inputs) if self.graph is not None else []
+        if results:
+            context.mark_step()
+        out = []
+        for kind, what in self.outputs:
+            if kind == "root":
+                out.append(LazyTensor(Cell(results[what])) if self.lazy_outputs else torch.from_dlpack(results[what]))
+            elif kind == "input":
+                out.append(args[what])
+            else:
+                out.append(what)
+        return pytree.tree_unflatten(out, self.spec)
+
+    def metrics(self):
+        return self.device.metrics()
+
+
+def compile(fn, example_inputs, backend="cpu", pipeline=None, options="", outputs="torch"):  # noqa: A001 - torch's name
+    """fn traced once by torch.fx's make_fx into aten ops on `example_inputs`
+    and lowered into one lazylab graph; returns a callable taking tensors of
+    the same shapes (torch tensors, or its own .lazy(t) tensors, which stay
+    on the device). fn may call torch.autograd.grad (the gradients are in the
+    graph). outputs="lazy" returns LazyTensors on the device (a training
+    step's new weights, fed to the next call without a copy)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    traced = make_fx(fn)(*example_inputs)
+    compiled = Compiled(traced, example_inputs, backend=backend, pipeline=pipeline, options=options, outputs=outputs)
+    compiled.fx_graph = traced
+    return compiled
+
+
+def dynamo_backend(backend="cpu", pipeline=None, options=""):
+    """A TorchDynamo backend (torch 2.x): AOTAutograd's forward and backward
+    aten graphs each become a Compiled lazylab graph on `backend`."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def compiler(module, example_inputs):
+        return make_boxed_func(Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options))
+
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+
+
+def register_dynamo_backend():
+    """torch.compile(..., backend="lazylab") on torch 2.x (the cpu backend and
+    the package's pipeline; dynamo_backend() chooses others)."""
+    try:
+        from torch._dynamo import register_backend
+    except ImportError:  # torch 1.x has no TorchDynamo
+        return False
+
+    def lazylab_backend(module, example_inputs, **options):
+        return dynamo_backend(**options)(module, example_inputs)
+
+    try:
+        register_backend(name="lazylab")(lazylab_backend)
+    except Exception:  # already registered (a second import)
+        pass
+    return True
