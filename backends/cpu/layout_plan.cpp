@@ -1,6 +1,7 @@
 #include "layout_plan.h"
 
 #include <cstring>
+#include <optional>
 
 #include "parallel.h"
 
@@ -64,10 +65,101 @@ class StridedCopy : public KernelPlan {
   int64_t inner_ = 1, rows_ = 1;
 };
 
+// out = in with low[d] and high[d] elements of a fill value around each dim
+// d: each output row (the last dim) is the fill, or the fill around a copy
+// of one input row.
+class PadCopy : public KernelPlan {
+ public:
+  PadCopy(uint32_t in, uint32_t out, std::vector<int64_t> in_shape, std::vector<int64_t> out_shape,
+          std::vector<int64_t> low, std::vector<std::byte> fill, tbb::task_arena* arena)
+      : in_(in),
+        out_(out),
+        in_shape_(std::move(in_shape)),
+        out_shape_(std::move(out_shape)),
+        low_(std::move(low)),
+        fill_(std::move(fill)),
+        arena_(arena) {
+    for (size_t d = 0; d + 1 < out_shape_.size(); ++d) rows_ *= out_shape_[d];
+  }
+
+  void run(const Memory& memory) override {
+    auto* in = static_cast<const std::byte*>(memory.address(in_));
+    auto* out = static_cast<std::byte*>(memory.address(out_));
+    auto body = [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) pad_row(in, out, row);
+    };
+    int64_t width = out_shape_.back();
+    if (rows_ * width < 65536 || !arena_) return body(0, rows_);
+    parallel_chunks(*arena_, 0, rows_, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)), body);
+  }
+
+ private:
+  void fill(std::byte* at, int64_t count) const {
+    for (int64_t i = 0; i < count; ++i) std::memcpy(at + i * fill_.size(), fill_.data(), fill_.size());
+  }
+
+  void pad_row(const std::byte* in, std::byte* out, int64_t row) const {
+    size_t element = fill_.size(), last = out_shape_.size() - 1;
+    int64_t width = out_shape_[last], source_row = 0, source_stride = 1;
+    bool inside = true;
+    for (size_t d = last, rest = row; d-- > 0;) {  // the input row this output row copies, if any
+      int64_t at = static_cast<int64_t>(rest % out_shape_[d]) - low_[d];
+      rest /= out_shape_[d];
+      inside = inside && at >= 0 && at < in_shape_[d];
+      source_row += at * source_stride;
+      source_stride *= in_shape_[d];
+    }
+    std::byte* dst = out + row * width * element;
+    if (!inside) return fill(dst, width);
+    int64_t copied = in_shape_[last], before = low_[last];
+    fill(dst, before);
+    std::memcpy(dst + before * element, in + source_row * copied * element, copied * element);
+    fill(dst + (before + copied) * element, width - before - copied);
+  }
+
+  uint32_t in_, out_;
+  std::vector<int64_t> in_shape_, out_shape_, low_;
+  std::vector<std::byte> fill_;  // one element of the fill value, as stored
+  tbb::task_arena* arena_;
+  int64_t rows_ = 1;
+};
+
+// The fill value of a pad op as one stored element of `dtype`.
+std::optional<std::vector<std::byte>> fill_element(const lazylab_attr& value, uint32_t dtype) {
+  auto bytes = [](const auto& v) {
+    std::vector<std::byte> out(sizeof v);
+    std::memcpy(out.data(), &v, sizeof v);
+    return out;
+  };
+  switch (dtype) {
+    case LAZYLAB_F32: return bytes(static_cast<float>(value.f));
+    case LAZYLAB_F64: return bytes(value.f);
+    case LAZYLAB_I32: return bytes(static_cast<int32_t>(value.i));
+    case LAZYLAB_I64: return bytes(value.i);
+    case LAZYLAB_BOOL: return bytes(static_cast<uint8_t>(value.i != 0));
+    default: return std::nullopt;
+  }
+}
+
+std::unique_ptr<KernelPlan> make_pad_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                          tbb::task_arena* arena) {
+  const lazylab_op& op = kernel.ops[0];
+  const ValueInfo &in = values[op.operands[0]], &out = values[op.result];
+  if (in.kind == LAZYLAB_VALUE_KERNEL_LOCAL || out.kind == LAZYLAB_VALUE_KERNEL_LOCAL || out.shape.empty() ||
+      in.size() == 0 || op.num_attrs < 3 || op.attrs[0].num_ints != out.shape.size())
+    return nullptr;
+  auto fill = fill_element(op.attrs[2], out.dtype);
+  if (!fill || static_cast<int64_t>(fill->size()) * out.size() != static_cast<int64_t>(out.bytes)) return nullptr;
+  return std::make_unique<PadCopy>(op.operands[0], op.result, in.shape, out.shape,
+                                   std::vector<int64_t>(op.attrs[0].ints, op.attrs[0].ints + op.attrs[0].num_ints),
+                                   std::move(*fill), arena);
+}
+
 }  // namespace
 
 std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                              tbb::task_arena* arena) {
+  if (kernel.num_ops == 1 && kernel.ops[0].op == LAZYLAB_OP_Pad) return make_pad_plan(kernel, values, arena);
   if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_LAYOUT) return nullptr;
   // A view of the first op's operand, written to the last op's result (a
   // chain of layout ops, ABI 3.3).

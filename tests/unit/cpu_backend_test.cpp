@@ -559,6 +559,40 @@ TEST_CASE("chains of layout ops copy what the ops one by one would") {
   }
 }
 
+TEST_CASE("pads of every rank and dtype copy rows into their fill as the interpreter does") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> data(3 * 4 * 5 * 2);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) - 7.5f;
+    Tensor x = ctx.from_vector(data, {3, 4, 5, 2});
+    Tensor row = reshape(x, {120});
+    std::vector<int64_t> counts(12);
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<int64_t>(i) * 1000000007LL;
+    Tensor integers = ctx.from_vector(counts, {3, 4});
+    return std::vector<Tensor>{
+        pad(x, {0, 1, 0, 3}, {2, 0, 1, 0}, -1.5),  // every dim, the last one too
+        pad(x, {1, 0, 0, 0}, {0, 0, 0, 0}),        // a leading dim only: whole rows of fill
+        pad(row, {3}, {4}, 2.0),                   // rank 1
+        pad(reshape(x, {3, 4, 5, 1, 2, 1}), {0, 0, 0, 0, 0, 0}, {0, 0, 0, 1, 0, 1}),  // the stride's dilation
+        pad(integers, {1, 2}, {0, 1}, -3),                                            // i64, exact
+    };
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  Engine engine(pipeline("fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  auto got = program(ctx);
+  for (size_t o = 0; o + 1 < want.size(); ++o) {
+    CAPTURE(o);
+    CHECK(values(got[o]) == values(want[o]));
+  }
+  CHECK(values<int64_t>(got.back()) == values<int64_t>(want.back()));
+  CHECK(values<int64_t>(got.back())[0] == -3);
+}
+
 TEST_CASE("gelu keeps float's relative accuracy far into its negative tail") {
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
