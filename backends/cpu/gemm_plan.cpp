@@ -1,5 +1,7 @@
 #include "gemm_plan.h"
 
+#include "reference_plan.h"
+
 #include <algorithm>
 
 #include "parallel.h"
@@ -66,6 +68,22 @@ class GemmPlan : public KernelPlan {
   const openblas::Runtime& blas_;
 };
 
+// The product on sgemm, then an epilogue the row loops do not run (a bool
+// compare, an integer op) on the reference kernels: a backward's
+// select(x > 0, grad, 0) after a product no longer takes the product along.
+class ProductThenReference : public KernelPlan {
+ public:
+  ProductThenReference(std::unique_ptr<KernelPlan> product, std::unique_ptr<KernelPlan> epilogue)
+      : product_(std::move(product)), epilogue_(std::move(epilogue)) {}
+  void run(const Memory& memory) override {
+    product_->run(memory);
+    epilogue_->run(memory);
+  }
+
+ private:
+  std::unique_ptr<KernelPlan> product_, epilogue_;
+};
+
 }  // namespace
 
 std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
@@ -93,7 +111,16 @@ std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const s
     part.num_ops = static_cast<uint32_t>(epilogue.size());
     part.ops = epilogue.data();
     epilogue_plan = make_row_plan(part, values, options);
-    if (!epilogue_plan) return nullptr;
+    bool reads_folded = std::any_of(epilogue.begin(), epilogue.end(), [&](const lazylab_op& op) {
+      return std::any_of(op.operands, op.operands + op.num_operands,
+                         [&](uint32_t v) { return std::find(folded.begin(), folded.end(), v) != folded.end(); });
+    });
+    if (!epilogue_plan && reads_folded) return nullptr;
+    if (!epilogue_plan)
+      return std::make_unique<ProductThenReference>(
+          std::make_unique<GemmPlan>(Operand{c.lhs, c.lhs_transposed != 0}, Operand{c.rhs, c.rhs_transposed != 0},
+                                     c.matmul, values[c.matmul], c.k, nullptr, options, blas),
+          make_reference_plan(part, values));
   }
   return std::make_unique<GemmPlan>(Operand{c.lhs, c.lhs_transposed != 0}, Operand{c.rhs, c.rhs_transposed != 0},
                                     c.matmul, values[c.matmul], c.k, std::move(epilogue_plan), options, blas);

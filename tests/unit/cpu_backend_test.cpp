@@ -593,6 +593,31 @@ TEST_CASE("pads of every rank and dtype copy rows into their fill as the interpr
   CHECK(values<int64_t>(got.back())[0] == -3);
 }
 
+TEST_CASE("a product whose epilogue compares runs its product on sgemm and the rest as the interpreter does") {
+  // relu's backward after a product: select(h > 0, grad, 0), a bool inside
+  // the gemm-epilogue kernel, which the row loops do not hold.
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> a(24 * 16), b(16 * 20), h(24 * 20);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>(i % 3) - 1.0f;
+    Tensor grad = matmul(ctx.from_vector(a, {24, 16}), ctx.from_vector(b, {16, 20}));
+    Tensor kept = where(gt(ctx.from_vector(h, {24, 20}), ctx.scalar(0.0)), grad * 2.0, ctx.scalar(0.0));
+    return std::vector<Tensor>{kept, grad};
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  Engine engine(pipeline("fuse{strategy=gemm-epilogue},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  auto got = program(ctx);
+  CHECK(values(got[0]) == values(want[0]));  // sums of exact products of small numbers: exact in any order
+  CHECK(values(got[1]) == values(want[1]));
+}
+
 TEST_CASE("gelu keeps float's relative accuracy far into its negative tail") {
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
