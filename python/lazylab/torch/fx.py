@@ -41,7 +41,7 @@ class Compiled:
         previous = runtime.current()
         runtime.set_current(self.device)
         try:
-            lazy = [self._lazy(value) for value in example_inputs]
+            lazy = [self._placeholder(value) for value in example_inputs]
             flat, self.spec = pytree.tree_flatten(module(*lazy))
         finally:
             runtime.set_current(previous)
@@ -64,10 +64,15 @@ class Compiled:
         context.discard_pending()
         self.device.counters["TraceNs"] += time.perf_counter_ns() - start
 
-    def _lazy(self, value):
+    def _placeholder(self, value):
+        """An example input as a graph input of its shape and dtype, its data
+        never read (AOTAutograd's examples are fake tensors)."""
         if not isinstance(value, torch.Tensor):
             return value
-        return LazyTensor(Cell(self._value(value)), requires_grad=False)
+        if value.dtype not in runtime.DTYPES:
+            raise lazylab.Error(f"lazylab has no dtype for {value.dtype} (an input of the traced graph)")
+        shape = [int(d) for d in value.shape]
+        return LazyTensor(Cell(self.device.context.placeholder(shape, runtime.DTYPES[value.dtype])))
 
     def lazy(self, tensor):
         """`tensor` on this graph's device, to pass to calls without a copy
