@@ -8,7 +8,7 @@ import math
 import lazylab
 from lazylab import ops
 
-from .lowering import lowers, lowers_with_inplace
+from .lowering import lowers, lowers_with_inplace, not_equal, one_hot
 
 
 def summed(x, axes, keepdim=False):
@@ -166,20 +166,19 @@ def embedding(c):
 @lowers("embedding_dense_backward")
 def embedding_dense_backward(c):
     """Each row's gradient summed into its token's row: a one-hot product
-    (lazylab has no scatter-add yet; dense in the vocabulary size)."""
+    (lazylab has no scatter-add yet; dense in the vocabulary size). The
+    one-hot rows are float arithmetic on the token numbers, as the loss's
+    (lowering.one_hot), so the kernel holds one dtype."""
     if c.get("scale_grad_by_freq", False):
         raise lazylab.Error("scale_grad_by_freq is not lowered yet")
     grad, indices = c.value("grad_output"), c.value("indices")
     rows = math.prod(indices.shape)
     width = grad.shape[-1]
-    vocabulary = c["num_weights"]
-    context = c.device.context
-    flat = indices.reshape(rows, 1)
-    onehot = flat == context.iota([rows, vocabulary], 1, indices.dtype)
+    tokens = indices.astype(grad.dtype).reshape(rows, 1)
+    onehot = one_hot(c, tokens, c["num_weights"])
     if c.get("padding_idx", -1) >= 0:
-        onehot = ops.select(flat != context.full(c["padding_idx"], [], indices.dtype), onehot,
-                            context.full(False, [], lazylab.bool_))
-    return c.new(onehot.astype(grad.dtype).transpose(0, 1) @ grad.reshape(rows, width))
+        onehot = onehot * not_equal(c, tokens, c["padding_idx"])
+    return c.new(onehot.transpose(0, 1) @ grad.reshape(rows, width))
 
 
 # ---- masks ----

@@ -458,25 +458,34 @@ def softmax_backward(c):
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
+def one_hot(c, numbers, classes):
+    """[n, classes] rows, 1 at column numbers[i] and 0 elsewhere, from
+    `numbers` ([n, 1], a float dtype, whole numbers below 2^24) by float
+    arithmetic: 1 - min(|column - number|, 1). Kernels of one dtype are what
+    the cpu backend's fused row loops hold; a compare would make a bool."""
+    context = c.device.context
+    one = context.full(1, [], numbers.dtype)
+    column = context.iota([1, classes], 1, numbers.dtype)
+    return one - ops.min((column - numbers).abs(), one)
+
+
+def not_equal(c, numbers, value):
+    """1 where whole `numbers` differ from `value`, else 0, as one_hot does."""
+    one = c.device.context.full(1, [], numbers.dtype)
+    return ops.min((numbers - c.device.context.full(float(value), [], numbers.dtype)).abs(), one)
+
+
 def nll_parts(c, scores, target):
     """The one-hot rows of `target` over scores' classes, and which rows count
-    (target != ignore_index), in scores' dtype. Built by float arithmetic on
-    the class numbers (exact below 2^24): 1 - min(|class - target|, 1) is 1
-    on the target's class and 0 elsewhere, so the loss's kernels hold one
-    dtype, which the cpu backend's fused row loops need."""
+    (target != ignore_index), in scores' dtype."""
     if c.args.get("weight") is not None:
         raise lazylab.Error("class weights are not lowered yet")
     if scores.ndim != 2:
         raise lazylab.Error(f"only [N, C] scores are lowered, got {scores.ndim} dims")
     n, classes = scores.shape
-    context = c.device.context
-    one = context.full(1, [], scores.dtype)
     number = target.astype(scores.dtype).reshape(n, 1)
-    column = context.iota([1, classes], 1, scores.dtype)
-    onehot = one - ops.min((column - number).abs(), one)
-    ignored = context.full(float(c["ignore_index"]), [], scores.dtype)
-    counted = ops.min((number - ignored).abs(), one)
-    return onehot * counted, counted.reshape(n)
+    counted = not_equal(c, number, c["ignore_index"])
+    return one_hot(c, number, classes) * counted, counted.reshape(n)
 
 
 @lowers("nll_loss_forward")
