@@ -193,9 +193,9 @@ def masked_fill(c):
 @lowers("bitwise_not", "logical_not")
 def logical_not(c):
     x = c.value("self")
+    zero = c.device.context.full(0, [], x.dtype)
     if x.dtype == lazylab.bool_ or c.func.__name__.startswith("logical_not"):
-        return c.new(x == c.device.context.full(False, [], x.dtype) if x.dtype == lazylab.bool_ else
-                     x == c.device.context.full(0, [], x.dtype))
+        return c.new(x == zero)
     return c.new(-x - c.device.context.full(1, [], x.dtype))  # two's complement: ~x = -x - 1
 
 
