@@ -11,9 +11,9 @@
 // stream=KiB (a fused kernel that writes at least this much, default 8192,
 // writes it with non-temporal stores: past the caches, which then keep the
 // inputs the next step reads),
-// strict=1 (compile fails when a described kernel of f32 values would run on
-// the reference kernels: tests use it to pin that the fast plans cover what
-// the fusion strategies make).
+// strict=1 (compile fails when a described kernel of f32 and bool values
+// would run on the reference kernels: tests use it to pin that the fast
+// plans cover what the fusion strategies make).
 #include <tbb/task_arena.h>
 
 #include <cstring>
@@ -84,7 +84,7 @@ class CpuExecutable : public plugin::HostExecutable {
       if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
-      if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && all_f32(kernel))
+      if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && only_f32_and_bool(kernel))
         throw std::runtime_error("cpu (strict): kernel " + std::to_string(k) + " (" + kind_name(kernel.kind) +
                                  ") has no fast plan and would run on the reference kernels");
       if (!plan) plan = make_reference_plan(kernel, values_);
@@ -109,11 +109,14 @@ class CpuExecutable : public plugin::HostExecutable {
     }
   }
 
-  bool all_f32(const lazylab_kernel& kernel) const {
+  bool only_f32_and_bool(const lazylab_kernel& kernel) const {
+    auto covered = [&](uint32_t value) {
+      return values_[value].dtype == LAZYLAB_F32 || values_[value].dtype == LAZYLAB_BOOL;
+    };
     for (uint32_t i = 0; i < kernel.num_ops; ++i) {
-      if (values_[kernel.ops[i].result].dtype != LAZYLAB_F32) return false;
+      if (!covered(kernel.ops[i].result)) return false;
       for (uint32_t k = 0; k < kernel.ops[i].num_operands; ++k)
-        if (values_[kernel.ops[i].operands[k]].dtype != LAZYLAB_F32) return false;
+        if (!covered(kernel.ops[i].operands[k])) return false;
     }
     return true;
   }

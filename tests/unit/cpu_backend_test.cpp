@@ -593,10 +593,11 @@ TEST_CASE("pads of every rank and dtype copy rows into their fill as the interpr
   CHECK(values<int64_t>(got.back())[0] == -3);
 }
 
-TEST_CASE("a product whose epilogue compares runs its product on sgemm and the rest as the interpreter does") {
+TEST_CASE("a product whose epilogue compares runs in the row loops as the interpreter does") {
   // relu's backward after a product: select(h > 0, grad, 0), a bool inside
-  // the gemm-epilogue kernel, which the row loops do not hold.
-  auto cpu = load_backend("cpu");
+  // the gemm-epilogue kernel, held by the row loops as 1s and 0s (strict:
+  // nothing falls back to the reference kernels).
+  auto cpu = load_backend("cpu", "strict=1");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
   auto program = [](Context& ctx) {
@@ -616,6 +617,41 @@ TEST_CASE("a product whose epilogue compares runs its product on sgemm and the r
   auto got = program(ctx);
   CHECK(values(got[0]) == values(want[0]));  // sums of exact products of small numbers: exact in any order
   CHECK(values(got[1]) == values(want[1]));
+}
+
+// Short rows (a 3x3 kernel's weights) run as one flat array, segments
+// crossing rows; comparisons leave as bytes and are read as predicates.
+// Sizes take the serial and the parallel paths, with and without a value
+// per row (which keeps the rows).
+TEST_CASE("short-row kernels and their comparisons match the interpreter bit for bit") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (int64_t rows : {int64_t{5}, int64_t{7}, int64_t{30011}})
+    for (bool per_row : {false, true}) {
+      auto program = [&](Context& ctx) {
+        std::vector<float> w(rows * 3), g(rows * 3), r(rows);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 11) * 0.125f - 0.5f;
+        for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+        for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(i % 3) - 1.0f;
+        Tensor weight = ctx.from_vector(w, {rows, 3}), grad = ctx.from_vector(g, {rows, 3});
+        Tensor scale = per_row ? broadcast_to(ctx.from_vector(r, {rows, 1}), {rows, 3}) : ctx.scalar(0.01);
+        Tensor updated = weight - (grad + weight * 1e-4) * scale;
+        Tensor positive = gt(updated, ctx.scalar(0.0));
+        return std::vector<Tensor>{updated, positive, where(positive, grad, ctx.scalar(0.0))};
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      auto want = program(reference);
+      Engine engine(pipeline("fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      auto got = program(ctx);
+      CAPTURE(rows);
+      CAPTURE(per_row);
+      CHECK(values(got[0]) == values(want[0]));
+      CHECK(values<uint8_t>(got[1]) == values<uint8_t>(want[1]));
+      CHECK(values(got[2]) == values(want[2]));
+    }
 }
 
 TEST_CASE("gelu keeps float's relative accuracy far into its negative tail") {
