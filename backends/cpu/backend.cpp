@@ -1,9 +1,10 @@
 // cpu: the optimising CPU backend. Contractions and convolutions
 // (conv_plan.h) go to OpenBLAS, layout ops
-// are strided copies (layout_plan.h), fused elementwise and reduction
-// kernels run as row-space loops in cache-sized segments with TBB
-// (row_plan.h), and what none covers runs on the reference kernels. One arena per executable, laid out by the memory
-// plan.
+// are strided copies (layout_plan.h), sums over leading axes are column
+// sums (axis_reduction_plan.h), fused elementwise and reduction kernels run
+// as row-space loops in cache-sized segments with TBB (row_plan.h), and what
+// none covers runs on the reference kernels. One arena per executable, laid
+// out by the memory plan.
 //
 // Options: threads=N (default: all hardware threads; OpenBLAS and TBB both
 // use N, and GEMMs run outside TBB's parallel loops so they never compete),
@@ -11,9 +12,9 @@
 // stream=KiB (a fused kernel that writes at least this much, default 8192,
 // writes it with non-temporal stores: past the caches, which then keep the
 // inputs the next step reads),
-// strict=1 (compile fails when a described kernel of f32 and bool values
-// would run on the reference kernels: tests use it to pin that the fast
-// plans cover what the fusion strategies make).
+// strict=1 (compile fails when a described kernel of f32, bool and i64
+// values would run on the reference kernels: tests use it to pin that the
+// fast plans cover what the fusion strategies make).
 #include <tbb/task_arena.h>
 
 #include <cstring>
@@ -24,6 +25,7 @@
 #include <thread>
 
 #include "attention_plan.h"
+#include "axis_reduction_plan.h"
 #include "conv_plan.h"
 #include "gemm_plan.h"
 #include "layout_plan.h"
@@ -83,8 +85,9 @@ class CpuExecutable : public plugin::HostExecutable {
       if (!plan) plan = make_gemm_plan(kernel, values_, options, blas);
       if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
+      if (!plan) plan = make_axis_reduction_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
-      if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && only_f32_and_bool(kernel))
+      if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))
         throw std::runtime_error("cpu (strict): kernel " + std::to_string(k) + " (" + kind_name(kernel.kind) +
                                  ") has no fast plan and would run on the reference kernels");
       if (!plan) plan = make_reference_plan(kernel, values_);
@@ -109,9 +112,10 @@ class CpuExecutable : public plugin::HostExecutable {
     }
   }
 
-  bool only_f32_and_bool(const lazylab_kernel& kernel) const {
+  bool of_covered_dtypes(const lazylab_kernel& kernel) const {
     auto covered = [&](uint32_t value) {
-      return values_[value].dtype == LAZYLAB_F32 || values_[value].dtype == LAZYLAB_BOOL;
+      uint32_t dtype = values_[value].dtype;
+      return dtype == LAZYLAB_F32 || dtype == LAZYLAB_BOOL || dtype == LAZYLAB_I64;
     };
     for (uint32_t i = 0; i < kernel.num_ops; ++i) {
       if (!covered(kernel.ops[i].result)) return false;

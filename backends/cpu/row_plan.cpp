@@ -31,9 +31,16 @@ struct Slot {
   // written by a Materialize from a comparison's 1s and 0s. Inside the
   // kernel a comparison's result is a float buffer of 1s and 0s.
   bool byte = false;
+  // An i64 value in memory: read only by a Convert to floats, written by a
+  // Materialize from a Truncate's whole numbers. Inside the kernel an i64
+  // comes from a cast of floats, so its float holds it exactly.
+  bool int64 = false;
+  bool floats() const { return !byte && !int64; }
 };
 
-enum class InstrKind { Unary, Binary, Select, Reduce, Materialize, Run };
+// Truncate: a cast of floats to i64 (whole numbers, as floats); Convert: an
+// i64 value in memory read as floats.
+enum class InstrKind { Unary, Binary, Select, Reduce, Materialize, Run, Truncate, Convert };
 
 struct Instr {
   InstrKind kind;
@@ -172,6 +179,18 @@ void store_bytes(uint8_t* out, View a, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = a.ptr[i] != 0;
   else
     std::fill(out, out + n, static_cast<uint8_t>(a.scalar != 0));
+}
+
+// Whole numbers as floats out to an i64 value.
+void store_integers(int64_t* out, View a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(a.ptr ? a.ptr[i] : a.scalar);
+}
+
+// x cast to i64 and back, as the reference casts (out of range: 0): exact,
+// since a float as large as 2^23 is a whole number already.
+void truncate_loop(float* out, View a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(static_cast<double>(reference::to_integer(a.ptr ? a.ptr[i] : a.scalar)));
 }
 
 void copy_loop(float* out, View a, int64_t n) {
@@ -387,6 +406,17 @@ class RowPlan : public RowKernelPlan {
                     view(in.a, memory, scratch, row, c0), len);
         continue;
       }
+      if (in.out.int64) {
+        store_integers(static_cast<int64_t*>(memory.address(in.out.value)) + row * cols_ + c0,
+                       view(in.a, memory, scratch, row, c0), len);
+        continue;
+      }
+      if (in.kind == InstrKind::Convert) {  // as the reference loads an i64: through double
+        const int64_t* source = static_cast<const int64_t*>(memory.address(in.a.value)) + row * cols_ + c0;
+        float* out = full_out(in.out, memory, scratch, row, c0);
+        for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(static_cast<double>(source[i]));
+        continue;
+      }
       bool full = in.out.kind == Slot::Full;
       bool streamed = stream && in.leaves_program;
       if (streamed && defers_division && &in == &instrs.back()) {
@@ -426,6 +456,7 @@ class RowPlan : public RowKernelPlan {
         row_out(in.out, memory, scratch, row) = reduce_row(in.op, a.ptr, len);
         return;
       }
+      if (in.kind == InstrKind::Truncate) return truncate_loop(out, a, len);
       View b =
           in.kind == InstrKind::Binary || in.kind == InstrKind::Select ? view(in.b, memory, scratch, row, c0) : View{};
       if (in.kind == InstrKind::Select) {
@@ -470,12 +501,12 @@ bool same_buffer(const Slot& x, const Slot& y) {
 
 bool same_operand(const Slot& x, const Slot& y) {
   return x.kind == y.kind && x.where == y.where && x.value == y.value && x.local == y.local && x.splat == y.splat &&
-         !x.byte && !y.byte;
+         x.floats() && y.floats();
 }
 
 bool can_join_run(const Instr& in) {
   if (in.kind != InstrKind::Unary && in.kind != InstrKind::Binary) return false;
-  if (in.out.kind != Slot::Full || in.a.byte || in.b.byte) return false;
+  if (in.out.kind != Slot::Full || !in.a.floats() || !in.b.floats()) return false;
   return run_supports(in.op);
 }
 
@@ -688,7 +719,7 @@ class RowCompiler {
   static std::vector<uint32_t> row_inputs(const RowPlan& plan) {
     std::vector<uint32_t> inputs;
     auto note = [&](const Slot& slot) {
-      if (slot.where == Slot::Memory && slot.kind == Slot::Full && !slot.byte &&
+      if (slot.where == Slot::Memory && slot.kind == Slot::Full && slot.floats() &&
           std::find(inputs.begin(), inputs.end(), slot.value) == inputs.end())
         inputs.push_back(slot.value);
     };
@@ -741,8 +772,8 @@ class RowCompiler {
   // better left in the last-level cache.
   void mark_program_outputs(RowPlan& plan) const {
     for (Instr& in : plan.instrs)
-      in.leaves_program = !in.out.byte && in.out.where == Slot::Memory && in.out.kind == Slot::Full &&
-                          values_[in.out.value].kind == LAZYLAB_VALUE_OUTPUT;
+      in.leaves_program = in.out.floats() && in.kind != InstrKind::Convert && in.out.where == Slot::Memory &&
+                          in.out.kind == Slot::Full && values_[in.out.value].kind == LAZYLAB_VALUE_OUTPUT;
   }
 
   int64_t output_bytes(const RowPlan& plan) const {
@@ -766,18 +797,21 @@ class RowCompiler {
   }
 
   // These loops hold f32 values; bools only as a comparison's result, a
-  // select's predicate or a broadcast of one.
+  // select's predicate or a broadcast of one; i64s only as a cast of f32
+  // values and cast back.
   bool dtypes_supported() const {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
       const lazylab_op& op = kernel_.ops[i];
+      uint32_t result = values_[op.result].dtype;
+      bool cast = op.op == LAZYLAB_OP_Cast;
       bool makes_bool = op.op == LAZYLAB_OP_Broadcast || ops::is_comparison(op.op);
-      if (values_[op.result].dtype != LAZYLAB_F32 && !(values_[op.result].dtype == LAZYLAB_BOOL && makes_bool))
+      if (result != LAZYLAB_F32 && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast))
         return false;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
+        uint32_t operand = values_[op.operands[k]].dtype;
         bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
-        if (values_[op.operands[k]].dtype != LAZYLAB_F32 &&
-            !(values_[op.operands[k]].dtype == LAZYLAB_BOOL && predicate))
-          return false;
+        bool cast_back = cast && operand == LAZYLAB_I64 && result == LAZYLAB_F32;
+        if (operand != LAZYLAB_F32 && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return false;
       }
     }
     return true;
@@ -815,6 +849,7 @@ class RowCompiler {
       default: return std::nullopt;
     }
     slot.byte = values_[source].dtype == LAZYLAB_BOOL;
+    slot.int64 = values_[source].dtype == LAZYLAB_I64;
     return slot;
   }
 
@@ -889,13 +924,14 @@ class RowCompiler {
       auto view = broadcast_view(op);
       if (!view) return false;
       if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {
-        if (view->byte) return false;  // bool results leave through the reference path
+        if (!view->floats()) return false;  // bool and i64 results leave through the reference path
         return materialize(op.result, *view, index, plan);
       }
       slots_[op.result] = *view;
       return true;
     }
     if (op.op == LAZYLAB_OP_Select) return compile_select(op, index, plan);
+    if (op.op == LAZYLAB_OP_Cast) return compile_cast(op, index, plan);
     bool reduction = ops::is_reduction(op.op);
     if (reduction) return compile_reduce(op, index, plan);
     bool is_unary = op.num_operands == 1 && is_unary_formula(op.op);
@@ -904,7 +940,7 @@ class RowCompiler {
     auto a = read(op.operands[0]);
     auto b = is_binary ? read(op.operands[1]) : std::optional<Slot>(Slot{});
     auto kind = layout_of(op.result);
-    if (!a || !b || !kind || a->byte || b->byte) return false;
+    if (!a || !b || !kind || !a->floats() || !b->floats()) return false;
     if (values_[op.result].dtype == LAZYLAB_BOOL) return compile_comparison(op, *a, *b, *kind, index, plan);
     Slot out = place_result(op.result, *kind, index);
     plan.instrs.push_back({is_binary ? InstrKind::Binary : InstrKind::Unary, op.op, out, *a, *b, {}});
@@ -926,10 +962,34 @@ class RowCompiler {
     return true;
   }
 
+  // f32 -> i64: the whole numbers in a local buffer (stored as i64 where the
+  // value leaves); i64 -> f32: a copy of such a buffer, or a Convert of
+  // memory.
+  bool compile_cast(const lazylab_op& op, uint32_t index, RowPlan& plan) {
+    auto a = read(op.operands[0]);
+    auto kind = layout_of(op.result);
+    if (!a || kind != Slot::Full || a->byte) return false;
+    if (values_[op.result].dtype == LAZYLAB_I64) {
+      if (!a->floats()) return false;
+      Slot local = place_result(op.result, Slot::Full, index, true);
+      plan.instrs.push_back({InstrKind::Truncate, op.op, local, *a, {}, {}});
+      if (values_[op.result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return true;
+      Slot integers{Slot::Full, Slot::Memory, op.result};
+      integers.int64 = true;
+      plan.instrs.push_back({InstrKind::Materialize, 0, integers, local, {}, {}});
+      return true;
+    }
+    if (values_[op.result].dtype != LAZYLAB_F32) return false;
+    if (a->int64 && (a->kind != Slot::Full || a->where != Slot::Memory)) return false;
+    Slot out = place_result(op.result, Slot::Full, index);
+    plan.instrs.push_back({a->int64 ? InstrKind::Convert : InstrKind::Materialize, 0, out, *a, {}, {}});
+    return true;
+  }
+
   bool compile_select(const lazylab_op& op, uint32_t index, RowPlan& plan) {
     auto predicate = read(op.operands[0]), a = read(op.operands[1]), b = read(op.operands[2]);
     auto kind = layout_of(op.result);
-    if (!predicate || !a || !b || !kind || a->byte || b->byte) return false;
+    if (!predicate || !a || !b || !kind || !a->floats() || !b->floats()) return false;
     Slot out = place_result(op.result, *kind, index);
     plan.instrs.push_back({InstrKind::Select, op.op, out, *predicate, *a, *b});
     return true;

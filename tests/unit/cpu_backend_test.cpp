@@ -654,6 +654,89 @@ TEST_CASE("short-row kernels and their comparisons match the interpreter bit for
     }
 }
 
+// Casts between f32 and i64 in the row loops: an i64 made from floats is
+// held as floats (whole numbers, exact), one in memory converted as the
+// reference loads it (through double), and out-of-range values and NaN
+// cast to 0 as the reference casts them.
+TEST_CASE("casts between floats and i64 in fused kernels match the interpreter bit for bit") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (int64_t rows : {int64_t{3}, int64_t{5000}}) {
+    auto program = [&](Context& ctx) {
+      const float specials[] = {-2.5f, 2.5f, 3e9f, -0.0f, 1e20f, -1e20f, NAN, 16777217.0f, 8388607.5f};
+      std::vector<float> x(rows * 16);
+      std::vector<int64_t> y(rows * 16);
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = i % 5 == 0 ? specials[(i / 5) % 9] : static_cast<float>(i % 41) * 0.37f - 7.0f;
+        // 2^60 + 2^36 + 1 rounds up to a float directly, but to the tie
+        // 2^60 + 2^36 through double and then to even, down: as the reference.
+        y[i] = i % 7 == 0 ? (int64_t{1} << 60) + (int64_t{1} << 36) + 1
+                          : (int64_t{1} << 40) + static_cast<int64_t>(i) * 1234567 - 99;
+      }
+      Tensor input = ctx.from_vector(x, {rows, 16});
+      Tensor whole = cast(input, DType::I64);
+      Tensor back = cast(whole, DType::F32) * 0.5;
+      Tensor read = cast(ctx.from_vector(y, {rows, 16}), DType::F32) + input;
+      return std::vector<Tensor>{whole, back, read};
+    };
+    Engine reference_engine(pipeline("lower"), *interp);
+    Context reference(reference_engine);
+    auto want = program(reference);
+    Engine engine(pipeline("fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
+    Context ctx(engine);
+    auto got = program(ctx);
+    CAPTURE(rows);
+    CHECK(values<int64_t>(got[0]) == values<int64_t>(want[0]));
+    auto bits = [](const std::vector<float>& v) {
+      std::vector<uint32_t> b;
+      for (float f : v) b.push_back(std::bit_cast<uint32_t>(f));
+      return b;
+    };
+    CHECK(bits(values(got[1])) == bits(values(want[1])));
+    CHECK(bits(values(got[2])) == bits(values(want[2])));
+  }
+}
+
+// Sums and means over leading (and trailing) axes around a kept middle run
+// as column sums; other axis sets stay on the reference kernels. Sizes
+// take the serial and the parallel paths.
+TEST_CASE("sums and means over leading axes match the interpreter") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  struct Case {
+    Dims shape;
+    std::vector<int64_t> axes;
+  };
+  const Case cases[] = {{{64, 256}, {0}},
+                        {{5000, 300}, {0}},
+                        {{4, 16, 96}, {0, 1}},
+                        {{16, 16, 8, 8}, {0, 2, 3}},
+                        {{32, 64, 32, 32}, {0, 2, 3}},
+                        {{3, 5, 7}, {1, 2}},
+                        {{6, 4, 5, 3}, {0, 2}},
+                        {{2, 3, 4}, {}}};
+  for (const Case& c : cases)
+    for (bool mean_of : {false, true}) {
+      auto program = [&](Context& ctx) {
+        std::vector<float> x(TensorType{DType::F32, c.shape}.num_elements());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) * 0.001f - 0.4f;
+        Tensor input = ctx.from_vector(x, c.shape);
+        return mean_of ? mean(input, c.axes) : sum(input, c.axes);
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      Engine engine(pipeline("lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      CAPTURE(to_string(c.shape));
+      CAPTURE(mean_of);
+      auto want = values(program(reference)), got = values(program(ctx));
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == doctest::Approx(want[i]).epsilon(1e-5).scale(1.0));
+    }
+}
+
 TEST_CASE("gelu keeps float's relative accuracy far into its negative tail") {
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
