@@ -1,8 +1,9 @@
 // cpu: the optimising CPU backend. Contractions and convolutions
-// (conv_plan.h) go to OpenBLAS, layout ops
-// are strided copies (layout_plan.h), sums over leading axes are column
-// sums (axis_reduction_plan.h), fused elementwise and reduction kernels run
-// as row-space loops in cache-sized segments with TBB (row_plan.h), and what
+// (conv_plan.h) go to OpenBLAS, layout ops are strided copies
+// (layout_plan.h), concats and gathers block copies (concat_plan.h,
+// gather_plan.h), sums over leading axes column sums
+// (axis_reduction_plan.h), fused elementwise and reduction kernels run as
+// row-space loops in cache-sized segments with TBB (row_plan.h), and what
 // none covers runs on the reference kernels. One arena per executable, laid
 // out by the memory plan.
 //
@@ -26,7 +27,9 @@
 
 #include "attention_plan.h"
 #include "axis_reduction_plan.h"
+#include "concat_plan.h"
 #include "conv_plan.h"
+#include "gather_plan.h"
 #include "gemm_plan.h"
 #include "layout_plan.h"
 #include "lazylab/backend_plugin.hpp"
@@ -86,6 +89,8 @@ class CpuExecutable : public plugin::HostExecutable {
       if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_axis_reduction_plan(kernel, values_, options.arena);
+      if (!plan) plan = make_concat_plan(kernel, values_, options.arena);
+      if (!plan) plan = make_gather_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
       if (!plan && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))
         throw std::runtime_error("cpu (strict): kernel " + std::to_string(k) + " (" + kind_name(kernel.kind) +

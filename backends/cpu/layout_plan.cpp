@@ -21,6 +21,7 @@ class StridedCopy : public KernelPlan {
         element_(element),
         arena_(arena) {
     if (shape_.empty()) shape_ = {1}, strides_ = {0};
+    coalesce();
     inner_ = shape_.back();
     rows_ = 1;
     for (size_t d = 0; d + 1 < shape_.size(); ++d) rows_ *= shape_[d];
@@ -30,30 +31,69 @@ class StridedCopy : public KernelPlan {
     auto* in = static_cast<const char*>(memory.address(in_));
     auto* out = static_cast<char*>(memory.address(out_));
     auto body = [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) copy_row(in, out, row);
+      std::vector<int64_t> index(shape_.size() - 1);
+      int64_t source = source_of(begin, index);
+      for (int64_t row = begin; row < end; ++row) {
+        copy_row(in + source * static_cast<int64_t>(element_), out + row * inner_ * static_cast<int64_t>(element_));
+        source = next_row(index, source);
+      }
     };
     if (rows_ * inner_ < 65536 || !arena_) return body(0, rows_);
     parallel_chunks(*arena_, 0, rows_, std::max<int64_t>(1, 16384 / inner_), body);
   }
 
  private:
-  void copy_row(const char* in, char* out, int64_t row) const {
-    int64_t source = offset_;
-    for (size_t d = shape_.size() - 1, rest = row; d-- > 0;) {
-      source += static_cast<int64_t>(rest % shape_[d]) * strides_[d];
-      rest /= shape_[d];
+  // Adjacent dims that the source walks contiguously (the inner one's
+  // extent times its stride is the outer one's stride) are one dim: a
+  // transpose of [.., 3, 3] kernels then copies rows of 9, not of 3.
+  void coalesce() {
+    std::vector<int64_t> shape{shape_.back()}, strides{strides_.back()};
+    for (size_t d = shape_.size() - 1; d-- > 0;) {
+      if (shape_[d] == 1) continue;
+      if (shape.front() == 1 || strides_[d] == strides.front() * shape.front()) {
+        strides.front() = shape.front() == 1 ? strides_[d] : strides.front();
+        shape.front() *= shape_[d];
+        continue;
+      }
+      shape.insert(shape.begin(), shape_[d]);
+      strides.insert(strides.begin(), strides_[d]);
     }
-    char* dst = out + row * inner_ * element_;
+    shape_ = std::move(shape);
+    strides_ = std::move(strides);
+  }
+
+  // The source element where output row `row` starts, and its index.
+  int64_t source_of(int64_t row, std::vector<int64_t>& index) const {
+    int64_t source = offset_;
+    for (size_t d = index.size(); d-- > 0;) {
+      index[d] = row % shape_[d];
+      source += index[d] * strides_[d];
+      row /= shape_[d];
+    }
+    return source;
+  }
+
+  // The next row's source, stepping the index like an odometer.
+  int64_t next_row(std::vector<int64_t>& index, int64_t source) const {
+    for (size_t d = index.size(); d-- > 0;) {
+      source += strides_[d];
+      if (++index[d] < shape_[d]) return source;
+      source -= shape_[d] * strides_[d];
+      index[d] = 0;
+    }
+    return source;
+  }
+
+  void copy_row(const char* src, char* dst) const {
     int64_t step = strides_.back();
     if (step == 1) {
-      std::memcpy(dst, in + source * element_, inner_ * element_);
+      std::memcpy(dst, src, inner_ * element_);
     } else if (element_ == 4) {
       auto* d32 = reinterpret_cast<uint32_t*>(dst);
-      auto* s32 = reinterpret_cast<const uint32_t*>(in) + source;
+      auto* s32 = reinterpret_cast<const uint32_t*>(src);
       for (int64_t i = 0; i < inner_; ++i) d32[i] = s32[i * step];
     } else {
-      for (int64_t i = 0; i < inner_; ++i)
-        std::memcpy(dst + i * element_, in + (source + i * step) * element_, element_);
+      for (int64_t i = 0; i < inner_; ++i) std::memcpy(dst + i * element_, src + i * step * element_, element_);
     }
   }
 

@@ -106,6 +106,24 @@ def test_max_pool_indices_are_the_first_maximum_of_each_window_as_pytorchs():
     np.testing.assert_array_equal(got_values.numpy(), want_values.numpy())
 
 
+POOLS = [  # kernel, stride, padding, dilation, image (height, width)
+    (3, 2, 1, 1, (9, 8)), (2, 2, 0, 1, (8, 8)), (3, 1, 1, 1, (5, 6)), (3, 3, 1, 2, (11, 10)), (2, 3, 0, 1, (7, 9)),
+]
+
+
+@pytest.mark.parametrize("pool", POOLS, ids=lambda p: "k{}-s{}-p{}-d{}-{}x{}".format(*p[:4], *p[4]))
+def test_max_pool_gradients_reach_each_windows_first_maximum_as_eagers(pool):
+    k, s, p, d, (h, w) = pool
+    torch.manual_seed(3)
+    x = torch.randint(0, 4, (2, 3, h, w)).float()  # many ties
+    weights = torch.randn(2, 3, *F.max_pool2d(x, k, s, p, d).shape[2:])
+    leaf = x.clone().requires_grad_()
+    want = torch.autograd.grad((F.max_pool2d(leaf, k, s, p, d) * weights).sum(), leaf)[0]
+    lazy = lt.to_lazy(x).requires_grad_()
+    got = torch.autograd.grad((F.max_pool2d(lazy, k, s, p, d) * lt.to_lazy(weights)).sum(), lazy)[0]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_layer_norm_gelu_and_embedding_gradients_match_eager():
     torch.manual_seed(2)
     table, norm = torch.nn.Embedding(10, 6, padding_idx=0), torch.nn.LayerNorm(6)

@@ -698,6 +698,68 @@ TEST_CASE("casts between floats and i64 in fused kernels match the interpreter b
   }
 }
 
+// Concats along every axis, of operands of different sizes and dtypes,
+// with a block of one element (taps stacked on a new last axis).
+TEST_CASE("concats along any axis copy what the interpreter does") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (int64_t axis : {0, 1, 2})
+    for (DType dtype : {DType::F32, DType::I64}) {
+      auto program = [&](Context& ctx) {
+        std::vector<Tensor> parts;
+        for (int64_t k = 1; k <= 3; ++k) {
+          Dims shape{40, 30, 1};
+          shape[axis] = axis == 2 ? 1 : k * 7;
+          std::vector<float> x(TensorType{DType::F32, shape}.num_elements());
+          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * k % 97);
+          parts.push_back(cast(ctx.from_vector(x, shape), dtype));
+        }
+        return cast(concat(parts, axis), DType::F32);
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      Engine engine(pipeline("lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      CAPTURE(axis);
+      CHECK(values(program(ctx)) == values(program(reference)));
+    }
+}
+
+// Gathers along each axis, with negative indices, match the interpreter;
+// an index out of range is the same error, not a read past the data.
+TEST_CASE("gathers along any axis pick what the interpreter does, and refuse what it refuses") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (int64_t axis : {0, 1, 2})
+    for (bool out_of_range : {false, true}) {
+      auto program = [&](Context& ctx) {
+        std::vector<float> x(60 * 50 * 4);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 1013);
+        std::vector<int64_t> picks{3, -1, 0, 2, -3, 1};
+        if (out_of_range) picks[2] = 4;  // axis 2 has 4 elements
+        Tensor indices = ctx.from_vector(picks, {2, 3});
+        return gather(ctx.from_vector(x, {60, 50, 4}), indices, axis);
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      Engine engine(pipeline("lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      CAPTURE(axis);
+      CAPTURE(out_of_range);
+      Tensor want = program(reference), got = program(ctx);
+      auto want_values = want.to_vector<float>();
+      auto got_values = got.to_vector<float>();
+      REQUIRE(want_values.ok() == got_values.ok());
+      if (want_values.ok())
+        CHECK(*got_values == *want_values);
+      else
+        CHECK(got_values.error().message.find("gather: index 4 is out of range for a dimension of 4") !=
+              std::string::npos);
+    }
+}
+
 // Sums and means over leading (and trailing) axes around a kept middle run
 // as column sums; other axis sets stay on the reference kernels. Sizes
 // take the serial and the parallel paths.
