@@ -79,6 +79,7 @@ class ProductThenReference : public KernelPlan {
     product_->run(memory);
     epilogue_->run(memory);
   }
+  bool runs_reference_kernels() const override { return true; }
 
  private:
   std::unique_ptr<KernelPlan> product_, epilogue_;

@@ -173,9 +173,11 @@ void unary(uint32_t op, float* out, View a, int64_t n) {
   });
 }
 
-// A comparison's 1s and 0s out to a bool value's bytes.
+// A comparison's 1s and 0s, or a view of bools, out to a bool value's bytes.
 void store_bytes(uint8_t* out, View a, int64_t n) {
-  if (a.ptr)
+  if (a.mask)
+    std::memcpy(out, a.mask, static_cast<size_t>(n));
+  else if (a.ptr)
     for (int64_t i = 0; i < n; ++i) out[i] = a.ptr[i] != 0;
   else
     std::fill(out, out + n, static_cast<uint8_t>(a.scalar != 0));
@@ -924,7 +926,8 @@ class RowCompiler {
       auto view = broadcast_view(op);
       if (!view) return false;
       if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {
-        if (!view->floats()) return false;  // bool and i64 results leave through the reference path
+        if (view->byte) return materialize_bytes(op.result, *view, plan);
+        if (!view->floats()) return false;  // i64 views leave through the reference path
         return materialize(op.result, *view, index, plan);
       }
       slots_[op.result] = *view;
@@ -1001,6 +1004,17 @@ class RowCompiler {
     if (!a || a->kind != Slot::Full) return false;
     Slot out = place_result(op.result, Slot::PerRow, index);
     plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}, {}});
+    return true;
+  }
+
+  // A view of bools (an attention mask spread over the batch) written out in
+  // full because it leaves the kernel; later ops read the view.
+  bool materialize_bytes(uint32_t id, Slot source, RowPlan& plan) {
+    if (values_[id].size() != rows_ * cols_ || values_[id].dtype != LAZYLAB_BOOL) return false;
+    Slot out{Slot::Full, Slot::Memory, id};
+    out.byte = true;
+    plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}, {}});
+    slots_[id] = source;
     return true;
   }
 

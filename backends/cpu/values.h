@@ -48,6 +48,9 @@ class KernelPlan {
  public:
   virtual ~KernelPlan() = default;
   virtual void run(const Memory& memory) = 0;
+  // Whether part of the kernel runs on the reference kernels (strict=1
+  // refuses that for kernels the fast plans should cover).
+  virtual bool runs_reference_kernels() const { return false; }
 };
 
 }  // namespace lazylab::cpu

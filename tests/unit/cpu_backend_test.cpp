@@ -619,6 +619,33 @@ TEST_CASE("a product whose epilogue compares runs in the row loops as the interp
   CHECK(values(got[1]) == values(want[1]));
 }
 
+// A causal mask spread over the batch inside a batched product's epilogue,
+// and also an output (the backward reads it): the bytes are written out and
+// the select reads the view (strict: no reference kernels).
+TEST_CASE("a bool view that leaves a product's epilogue is written out as bytes") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> q(4 * 8 * 5), k(4 * 5 * 8);
+    std::vector<uint8_t> causal(8 * 8);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 7) * 0.5f - 1.5f;
+    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i % 3) - 1.0f;
+    for (size_t i = 0; i < causal.size(); ++i) causal[i] = i % 8 > i / 8;
+    Tensor scores = matmul(ctx.from_vector(q, {4, 8, 5}), ctx.from_vector(k, {4, 5, 8})) * 0.25;
+    Tensor mask = broadcast_to(ctx.from_vector(causal, {8, 8}), {4, 8, 8});
+    return std::vector<Tensor>{where(mask, ctx.scalar(-1e9), scores), mask};
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  Engine engine(pipeline("fuse{strategy=gemm-epilogue},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  auto got = program(ctx);
+  CHECK(values(got[0]) == values(want[0]));
+  CHECK(values<uint8_t>(got[1]) == values<uint8_t>(want[1]));
+}
+
 // Short rows (a 3x3 kernel's weights) run as one flat array, segments
 // crossing rows; comparisons leave as bytes and are read as predicates.
 // Sizes take the serial and the parallel paths, with and without a value
