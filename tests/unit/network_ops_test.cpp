@@ -121,6 +121,13 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor b = c.from_vector<float>(wavy(6), {1, 6, 1, 1});
          return std::vector<Tensor>{relu(conv2d(x, w, {{2, 1}, {1, 0, 1, 2}, {1, 1}}, 2) + b)};
        }},
+      {"three images unfolded side by side: stride, dilation, asymmetric pads, epilogue",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(3 * 4 * 9 * 7), {3, 4, 9, 7});
+         Tensor w = c.from_vector<float>(wavy(5 * 4 * 3 * 2), {5, 4, 3, 2});
+         Tensor b = c.from_vector<float>(wavy(5), {1, 5, 1, 1});
+         return std::vector<Tensor>{relu(conv2d(x, w, {{2, 1}, {2, 0, 1, 3}, {2, 3}}) + b)};
+       }},
       {"one image: batch norm, residual and relu as the convolution's epilogue",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 9 * 8), {1, 3, 9, 8});
