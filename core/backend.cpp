@@ -371,6 +371,28 @@ Expected<DeviceBufferPtr> Backend::upload(const TensorType& type, BufferPtr data
   return std::make_shared<DeviceBuffer>(instance_, args.buffer, type, device, std::move(data));
 }
 
+Expected<DeviceBufferPtr> Backend::copy_device_memory(const TensorType& type, const DeviceMemory& memory) {
+  const lazylab_backend_api& api = instance_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, buffer_from_device_data), api.buffer_from_device_data))
+    return make_error(
+        fmt::format("backend {} (plugin ABI {}.{}) cannot take device memory (DLPack device type {}); "
+                    "copy it to the host first",
+                    name_, api.abi_major, api.abi_minor, memory.dlpack_device_type));
+  lazylab_buffer_from_device_args args{sizeof(lazylab_buffer_from_device_args),
+                                       static_cast<uint32_t>(type.dtype),
+                                       static_cast<uint32_t>(type.shape.size()),
+                                       type.shape.data(),
+                                       memory.device,
+                                       memory.data,
+                                       memory.dlpack_device_type,
+                                       memory.stream,
+                                       nullptr};
+  char* error = nullptr;
+  if (api.buffer_from_device_data(instance_->handle, &args, &error) != 0)
+    return instance_->take_error(error, fmt::format("buffer from device memory ({})", to_string(type)));
+  return std::make_shared<DeviceBuffer>(instance_, args.buffer, type, memory.device, nullptr);
+}
+
 Expected<BufferPtr> Backend::download(const DeviceBufferPtr& buffer) {
   size_t bytes = buffer->type().bytes();
   if (const void* host = instance_->api().buffer_host_data(buffer->handle())) {

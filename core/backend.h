@@ -124,6 +124,16 @@ class Backend {
   // alive and the plugin may alias it (host backends do: no copy), so it
   // must not change afterwards.
   Expected<DeviceBufferPtr> upload(const TensorType& type, BufferPtr data, int32_t device = 0);
+  // A copy, made on the device, of another library's device memory (a CUDA
+  // tensor's, through DLPack; ABI 3.7): after the work queued on the
+  // producer's `stream`, and before what it queues next.
+  struct DeviceMemory {
+    const void* data = nullptr;
+    int32_t dlpack_device_type = 0;
+    int32_t device = 0;
+    uint64_t stream = 0;
+  };
+  Expected<DeviceBufferPtr> copy_device_memory(const TensorType& type, const DeviceMemory& memory);
   // The buffer's data on the host, once the work writing it is complete: a
   // view of it when it is in host memory, else a copy.
   Expected<BufferPtr> download(const DeviceBufferPtr& buffer);

@@ -168,6 +168,25 @@ Tensor Context::from_buffer(TensorType type, BufferPtr data) {
   return Tensor(std::move(impl));
 }
 
+Tensor Context::from_device_memory(TensorType type, const void* data, int32_t dlpack_device_type, int32_t device,
+                                   uint64_t stream) {
+  if (std::string problem = size_problem(type); !problem.empty())
+    return error_tensor(make_error("from_device_memory: " + problem));
+  if (!engine_) return error_tensor(make_error("from_device_memory: this context has no engine to copy into"));
+  if (device != engine_->options().device)
+    return error_tensor(
+        make_error(fmt::format("from_device_memory: the memory lies on device {}, this context's "
+                               "engine runs on device {}",
+                               device, engine_->options().device)));
+  auto buffer = engine_->backend().copy_device_memory(type, {data, dlpack_device_type, device, stream});
+  if (!buffer) return error_tensor(buffer.error());
+  boost::intrusive_ptr<TensorImpl> impl(new TensorImpl);
+  impl->context = this;
+  impl->type = std::move(type);
+  impl->device = std::move(*buffer);
+  return Tensor(std::move(impl));
+}
+
 namespace {
 
 // A slot of the recent-constants cache: two constants that share one only

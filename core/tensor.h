@@ -129,6 +129,13 @@ class Context {
   // ordinal, never by value. The backend may use `data` in place: it must not
   // change while the tensor (or one computed from it) is in use.
   Tensor from_buffer(TensorType type, BufferPtr data);
+  // Another library's device memory (a CUDA tensor, through DLPack), copied
+  // on the device into the engine's backend: after the work queued on the
+  // producer's `stream`, before what it queues next. An error where the
+  // backend keeps its data in host memory or the memory lies on another
+  // device than the engine's.
+  Tensor from_device_memory(TensorType type, const void* data, int32_t dlpack_device_type, int32_t device,
+                            uint64_t stream);
   // An input with no data: it traces as from_buffer's does (capture() sees a
   // parameter), so a step can be traced to learn its graph before anything
   // is allocated; running it is an error.

@@ -837,6 +837,34 @@ class CudaBackend : public plugin::Backend {
     return buffer;
   }
 
+  // Another library's device memory (ABI 3.7), copied on this device's
+  // stream between two events: the copy waits for the work queued on the
+  // producer's stream, and the producer's next work waits for the copy.
+  std::unique_ptr<plugin::Buffer> buffer_from_device_data(uint32_t dtype, std::vector<int64_t> shape, int32_t index,
+                                                          const void* data, int32_t dlpack_device_type,
+                                                          uint64_t stream) override {
+    if (dlpack_device_type != kDLPackCuda)
+      throw std::invalid_argument(fmt::format("cuda takes device memory of DLPack device type {} (CUDA), not {}",
+                                              kDLPackCuda, dlpack_device_type));
+    Device& d = device(index);
+    d.bind();
+    auto producer = reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream));
+    CUevent ready = d.take_event(), copied = d.take_event();
+    check(*driver_, driver_->cuEventRecord(ready, producer), "cuEventRecord (the producer's stream)");
+    check(*driver_, driver_->cuStreamWaitEvent(d.stream, ready, 0), "cuStreamWaitEvent");
+    auto buffer = std::make_unique<DeviceBuffer>(d, dtype, std::move(shape), index);
+    if (buffer->bytes())
+      check(
+          *driver_,
+          driver_->cuMemcpyDtoDAsync(buffer->pointer(), reinterpret_cast<CUdeviceptr>(data), buffer->bytes(), d.stream),
+          "cuMemcpyDtoDAsync");
+    check(*driver_, driver_->cuEventRecord(copied, d.stream), "cuEventRecord");
+    check(*driver_, driver_->cuStreamWaitEvent(producer, copied, 0), "cuStreamWaitEvent (the producer's stream)");
+    d.give_back_event(ready);
+    d.give_back_event(copied);
+    return buffer;
+  }
+
   void buffer_to_host(plugin::Buffer& buffer, void* destination) override {
     Device& d = device(buffer.device());
     d.bind();

@@ -34,6 +34,7 @@ struct Driver {
   X(cuStreamCreate) \
   X(cuStreamDestroy) \
   X(cuStreamSynchronize) \
+  X(cuStreamWaitEvent) \
   X(cuMemAlloc) \
   X(cuMemFree) \
   X(cuMemAllocAsync) \

@@ -193,16 +193,25 @@ py::capsule to_dlpack(const PyTensor& t, const py::kwargs& options) {
   return py::capsule(managed, "dltensor", capsule_destructor);
 }
 
-PyTensor from_dlpack(const ContextPtr& c, const py::object& source) {
+// DLPack's kDLCUDA; the capsule's device id is the CUDA device ordinal.
+constexpr int32_t kDLPackCuda = 2;
+
+// `stream`: for CUDA memory, the producer's stream on which the data is
+// ready (PyTorch's current stream; None: the legacy default stream). The
+// producer is not asked to synchronize (__dlpack__() without a stream): the
+// backend's copy waits for that stream, which then waits for the copy, so
+// the producer may reuse the memory on that stream afterwards.
+PyTensor from_dlpack(const ContextPtr& c, const py::object& source, const py::object& stream) {
   py::object capsule = py::hasattr(source, "__dlpack__") ? source.attr("__dlpack__")() : source;
   PyObject* raw = capsule.ptr();
   if (!PyCapsule_IsValid(raw, "dltensor"))
     throw LazylabError("from_dlpack: expected an object with __dlpack__ or an unconsumed 'dltensor' capsule");
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
   const DLTensor& dl = managed->dl_tensor;
-  if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost)
+  bool on_cuda = dl.device.device_type == kDLPackCuda;
+  if (dl.device.device_type != kDLCPU && dl.device.device_type != kDLCUDAHost && !on_cuda)
     throw LazylabError(
-        fmt::format("from_dlpack: a tensor on DLPack device type {} (device {}) cannot be shared yet; "
+        fmt::format("from_dlpack: a tensor on DLPack device type {} (device {}) cannot be taken; "
                     "bring it to host memory first (.cpu())",
                     static_cast<int>(dl.device.device_type), dl.device.device_id));
   auto dtype = dtype_of_dlpack(dl.dtype);
@@ -218,6 +227,14 @@ PyTensor from_dlpack(const ContextPtr& c, const py::object& source) {
         throw LazylabError("from_dlpack: the tensor is not compact and row-major (.contiguous() copies it)");
       expected *= shape[d];
     }
+  }
+  if (on_cuda) {  // copied on the device; the capsule is done with once the copy is queued
+    uint64_t producer = stream.is_none() ? 0 : stream.cast<uint64_t>();
+    Tensor copied = c->context->from_device_memory(type, static_cast<const std::byte*>(dl.data) + dl.byte_offset,
+                                                   kDLPackCuda, dl.device.device_id, producer);
+    PyCapsule_SetName(raw, "used_dltensor");
+    if (managed->deleter) managed->deleter(managed);
+    return wrap(c, std::move(copied));
   }
   // Consumed: the capsule's deleter is now ours to call, when the buffer goes.
   PyCapsule_SetName(raw, "used_dltensor");
@@ -254,8 +271,9 @@ void bind_data(py::module_& m) {
            "A copy of `data` (an array, a list, a scalar) as an input of the trace")
       .def("from_numpy", &tensor_sharing, py::arg("array"),
            "The array's memory as an input, not copied: do not write to it while the tensor lives")
-      .def("from_dlpack", &from_dlpack, py::arg("tensor"),
-           "A tensor of any DLPack producer (torch, NumPy, JAX) in host memory, its memory shared");
+      .def("from_dlpack", &from_dlpack, py::arg("tensor"), py::arg("stream") = py::none(),
+           "A tensor of any DLPack producer (torch, NumPy, JAX): host memory shared, CUDA memory copied on the "
+           "device (after the producer's `stream`: PyTorch's current one; None: the legacy default stream)");
   auto tensor = py::reinterpret_borrow<py::class_<PyTensor>>(m.attr("Tensor"));
   tensor.def("numpy", &numpy_view, "Computes it and returns its data: a read-only view of host memory, not a copy")
       .def(
@@ -285,8 +303,11 @@ void bind_data(py::module_& m) {
            "A DLPack capsule of its data: host memory, or the device memory of a backend that shares it (CUDA)")
       .def("__dlpack_device__", &dlpack_device);
   m.def(
-      "from_dlpack", [](const py::object& source, const ContextPtr& c) { return from_dlpack(c, source); },
-      py::arg("tensor"), py::arg("context"), "Context.from_dlpack, as a function");
+      "from_dlpack",
+      [](const py::object& source, const ContextPtr& c, const py::object& stream) {
+        return from_dlpack(c, source, stream);
+      },
+      py::arg("tensor"), py::arg("context"), py::arg("stream") = py::none(), "Context.from_dlpack, as a function");
 }
 
 }  // namespace lazylab::python

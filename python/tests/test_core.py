@@ -210,3 +210,37 @@ def test_cuda_tensors_go_to_torch_on_the_gpu_without_a_host_copy():
     assert torch.allclose(t, want, rtol=1e-5, atol=1e-6)
     del y  # torch's tensor keeps lazylab's buffer alive
     assert torch.allclose(t * 1.0, want, rtol=1e-5, atol=1e-6)
+
+
+def test_cuda_tensors_come_from_torch_copied_on_the_gpu_after_its_stream():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    try:
+        ctx = lazylab.context(backend="cuda")
+    except lazylab.Error as error:
+        pytest.skip(f"no cuda backend here: {error}")
+    stream = torch.cuda.Stream()
+    torch.manual_seed(0)
+    with torch.cuda.stream(stream):  # the producer's work on a stream of its own, still running
+        x = torch.randn(2048, 2048, device="cuda")
+        x = x @ x + 1.0
+        taken = ctx.from_dlpack(x, stream=stream.cuda_stream)
+        x.mul_(0.0)  # queued after the copy on the producer's stream: the copy must not see it
+    before = ctx.metrics["host_to_device_transfers"]
+    got = torch.from_dlpack(taken * 1.0)
+    assert ctx.metrics["host_to_device_transfers"] == before
+    torch.cuda.synchronize()
+    assert got.is_cuda and float(x.abs().max()) == 0.0
+    torch.manual_seed(0)
+    want = torch.randn(2048, 2048, device="cuda")
+    want = want @ want + 1.0
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_host_backend_refuses_cuda_memory_with_a_message():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    with pytest.raises(lazylab.Error, match="keeps its data in host memory"):
+        lazylab.context(backend="cpu").from_dlpack(torch.ones(3, device="cuda"))

@@ -82,9 +82,7 @@ def test_a_call_with_other_shapes_is_an_error_naming_the_input():
         compiled(torch.ones(4))
 
 
-@pytest.mark.xfail(reason="fails on the GPU machine's torch 2.11, not yet diagnosed (torch 1.13 has no TorchDynamo)",
-                   strict=False)
-def test_torch_compile_with_the_lazylab_backend_trains_like_eager():
+def test_torch_compile_with_the_lazylab_backend_trains_like_eager():  # torch 2.x: 1.13 has no TorchDynamo
     dynamo = pytest.importorskip("torch._dynamo")
     del dynamo
 
@@ -110,3 +108,32 @@ def test_torch_compile_with_the_lazylab_backend_trains_like_eager():
     np.testing.assert_allclose(got, want, rtol=1e-5)
     got = train(torch.compile(mlp(), backend=lt.dynamo_backend(backend="cpu")), 5)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_torch_compile_trains_a_convolutional_net_with_batch_norm_like_eager():
+    """AOTAutograd's functional batch norm (its running statistics as
+    outputs), convolutions and max pooling, through the dynamo backend."""
+    pytest.importorskip("torch._dynamo")
+
+    def net():
+        torch.manual_seed(4)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                   torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 5))
+
+    def train(model, steps=4):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        generator = torch.Generator().manual_seed(5)
+        losses = []
+        for _ in range(steps):
+            x, y = torch.randn(6, 3, 8, 8, generator=generator), torch.randint(0, 5, (6,), generator=generator)
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        return losses, model[1].running_mean.detach().clone()
+
+    want, want_mean = train(net())
+    got, got_mean = train(torch.compile(net(), backend=lt.dynamo_backend(backend="cpu")))
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    np.testing.assert_allclose(got_mean.numpy(), want_mean.numpy(), rtol=1e-4, atol=1e-6)

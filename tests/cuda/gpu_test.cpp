@@ -337,6 +337,33 @@ TEST_CASE("outputs kept over later graph replays, and past their executable, kee
   }
 }
 
+// DLPack import of CUDA memory (ABI 3.7): another library's device memory
+// (here a buffer of the backend's own, by its device address) copied on the
+// GPU into a new buffer, which later steps read like any other.
+TEST_CASE("device memory taken from another owner is copied on the GPU and computes as uploaded data") {
+  auto backend = cuda_backend();
+  Engine engine(pipeline("canonicalize,fuse{strategy=none},lower,plan-memory"), *backend);
+  Context ctx(engine);
+  std::vector<float> host(70001);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 97) * 0.5f - 3.0f;
+  Tensor produced = ctx.from_vector(host, {70001}) * 2.0;
+  REQUIRE(ctx.mark_step().ok());
+  auto where = produced.impl()->device->device_data();
+  REQUIRE(where.has_value());
+  Tensor taken = ctx.from_device_memory(produced.type(), where->pointer, where->dlpack_device_type, 0, 0);
+  REQUIRE_MESSAGE(taken.ok(), (taken.ok() ? "" : taken.error()->message));
+  Tensor result = taken + 1.0;
+  std::vector<float> got = values(result);
+  for (size_t i = 0; i < host.size(); i += 997) CHECK(got[i] == host[i] * 2.0f + 1.0f);
+  CHECK(engine.metrics().host_to_device_transfers == 1);  // the first upload only
+  Tensor wrong_type = ctx.from_device_memory(produced.type(), where->pointer, 1, 0, 0);
+  CHECK_FALSE(wrong_type.ok());
+  CHECK(wrong_type.error()->message.find("DLPack device type 2 (CUDA), not 1") != std::string::npos);
+  Tensor wrong_device = ctx.from_device_memory(produced.type(), where->pointer, 2, 5, 0);
+  CHECK_FALSE(wrong_device.ok());
+  CHECK(wrong_device.error()->message.find("lies on device 5") != std::string::npos);
+}
+
 TEST_CASE("the cuda backend shows the code it generates, each kernel marked") {
   auto cuda = cuda_backend();
   auto workload = make_builtin_workload("softmax", {{"rows", 4}, {"cols", 256}});

@@ -2,7 +2,8 @@
 // that version's op table, so it fills only those entries of the host's
 // supports_op (through its own capabilities function, as a 3.0 build of the
 // helper would), and it leaves the optional event_kernel_times (and the
-// later generated_code and executable_notes) out. The host
+// later generated_code, executable_notes and the device-memory entries)
+// out. The host
 // must load it, run what it knows, take no kernel times from it, and refuse
 // a Program with a newer op by name before compiling it.
 #include <algorithm>
@@ -42,6 +43,8 @@ extern "C" __attribute__((visibility("default"))) const lazylab_backend_api* laz
     table.event_kernel_times = nullptr;
     table.generated_code = nullptr;
     table.executable_notes = nullptr;
+    table.buffer_device_data = nullptr;
+    table.buffer_from_device_data = nullptr;
     return table;
   }();
   return &api;

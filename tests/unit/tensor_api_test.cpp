@@ -314,6 +314,32 @@ TEST_CASE("a placeholder traces as an input and refuses to run") {
   CHECK_FALSE(p.to_vector<float>().ok());  // a host read of it is an error too, not a crash
 }
 
+TEST_CASE("host backends refuse device memory, as do older plugins and a context without an engine") {
+  float data[4] = {1, 2, 3, 4};
+  TensorType type{DType::F32, {4}};
+  for (const char* name : {"interp", "cpu"}) {
+    auto backend = load_backend(name);
+    REQUIRE(backend.ok());
+    Engine engine(pipeline("lower"), **backend);
+    Context ctx(engine);
+    Tensor taken = ctx.from_device_memory(type, data, 2, 0, 0);
+    REQUIRE_FALSE(taken.ok());
+    CHECK(taken.error()->message.find("this backend keeps its data in host memory: it cannot take device memory "
+                                      "(DLPack device type 2)") != std::string::npos);
+  }
+  auto older = load_backend(test_backend_plugin("olderminor"));
+  REQUIRE(older.ok());
+  Engine engine(pipeline("lower"), **older);
+  Context ctx(engine);
+  Tensor taken = ctx.from_device_memory(type, data, 2, 0, 0);
+  REQUIRE_FALSE(taken.ok());
+  CHECK(taken.error()->message ==
+        "backend olderminor (plugin ABI 3.0) cannot take device memory (DLPack device type 2); copy it to the host "
+        "first");
+  Context capture;
+  CHECK_FALSE(capture.from_device_memory(type, data, 2, 0, 0).ok());
+}
+
 TEST_CASE("a splat constant is one node per trace and type; the values stay right") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2, 3, 4}, {4});

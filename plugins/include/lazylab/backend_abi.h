@@ -44,7 +44,7 @@
  * Version 3.5 appends executable_notes: what a backend
  * decided while compiling an executable that a report should show (the
  * candidates it timed and the one it chose, where its code came from).
- * Version 3.6 (this header) makes integer constants exact: the `value` of a
+ * Version 3.6 makes integer constants exact: the `value` of a
  * constant or a pad is an attribute of kind scalar (ops.def), which for an
  * integer or bool dtype lies in lazylab_attr.i, every int64 value exactly;
  * `f` still holds its nearest double (all that 3.5 gave, wrong past 2^53).
@@ -53,6 +53,10 @@
  * description or error is an error naming the plugin and the entry.
  * buffer_device_data, optional, tells where a buffer in device memory lies,
  * for a DLPack exchange without a copy.
+ * Version 3.7 (this header) appends buffer_from_device_data, optional: a
+ * buffer copied on the device from device memory another library owns (a
+ * CUDA tensor of PyTorch's, through DLPack), ordered after the producer's
+ * stream, with no trip through host memory.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -100,7 +104,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 6u
+#define LAZYLAB_ABI_MINOR 7u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -308,6 +312,19 @@ typedef struct lazylab_buffer_from_host_args {
   lazylab_buffer* buffer; /* out */
 } lazylab_buffer_from_host_args;
 
+/* ABI 3.7: device memory of another library's, to copy into a new buffer. */
+typedef struct lazylab_buffer_from_device_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t rank;
+  const int64_t* shape;
+  int32_t device;             /* the device `data` lies on, and the buffer's */
+  const void* data;           /* row-major, exactly the bytes of dtype x shape */
+  int32_t dlpack_device_type; /* where `data` lies (kDLCUDA = 2) */
+  uint64_t stream;            /* the producer's stream on that device (a CUstream; 0: the legacy default one) */
+  lazylab_buffer* buffer;     /* out */
+} lazylab_buffer_from_device_args;
+
 typedef struct lazylab_compile_args {
   size_t struct_size;
   const lazylab_program* program;
@@ -415,6 +432,15 @@ typedef struct lazylab_backend_api {
    * until buffer_destroy; the data is complete once the work writing it is
    * (synchronize). */
   int (*buffer_device_data)(lazylab_buffer* buffer, void** data, int32_t* dlpack_device_type);
+
+  /* ABI 3.7, optional (NULL: none). A new buffer, owned by the host, holding
+   * a copy of args->data made on the device: the copy reads the data after
+   * the work queued on args->stream so far, and work queued on args->stream
+   * after this call runs after the copy has read it (so the producer may
+   * overwrite its memory then). Returns 0, else nonzero with *error set (a
+   * backend whose buffers lie in host memory, or data on a device type it
+   * cannot reach, says so). */
+  int (*buffer_from_device_data)(lazylab_backend* backend, lazylab_buffer_from_device_args* args, char** error);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

@@ -284,6 +284,16 @@ class Backend {
     std::memcpy(buffer->data(), data, buffer->bytes());
     return buffer;
   }
+  // A copy of another library's device memory (ABI 3.7): `stream` is the
+  // producer's; see buffer_from_device_data in backend_abi.h for the order.
+  virtual std::unique_ptr<Buffer> buffer_from_device_data(uint32_t /*dtype*/, std::vector<int64_t> /*shape*/,
+                                                          int32_t /*device*/, const void* /*data*/,
+                                                          int32_t dlpack_device_type, uint64_t /*stream*/) {
+    throw std::invalid_argument(
+        "this backend keeps its data in host memory: it cannot take device memory (DLPack "
+        "device type " +
+        std::to_string(dlpack_device_type) + ") without a copy to the host first");
+  }
   virtual void buffer_to_host(Buffer& buffer, void* destination) {
     const void* data = buffer.host_data();
     if (!data) throw std::logic_error("buffer_to_host: a device buffer reached the host-memory implementation");
@@ -470,6 +480,15 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
         *data = device.pointer;
         *dlpack_device_type = device.dlpack_device_type;
         return device.pointer ? 1 : 0;
+      },
+      [](lazylab_backend* backend, lazylab_buffer_from_device_args* args, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), args->device);
+          auto buffer = backend_of(backend).buffer_from_device_data(
+              args->dtype, std::vector<int64_t>(args->shape, args->shape + args->rank), args->device, args->data,
+              args->dlpack_device_type, args->stream);
+          args->buffer = reinterpret_cast<lazylab_buffer*>(buffer.release());
+        });
       },
   };
   return &api;

@@ -80,20 +80,19 @@ class Compiled:
         return tensor if isinstance(tensor, LazyTensor) else LazyTensor(Cell(self._value(tensor)))
 
     def _value(self, tensor):
-        """A torch tensor as a lazylab tensor: a LazyTensor's own value; shared
-        through DLPack where the backend takes the memory (host data on host
-        backends), else copied."""
+        """A torch tensor as a lazylab tensor: a LazyTensor's own value; host
+        data shared through DLPack where the backend takes the memory (host
+        backends), a CUDA tensor copied on the GPU (device backends), else
+        copied through the host (Device.from_host)."""
         if isinstance(tensor, LazyTensor):
             return tensor._cell.value
-        context = self.device.context
         tensor = tensor.detach()
         if tensor.device.type == "cpu" and tensor.dtype in runtime.DTYPES:
             try:
-                return context.from_dlpack(tensor.contiguous())
+                return self.device.context.from_dlpack(tensor.contiguous())
             except (lazylab.Error, TypeError, RuntimeError):
                 pass
-        self.device.counters["TransferToDevice"] += 1
-        return self.device.from_host(tensor.cpu())
+        return self.device.from_host(tensor)
 
     def __call__(self, *args):
         inputs = [self._value(args[i]) if i is not None else kept for i, kept in self.bindings]

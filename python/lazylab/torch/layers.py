@@ -65,19 +65,22 @@ def reduce_axes(x):
     return [0] + list(range(2, x.ndim))
 
 
-@lowers("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats",
-        "_native_batch_norm_legit_no_training")
-def native_batch_norm(c):
+def batch_norm(c):
+    """The normalized output, the batch statistics PyTorch saves for the
+    backward (empty in evaluation), and in training the batch's mean and
+    unbiased variance for the running statistics."""
     x = c.value("input")
     shape, axes = channel_shape(x), reduce_axes(x)
     training = c.get("training", False)
     eps = c.lazylab(c["eps"], x)
+    batch = None
     if training:
         mean = x.mean(axes=axes)
         centered = x - mean.reshape(*shape)
         variance = (centered * centered).mean(axes=axes)
         invstd = (variance + eps).rsqrt()
-        update_running_stats(c, mean, variance, math.prod(x.shape) // x.shape[1])
+        count = math.prod(x.shape) // x.shape[1]
+        batch = (mean, variance * c.lazylab(count / max(count - 1, 1), variance))
     else:
         mean, invstd = c.value("running_mean"), (c.value("running_var") + eps).rsqrt()
         centered = x - mean.reshape(*shape)
@@ -88,20 +91,42 @@ def native_batch_norm(c):
         out = out + c.value("bias").reshape(*shape)
     if not training:  # PyTorch returns empty statistics in evaluation
         mean = invstd = c.device.context.full(0, [0], x.dtype)
+    return out, mean, invstd, batch
+
+
+def running_stats(c, batch):
+    """The running mean and variance after this batch: (1 - momentum) old +
+    momentum batch."""
+    momentum = c.get("momentum", 0.1)
+    updated = []
+    for name, value in zip(("running_mean", "running_var"), batch):
+        old = c.value(name)
+        updated.append(old * c.lazylab(1 - momentum, old) + value * c.lazylab(momentum, old))
+    return updated
+
+
+@lowers("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats",
+        "_native_batch_norm_legit_no_training")
+def native_batch_norm(c):
+    """The running statistics are updated in place (the schema's alias
+    annotations say so)."""
+    from .tensor import LazyTensor
+
+    out, mean, invstd, batch = batch_norm(c)
+    if batch is not None:
+        names = ("running_mean", "running_var")
+        if all(isinstance(c.args.get(name), LazyTensor) for name in names):
+            for name, value in zip(names, running_stats(c, batch)):
+                c.args[name]._cell.write(value)
     return c.new(out), c.new(mean), c.new(invstd)
 
 
-def update_running_stats(c, mean, variance, count):
-    """What native_batch_norm does to its running statistics in training,
-    in place (its schema's alias annotations say so)."""
-    from .tensor import LazyTensor
-
-    momentum = c.get("momentum", 0.1)
-    for name, batch in (("running_mean", mean), ("running_var", variance * c.lazylab(count / max(count - 1, 1), variance))):
-        running = c.args.get(name)
-        if isinstance(running, LazyTensor):
-            old = running._cell.value
-            running._cell.write(old * c.lazylab(1 - momentum, old) + batch * c.lazylab(momentum, old))
+@lowers("_native_batch_norm_legit_functional")
+def native_batch_norm_functional(c):
+    """AOTAutograd's functional form: the new running statistics are outputs."""
+    out, mean, invstd, batch = batch_norm(c)
+    running = running_stats(c, batch) if batch is not None else [c.value("running_mean"), c.value("running_var")]
+    return c.new(out), c.new(mean), c.new(invstd), c.new(running[0]), c.new(running[1])
 
 
 @lowers("native_batch_norm_backward")

@@ -72,11 +72,36 @@ class Device:
         return self.context.dynamic_scalar(float(value), dtype)
 
     def from_host(self, tensor):
-        """A CPU torch tensor entering the trace: copied once per use."""
+        """A torch tensor entering the trace: a CUDA tensor copied on the GPU
+        where the backend keeps its data there (device_copy), else copied
+        from host memory once per use."""
         if tensor.dtype not in DTYPES:
             raise lazylab.Error(f"the lazy device has no dtype for {tensor.dtype} ({user_frame()})")
+        tensor = tensor.detach()
+        if tensor.is_cuda:
+            copied = self.device_copy(tensor)
+            if copied is not None:
+                return copied
+            tensor = tensor.cpu()
         self.counters["TransferToDevice"] += 1
-        return self.context.tensor(tensor.detach().contiguous().numpy())
+        return self.context.tensor(tensor.contiguous().numpy())
+
+    def device_copy(self, tensor):
+        """A CUDA tensor copied on the GPU into the backend (DLPack), after
+        the work PyTorch queued on its current stream; None where the backend
+        keeps its data in host memory (the caller copies through the host,
+        counted as a transfer)."""
+        import torch
+
+        stream = torch.cuda.current_stream(tensor.device).cuda_stream
+        try:
+            value = self.context.from_dlpack(tensor.contiguous(), stream=stream)
+        except lazylab.Error as error:
+            if "cannot take device memory" not in str(error):
+                raise
+            return None
+        self.counters["DeviceToDeviceCopies"] += 1
+        return value
 
     # ---- running ----
 
