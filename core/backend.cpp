@@ -231,6 +231,15 @@ std::optional<DeviceBuffer::DeviceData> DeviceBuffer::device_data() const {
 
 const void* DeviceBuffer::host_data() const { return backend_->api().buffer_host_data(handle_); }
 
+Status DeviceBuffer::wait_for_stream(uint64_t stream) const {
+  const lazylab_backend_api& api = backend_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, device_wait_stream), api.device_wait_stream)) return {};
+  char* error = nullptr;
+  if (api.device_wait_stream(backend_->handle, device_, stream, &error) != 0)
+    return backend_->take_error(error, "device_wait_stream");
+  return {};
+}
+
 DeviceEvent::DeviceEvent(std::shared_ptr<BackendInstance> backend, lazylab_event* handle)
     : backend_(std::move(backend)), handle_(handle) {}
 
@@ -440,6 +449,16 @@ Status Backend::synchronize(int32_t device) {
   char* error = nullptr;
   if (instance_->api().synchronize(instance_->handle, device, &error) != 0)
     return instance_->take_error(error, "synchronize");
+  return {};
+}
+
+Status Backend::stream_wait_device(int32_t device, uint64_t stream) {
+  const lazylab_backend_api& api = instance_->api();
+  if (!has_optional_entry(api, offsetof(lazylab_backend_api, stream_wait_device), api.stream_wait_device))
+    return synchronize(device);
+  char* error = nullptr;
+  if (api.stream_wait_device(instance_->handle, device, stream, &error) != 0)
+    return instance_->take_error(error, "stream_wait_device");
   return {};
 }
 

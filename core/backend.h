@@ -44,6 +44,11 @@ class DeviceBuffer {
   // The host address of data in host memory (complete once the backend's
   // work writing it is: Backend::synchronize), else null.
   const void* host_data() const;
+  // The device's later work (this buffer's release among it) made to wait
+  // for what another library queued on `stream` so far: its reads of the
+  // buffer, shared through DLPack (ABI 3.7; nothing where the plugin has
+  // no such entry).
+  Status wait_for_stream(uint64_t stream) const;
 
  private:
   std::shared_ptr<BackendInstance> backend_;
@@ -138,6 +143,9 @@ class Backend {
   // view of it when it is in host memory, else a copy.
   Expected<BufferPtr> download(const DeviceBufferPtr& buffer);
   Status synchronize(int32_t device = 0);
+  // Another library's `stream` (a CUstream) made to wait for the work queued
+  // on `device` so far (ABI 3.7); a plugin that cannot is synchronized.
+  Status stream_wait_device(int32_t device, uint64_t stream);
   // The device's ceilings as the backend measures them (zeros where it
   // measures none: host backends, plugins older than ABI 2.1).
   Expected<lazylab_ceilings> measure_ceilings(int32_t device = 0);

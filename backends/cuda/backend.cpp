@@ -874,6 +874,26 @@ class CudaBackend : public plugin::Backend {
             "cuMemcpyDtoH");
   }
 
+  void stream_wait_device(int32_t index, uint64_t stream) override {
+    Device& d = device(index);
+    d.bind();
+    CUevent done = d.take_event();
+    check(*driver_, driver_->cuEventRecord(done, d.stream), "cuEventRecord");
+    check(*driver_, driver_->cuStreamWaitEvent(reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)), done, 0),
+          "cuStreamWaitEvent (the consumer's stream)");
+    d.give_back_event(done);
+  }
+
+  void device_wait_stream(int32_t index, uint64_t stream) override {
+    Device& d = device(index);
+    d.bind();
+    CUevent read = d.take_event();
+    check(*driver_, driver_->cuEventRecord(read, reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream))),
+          "cuEventRecord (the consumer's stream)");
+    check(*driver_, driver_->cuStreamWaitEvent(d.stream, read, 0), "cuStreamWaitEvent");
+    d.give_back_event(read);
+  }
+
   void synchronize(int32_t index) override {
     Device& d = device(index);
     d.bind();

@@ -2,7 +2,8 @@
 // Context.from_numpy), the buffer protocol and numpy() over a computed
 // tensor's host data without a copy, and DLPack both ways (host memory
 // shared either way; a CUDA backend's buffers handed out as kDLCUDA
-// tensors, so torch.from_dlpack takes them on the GPU).
+// tensors, so torch.from_dlpack takes them on the GPU, and CUDA tensors
+// taken in by a copy on the GPU).
 #include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 #include <tuple>
 
 #include "binding.h"
@@ -114,9 +116,17 @@ struct Exported {  // a DLManagedTensor's manager_ctx: what keeps the data alive
   std::vector<int64_t> shape, strides;
   BufferPtr host;
   DeviceBufferPtr device;
+  std::optional<uint64_t> consumer_stream;  // where the consumer reads device data
 };
 
-void delete_exported(DLManagedTensor* managed) { delete static_cast<Exported*>(managed->manager_ctx); }
+// The consumer is done with it: device memory is released after what the
+// consumer's stream queued so far (its reads), not merely after ours.
+void delete_exported(DLManagedTensor* managed) {
+  auto* exported = static_cast<Exported*>(managed->manager_ctx);
+  if (exported->device && exported->consumer_stream)
+    (void)exported->device->wait_for_stream(*exported->consumer_stream);  // a failure leaves our order only
+  delete exported;
+}
 
 void capsule_destructor(PyObject* capsule) {
   if (PyCapsule_IsValid(capsule, "dltensor")) {  // never consumed: ours to free
@@ -157,9 +167,11 @@ py::tuple dlpack_device(const PyTensor& t) {
 }
 
 // The array API's __dlpack__(stream=, max_version=, dl_device=, copy=):
-// each stream may read it (it is complete before it is handed out); the
-// capsule is DLPack 0.6's unversioned one, which a consumer asking for a
-// later version accepts from a producer that has no other.
+// device data is complete before the consumer's `stream` reads it (that
+// stream waits for the work writing it; with no stream the host waits), and
+// is released after that stream's reads; the capsule is DLPack 0.6's
+// unversioned one, which a consumer asking for a later version accepts from
+// a producer that has no other.
 py::capsule to_dlpack(const PyTensor& t, const py::kwargs& options) {
   Located at = locate(t);
   if (options.contains("dl_device") && !options["dl_device"].is_none()) {
@@ -169,12 +181,21 @@ py::capsule to_dlpack(const PyTensor& t, const py::kwargs& options) {
   }
   if (options.contains("copy") && !options["copy"].is_none() && options["copy"].cast<bool>())
     throw py::buffer_error("__dlpack__(copy=True): lazylab shares its data; copy on the consumer's side");
+  std::optional<uint64_t> consumer;
   if (at.device) {  // its data must be complete before the consumer's stream reads it
     EngineHandle* engine = t.owner->engine.get();
     if (!engine) throw LazylabError("__dlpack__: a device tensor with no engine");
-    check(engine->backend->backend->synchronize(at.device->device()));
+    Backend& backend = *engine->backend->backend;
+    py::object stream = options.contains("stream") ? py::object(options["stream"]) : py::none();
+    if (!stream.is_none() && stream.cast<int64_t>() != -1) {  // the consumer's stream waits, not the host
+      consumer = stream.cast<uint64_t>();
+      check(backend.stream_wait_device(at.device->device(), *consumer));
+    } else {
+      check(backend.synchronize(at.device->device()));
+    }
   }
   auto exported = std::make_unique<Exported>();
+  exported->consumer_stream = consumer;
   const TensorType& type = t.tensor.type();
   exported->shape.assign(type.shape.begin(), type.shape.end());
   exported->host = at.host;

@@ -244,3 +244,30 @@ def test_a_host_backend_refuses_cuda_memory_with_a_message():
         pytest.skip("no CUDA device")
     with pytest.raises(lazylab.Error, match="keeps its data in host memory"):
         lazylab.context(backend="cpu").from_dlpack(torch.ones(3, device="cuda"))
+
+
+def test_torch_reads_lazylab_cuda_outputs_on_its_own_stream_before_they_are_reused():
+    """torch.from_dlpack hands lazylab its stream: that stream waits for the
+    step (the host does not), and a buffer torch lets go is released after
+    that stream's reads, not when lazylab's next step could reuse it."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    try:
+        ctx = lazylab.context(backend="cuda")
+    except lazylab.Error as error:
+        pytest.skip(f"no cuda backend here: {error}")
+    a = np.random.default_rng(2).standard_normal((1024, 1024)).astype(np.float32)
+    weights = torch.from_numpy(a).cuda()
+    stream = torch.cuda.Stream()
+    sums = []
+    with torch.cuda.stream(stream):
+        for k in range(1, 9):
+            y = ctx.tensor(a) * float(k)
+            t = torch.from_dlpack(y)
+            sums.append((t @ weights @ weights).sum())  # long work on torch's stream, reading t
+            del t, y  # released while that work may still run; the next step allocates
+    torch.cuda.synchronize()
+    base = float((weights @ weights @ weights).sum())
+    for k, total in enumerate(sums, start=1):
+        assert float(total) == pytest.approx(k * base, rel=1e-3)

@@ -45,6 +45,8 @@ extern "C" __attribute__((visibility("default"))) const lazylab_backend_api* laz
     table.executable_notes = nullptr;
     table.buffer_device_data = nullptr;
     table.buffer_from_device_data = nullptr;
+    table.stream_wait_device = nullptr;
+    table.device_wait_stream = nullptr;
     return table;
   }();
   return &api;

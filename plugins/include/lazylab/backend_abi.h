@@ -56,7 +56,11 @@
  * Version 3.7 (this header) appends buffer_from_device_data, optional: a
  * buffer copied on the device from device memory another library owns (a
  * CUDA tensor of PyTorch's, through DLPack), ordered after the producer's
- * stream, with no trip through host memory.
+ * stream, with no trip through host memory; stream_wait_device and
+ * device_wait_stream, optional: another library's stream made to wait for
+ * the device's work (so that it reads a buffer shared through DLPack
+ * without the host waiting), and the device's later work made to wait for
+ * that stream (so that the buffer is freed after the stream has read it).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -441,6 +445,17 @@ typedef struct lazylab_backend_api {
    * backend whose buffers lie in host memory, or data on a device type it
    * cannot reach, says so). */
   int (*buffer_from_device_data)(lazylab_backend* backend, lazylab_buffer_from_device_args* args, char** error);
+
+  /* ABI 3.7, optional (NULL: the host synchronizes instead). Work queued on
+   * another library's `stream` of `device` (a CUstream; 0: the legacy
+   * default one) after this call runs after all the work queued on the
+   * device so far. Returns 0, else nonzero with *error set. */
+  int (*stream_wait_device)(lazylab_backend* backend, int32_t device, uint64_t stream, char** error);
+
+  /* ABI 3.7, optional (NULL: none). Work queued on `device` after this call
+   * (freeing a buffer, say) runs after the work queued on another library's
+   * `stream` so far. Returns 0, else nonzero with *error set. */
+  int (*device_wait_stream)(lazylab_backend* backend, int32_t device, uint64_t stream, char** error);
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

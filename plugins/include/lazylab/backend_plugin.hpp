@@ -300,6 +300,12 @@ class Backend {
     std::memcpy(destination, data, buffer.bytes());
   }
   virtual void synchronize(int32_t /*device*/) {}
+  // Another library's `stream` made to wait for the device's queued work
+  // (ABI 3.7); a host backend's work is done when its calls return.
+  virtual void stream_wait_device(int32_t device, uint64_t /*stream*/) { synchronize(device); }
+  // The device's later work made to wait for another library's `stream`
+  // (ABI 3.7); nothing to order on a host backend.
+  virtual void device_wait_stream(int32_t /*device*/, uint64_t /*stream*/) {}
   // The device's own ceilings; host backends leave them to the host (zeros).
   virtual lazylab_ceilings measure_ceilings(int32_t /*device*/) {
     return lazylab_ceilings{sizeof(lazylab_ceilings), 0, 0, ""};
@@ -488,6 +494,18 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
               args->dtype, std::vector<int64_t>(args->shape, args->shape + args->rank), args->device, args->data,
               args->dlpack_device_type, args->stream);
           args->buffer = reinterpret_cast<lazylab_buffer*>(buffer.release());
+        });
+      },
+      [](lazylab_backend* backend, int32_t device, uint64_t stream, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), device);
+          backend_of(backend).stream_wait_device(device, stream);
+        });
+      },
+      [](lazylab_backend* backend, int32_t device, uint64_t stream, char** error) {
+        return guarded(error, [&] {
+          check_device(backend_of(backend), device);
+          backend_of(backend).device_wait_stream(device, stream);
         });
       },
   };

@@ -95,11 +95,15 @@ class Compiled:
         return self.device.from_host(tensor)
 
     def __call__(self, *args):
+        counters = self.device.counters
+        start = time.perf_counter_ns()
         inputs = [self._value(args[i]) if i is not None else kept for i, kept in self.bindings]
+        bound = time.perf_counter_ns()
         context = self.device.context
         results = context.call(self.graph, inputs) if self.graph is not None else []
         if results:
             context.mark_step()
+        ran = time.perf_counter_ns()
         out = []
         for kind, what in self.outputs:
             if kind == "root":
@@ -108,6 +112,10 @@ class Compiled:
                 out.append(args[what])
             else:
                 out.append(what)
+        counters["Calls"] += 1
+        counters["CallInputsNs"] += bound - start
+        counters["CallRunNs"] += ran - bound
+        counters["CallOutputsNs"] += time.perf_counter_ns() - ran
         return pytree.tree_unflatten(out, self.spec)
 
     def metrics(self):
@@ -135,10 +143,15 @@ def dynamo_backend(backend="cpu", pipeline=None, options=""):
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    def compiler(module, example_inputs):
-        return make_boxed_func(Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options))
+    graphs = []
 
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+    def compiler(module, example_inputs):
+        graphs.append(Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options))
+        return make_boxed_func(graphs[-1])
+
+    aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+    aot.graphs = graphs  # each Compiled graph (forward, backward) as dynamo hands them over: their metrics()
+    return aot
 
 
 def register_dynamo_backend():
