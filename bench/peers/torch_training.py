@@ -60,10 +60,12 @@ def cuda_steps(program, params, args, compiled):
     params = loop.sizes(program, params)
     torch.manual_seed(args.seed)
     model = program.model(params).to(args.device)
+    backend = None
     if args.mode == "dynamo":
         import lazylab.torch as lt
 
-        model = torch.compile(model, backend=lt.dynamo_backend(backend=args.backend, pipeline=args.pipeline))
+        backend = lt.dynamo_backend(backend=args.backend, pipeline=args.pipeline)
+        model = torch.compile(model, backend=backend)
     elif compiled:
         model = torch.compile(model)
     optimizer, schedule = program.optimizer(model, params, args.warmup + args.runs)
@@ -81,7 +83,21 @@ def cuda_steps(program, params, args, compiled):
         if args.device != "cpu":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - start) * 1e3)
-    return times[args.warmup:], {}
+    return times[args.warmup:], call_split(backend, args.warmup + args.runs)
+
+
+def call_split(backend, steps):
+    """Where a step's calls of the dynamo backend's graphs spend their time,
+    ms a step: binding the inputs, running, handing out the outputs."""
+    if backend is None:
+        return {}
+    total = {"Calls": 0, "CallInputsNs": 0, "CallRunNs": 0, "CallOutputsNs": 0}
+    for graph in backend.graphs:
+        m = graph.metrics()
+        for key in total:
+            total[key] += m.get(key, 0)
+    return {"graphs": len(backend.graphs), "calls_per_step": total["Calls"] / steps,
+            **{key[4:-2].lower() + "_ms_per_step": total[key] / steps / 1e6 for key in total if key.endswith("Ns")}}
 
 
 def each_in_its_own_process(programs):
@@ -129,6 +145,8 @@ def main():
             continue
         cell = {"workload": path,
                 "step_ms": {"median": statistics.median(times), "min": min(times), "max": max(times)}}
+        if "calls_per_step" in metrics:
+            cell["dynamo_calls"] = metrics
         if "CaptureNs" in metrics and metrics.get("AtenOps"):
             cell["capture_us_per_aten_op"] = metrics["CaptureNs"] / metrics["AtenOps"] / 1e3
             cell["compiles"] = metrics["cache_misses"]

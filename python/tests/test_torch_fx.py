@@ -120,7 +120,7 @@ def test_torch_compile_trains_a_convolutional_net_with_batch_norm_like_eager():
         return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
                                    torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 5))
 
-    def train(model, steps=4):
+    def train(model, plain, steps=4):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         generator = torch.Generator().manual_seed(5)
         losses = []
@@ -131,9 +131,11 @@ def test_torch_compile_trains_a_convolutional_net_with_batch_norm_like_eager():
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))
-        return losses, model[1].running_mean.detach().clone()
+        return losses, plain[1].running_mean.detach().clone()
 
-    want, want_mean = train(net())
-    got, got_mean = train(torch.compile(net(), backend=lt.dynamo_backend(backend="cpu")))
+    eager = net()
+    want, want_mean = train(eager, eager)
+    compiled = net()
+    got, got_mean = train(torch.compile(compiled, backend=lt.dynamo_backend(backend="cpu")), compiled)
     np.testing.assert_allclose(got, want, rtol=1e-4)
     np.testing.assert_allclose(got_mean.numpy(), want_mean.numpy(), rtol=1e-4, atol=1e-6)
