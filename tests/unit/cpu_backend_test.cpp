@@ -559,6 +559,45 @@ TEST_CASE("chains of layout ops copy what the ops one by one would") {
   }
 }
 
+// Transposes of the last two dims copy tile by tile: sizes that are not a
+// multiple of the tile, batches of them, and one read through a slice (an
+// offset and strides of its own).
+TEST_CASE("transposes of the last two dims copy what the interpreter does, in tiles") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  struct Case {
+    Dims shape;
+    std::vector<int64_t> perm;
+  };
+  const Case cases[] = {{{256, 256}, {1, 0}},           {{37, 50}, {1, 0}},   {{3, 37, 50}, {0, 2, 1}},
+                        {{2, 3, 40, 17}, {0, 1, 3, 2}}, {{300, 500}, {1, 0}}, {{5, 16, 16}, {0, 2, 1}}};
+  for (const Case& c : cases)
+    for (bool sliced : {false, true}) {
+      auto program = [&](Context& ctx) {
+        Dims shape = c.shape;
+        if (sliced) shape.back() += 3;
+        std::vector<float> x(TensorType{DType::F32, shape}.num_elements());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+        Tensor input = ctx.from_vector(x, shape);
+        if (sliced) {
+          std::vector<int64_t> start(shape.size(), 0), limit(shape.begin(), shape.end()), step(shape.size(), 1);
+          start.back() = 2;
+          limit.back() = 2 + c.shape.back();
+          input = slice(input, start, limit, step);
+        }
+        return permute(input, c.perm);
+      };
+      Engine reference_engine(pipeline("lower"), *interp);
+      Context reference(reference_engine);
+      Engine engine(pipeline("fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      CAPTURE(to_string(c.shape));
+      CAPTURE(sliced);
+      CHECK(values(program(ctx)) == values(program(reference)));
+    }
+}
+
 TEST_CASE("pads of every rank and dtype copy rows into their fill as the interpreter does") {
   auto cpu = load_backend("cpu", "strict=1");
   REQUIRE(cpu.ok());
