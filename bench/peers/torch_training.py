@@ -92,7 +92,7 @@ def call_split(backend, steps):
     if backend is None:
         return {}
     total = {"Calls": 0, "CallInputsNs": 0, "CallRunNs": 0, "CallOutputsNs": 0}
-    for graph in backend.graphs:
+    for graph in {id(graph.device): graph for graph in backend.graphs}.values():  # graphs may share a device
         m = graph.metrics()
         for key in total:
             total[key] += m.get(key, 0)

@@ -139,3 +139,15 @@ def test_torch_compile_trains_a_convolutional_net_with_batch_norm_like_eager():
     got, got_mean = train(torch.compile(compiled, backend=lt.dynamo_backend(backend="cpu")), compiled)
     np.testing.assert_allclose(got, want, rtol=1e-4)
     np.testing.assert_allclose(got_mean.numpy(), want_mean.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_an_output_passed_back_unchanged_is_the_value_it_was_and_a_changed_one_is_read_again():
+    step = lt.compile(lambda x: x * 2.0 + 1.0, (torch.ones(3),))
+    y = step(torch.ones(3))
+    z = step(y)  # y as it was handed out: its lazylab value, no copy
+    assert step.metrics()["ReturnedTensors"] == 1
+    np.testing.assert_array_equal(z.numpy(), [7.0, 7.0, 7.0])
+    y.add_(1.0)  # written in place: its data is read again
+    w = step(y)
+    assert step.metrics()["ReturnedTensors"] == 1
+    np.testing.assert_array_equal(w.numpy(), [9.0, 9.0, 9.0])

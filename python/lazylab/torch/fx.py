@@ -17,6 +17,7 @@ does not do it.)
 """
 
 import time
+import weakref
 
 import torch
 from torch.utils import _pytree as pytree
@@ -32,11 +33,16 @@ class Compiled:
     """One aten graph (a torch.fx GraphModule) as a lazylab graph on its own
     device: called with torch tensors, returns torch tensors."""
 
-    def __init__(self, module, example_inputs, backend="cpu", pipeline=None, options="", outputs="torch"):
+    def __init__(self, module, example_inputs, backend="cpu", pipeline=None, options="", outputs="torch", device=None):
         if outputs not in ("torch", "lazy"):
             raise ValueError(f"outputs='{outputs}': 'torch' (tensors out) or 'lazy' (LazyTensors that stay on the device)")
         self.lazy_outputs = outputs == "lazy"
-        self.device = runtime.Device(backend=backend, pipeline=pipeline or lazylab.DEFAULT_PIPELINE, options=options)
+        # Graphs that pass tensors to each other (AOTAutograd's forward saves
+        # what its backward reads) share one device, so those come back as
+        # they went out (Exports).
+        self.device = device or runtime.Device(backend=backend, pipeline=pipeline or lazylab.DEFAULT_PIPELINE,
+                                               options=options)
+        self.exports = Exports.of(self.device)
         start = time.perf_counter_ns()
         previous = runtime.current()
         runtime.set_current(self.device)
@@ -86,6 +92,10 @@ class Compiled:
         copied through the host (Device.from_host)."""
         if isinstance(tensor, LazyTensor):
             return tensor._cell.value
+        returned = self.exports.value_of(tensor)
+        if returned is not None:
+            self.device.counters["ReturnedTensors"] += 1
+            return returned
         tensor = tensor.detach()
         if tensor.device.type == "cpu" and tensor.dtype in runtime.DTYPES:
             try:
@@ -107,7 +117,7 @@ class Compiled:
         out = []
         for kind, what in self.outputs:
             if kind == "root":
-                out.append(LazyTensor(Cell(results[what])) if self.lazy_outputs else torch.from_dlpack(results[what]))
+                out.append(LazyTensor(Cell(results[what])) if self.lazy_outputs else self.exports.out(results[what]))
             elif kind == "input":
                 out.append(args[what])
             else:
@@ -120,6 +130,46 @@ class Compiled:
 
     def metrics(self):
         return self.device.metrics()
+
+
+class Exports:
+    """The torch tensors a device's graphs handed out (DLPack views of its
+    buffers), so that one passed back unchanged is the lazylab value it came
+    from: no copy, where a CUDA tensor would otherwise be copied on the GPU
+    again. "Unchanged": the same address, shape and dtype, contiguous, and
+    the version counter (which aliases share: AOTAutograd's saved tensors
+    come back as detached aliases) as it was handed out."""
+
+    def __init__(self):
+        self.by_address = {}  # data_ptr -> (weakref to the torch tensor, its _version then, lazylab value)
+
+    @staticmethod
+    def of(device):
+        if not hasattr(device, "exports"):
+            device.exports = Exports()
+        return device.exports
+
+    def out(self, value):
+        tensor = torch.from_dlpack(value)
+        address = tensor.data_ptr()
+
+        def forget(dead, address=address):
+            entry = self.by_address.get(address)
+            if entry is not None and entry[0] is dead:
+                del self.by_address[address]
+
+        self.by_address[address] = (weakref.ref(tensor, forget), tensor._version, value)
+        return tensor
+
+    def value_of(self, tensor):
+        entry = self.by_address.get(tensor.data_ptr())
+        if entry is None:
+            return None
+        original = entry[0]()
+        if original is None or original._version != entry[1] or tensor._version != entry[1]:
+            return None
+        same = tensor.shape == original.shape and tensor.dtype == original.dtype and tensor.is_contiguous()
+        return entry[2] if same and tensor.device == original.device else None
 
 
 def compile(fn, example_inputs, backend="cpu", pipeline=None, options="", outputs="torch"):  # noqa: A001 - torch's name
@@ -143,10 +193,13 @@ def dynamo_backend(backend="cpu", pipeline=None, options=""):
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    graphs = []
+    graphs, shared = [], []
 
     def compiler(module, example_inputs):
-        graphs.append(Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options))
+        device = shared[0] if shared else None
+        graphs.append(Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options,
+                               device=device))
+        shared[:] = [graphs[-1].device]
         return make_boxed_func(graphs[-1])
 
     aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
