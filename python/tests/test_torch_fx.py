@@ -151,3 +151,30 @@ def test_an_output_passed_back_unchanged_is_the_value_it_was_and_a_changed_one_i
     w = step(y)
     assert step.metrics()["ReturnedTensors"] == 1
     np.testing.assert_array_equal(w.numpy(), [9.0, 9.0, 9.0])
+
+
+def test_the_dynamo_backend_reports_graph_breaks_with_their_reasons():
+    dynamo = pytest.importorskip("torch._dynamo")
+
+    class Broken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.second = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            x = torch.relu(self.first(x))
+            dynamo.graph_break()
+            return self.second(x)
+
+    torch.manual_seed(6)
+    eager = Broken()
+    x = torch.randn(3, 4)
+    want = eager(x).sum()
+    backend = lt.dynamo_backend(backend="cpu")
+    got = torch.compile(eager, backend=backend)(x).sum()
+    np.testing.assert_allclose(float(got.detach()), float(want.detach()), rtol=1e-6)
+    report = backend.metrics_report()
+    assert len(backend.graphs) >= 2, report  # a graph each side of the break (their backwards maybe too)
+    assert f"DynamoGraphs (forward and backward, handed to lazylab)\n  Value: {len(backend.graphs)}" in report
+    breaks = [line for line in report.splitlines() if line.startswith("GraphBreak:")]
+    assert breaks, report

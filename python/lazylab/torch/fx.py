@@ -204,7 +204,32 @@ def dynamo_backend(backend="cpu", pipeline=None, options=""):
 
     aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
     aot.graphs = graphs  # each Compiled graph (forward, backward) as dynamo hands them over: their metrics()
+    aot.metrics_report = lambda: dynamo_report(graphs)
     return aot
+
+
+def dynamo_report(graphs):
+    """The lazy device's report (PyTorch/XLA's names) for the graphs a dynamo
+    backend was handed, then what TorchDynamo did in this process: its graph
+    breaks with their reasons, and each recompile with the guard that
+    failed."""
+    from torch._dynamo import utils
+
+    lines = [f"Metric: DynamoGraphs (forward and backward, handed to lazylab)\n  Value: {len(graphs)}"]
+    breaks = utils.counters["graph_break"]
+    lines.append(f"Counter: GraphBreaks\n  Value: {sum(breaks.values())}")
+    for reason, count in breaks.most_common():
+        lines.append(f"GraphBreak: {count}x {reason}")
+    for code, failures in getattr(utils, "guard_failures", {}).items():
+        where = f"{getattr(code, 'co_name', code)} ({getattr(code, 'co_filename', '?')}:{getattr(code, 'co_firstlineno', '?')})"
+        for failure in failures:
+            lines.append(f"Recompile: {where}: guard failed: {failure}")
+    devices = {id(graph.device): graph.device for graph in graphs}.values()
+    # Each graph is compiled once by design: the device's own recompile
+    # diagnoses would only compare one graph with the next.
+    device_lines = [line for device in devices for line in device.metrics_report().splitlines()
+                    if not line.startswith("Recompile: ")]
+    return "\n".join(lines + device_lines) + "\n"
 
 
 def register_dynamo_backend():
