@@ -191,14 +191,20 @@ def test_the_interpreter_survives_a_crashing_use():
     assert done.stdout.count("raised:") == 4, done.stdout
 
 
-def test_cuda_tensors_go_to_torch_on_the_gpu_without_a_host_copy():
+def torch_and_cuda_context():
+    """torch and a context on the cuda backend, or the test is skipped where
+    there is no CUDA device or no cuda backend."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     try:
-        ctx = lazylab.context(backend="cuda")
+        return torch, lazylab.context(backend="cuda")
     except lazylab.Error as error:
         pytest.skip(f"no cuda backend here: {error}")
+
+
+def test_cuda_tensors_go_to_torch_on_the_gpu_without_a_host_copy():
+    torch, ctx = torch_and_cuda_context()
     a = np.random.default_rng(1).standard_normal((256, 512)).astype(np.float32)
     y = (ctx.tensor(a) * 2.0).softmax()
     assert y.__dlpack_device__() == (2, 0)  # kDLCUDA
@@ -213,13 +219,7 @@ def test_cuda_tensors_go_to_torch_on_the_gpu_without_a_host_copy():
 
 
 def test_cuda_tensors_come_from_torch_copied_on_the_gpu_after_its_stream():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    try:
-        ctx = lazylab.context(backend="cuda")
-    except lazylab.Error as error:
-        pytest.skip(f"no cuda backend here: {error}")
+    torch, ctx = torch_and_cuda_context()
     stream = torch.cuda.Stream()
     torch.manual_seed(0)
     with torch.cuda.stream(stream):  # the producer's work on a stream of its own, still running
@@ -250,13 +250,7 @@ def test_torch_reads_lazylab_cuda_outputs_on_its_own_stream_before_they_are_reus
     """torch.from_dlpack hands lazylab its stream: that stream waits for the
     step (the host does not), and a buffer torch lets go is released after
     that stream's reads, not when lazylab's next step could reuse it."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    try:
-        ctx = lazylab.context(backend="cuda")
-    except lazylab.Error as error:
-        pytest.skip(f"no cuda backend here: {error}")
+    torch, ctx = torch_and_cuda_context()
     a = np.random.default_rng(2).standard_normal((1024, 1024)).astype(np.float32)
     weights = torch.from_numpy(a).cuda()
     stream = torch.cuda.Stream()
