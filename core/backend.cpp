@@ -287,7 +287,8 @@ Expected<std::vector<std::string>> Executable::notes() const {
 }
 
 Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const DeviceBuffer* const> parameters,
-                                                           std::unique_ptr<DeviceEvent>* done, bool profile_kernels) {
+                                                           std::unique_ptr<DeviceEvent>* done, bool profile_kernels,
+                                                           std::span<const uint8_t> donated, std::span<uint8_t> taken) {
   boost::container::small_vector<lazylab_buffer*, 8> inputs;
   for (const DeviceBuffer* parameter : parameters) inputs.push_back(parameter->handle());
   boost::container::small_vector<lazylab_buffer*, 8> outputs(output_types_.size(), nullptr);
@@ -299,7 +300,9 @@ Expected<std::vector<DeviceBufferPtr>> Executable::execute(std::span<const Devic
                             static_cast<uint32_t>(outputs.size()),
                             outputs.data(),
                             done ? &event : nullptr,
-                            profile_kernels ? 1u : 0u};
+                            profile_kernels ? 1u : 0u,
+                            donated.size() == inputs.size() ? donated.data() : nullptr,
+                            taken.size() == inputs.size() ? taken.data() : nullptr};
   char* error = nullptr;
   if (backend_->api().execute(backend_->handle, &args, &error) != 0) return backend_->take_error(error, "execute");
   std::vector<DeviceBufferPtr> results;

@@ -90,8 +90,12 @@ class Executable {
   // output. May return before the device is done; `done` (when given)
   // receives the execution's completion, with per-kernel times when
   // `profile_kernels` asks for them and the backend can (ABI 2.2).
+  // `donated` (empty, or one entry per parameter): nonzero where the caller
+  // gives that parameter's buffer up with this call, so that an output may
+  // take its memory (ABI 3.8); `taken` (the same size) says where one did.
   Expected<std::vector<DeviceBufferPtr>> execute(std::span<const DeviceBuffer* const> parameters,
-                                                 std::unique_ptr<DeviceEvent>* done, bool profile_kernels = false);
+                                                 std::unique_ptr<DeviceEvent>* done, bool profile_kernels = false,
+                                                 std::span<const uint8_t> donated = {}, std::span<uint8_t> taken = {});
   // What the backend decided compiling it (ABI 3.5), a line each; none from
   // an older plugin.
   Expected<std::vector<std::string>> notes() const;

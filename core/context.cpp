@@ -484,6 +484,16 @@ Expected<std::vector<Tensor>> Context::call(const Graph& graph, std::span<const 
   return outputs;
 }
 
+namespace {
+
+// Whether an input's buffer is dead once this step has read it: the trace
+// holds the tensor's last handle (its user rebound or dropped it, as a
+// training step does its old weights) and nothing else holds the buffer (a
+// host view of it, another tensor, a DLPack export).
+bool given_up(const TensorImpl& input) { return input.handles == 1 && input.device.use_count() == 1; }
+
+}  // namespace
+
 Status Context::run_roots(const Roots& roots) {
   if (!engine_) return make_error("sync: this Context only captures traces (it has no engine)");
   Engine& engine = *engine_;
@@ -499,6 +509,7 @@ Status Context::run_roots(const Roots& roots) {
     }
   }
   boost::container::small_vector<const DeviceBuffer*, 8> parameters;
+  boost::container::small_vector<uint8_t, 8> donated;
   for (int64_t ordinal : compiled->source_ordinals) {
     TensorImpl& input = *parameters_[ordinal].impl();
     if (!input.device && !input.data)
@@ -512,8 +523,10 @@ Status Context::run_roots(const Roots& roots) {
       metrics().host_to_device_bytes += input.type.bytes();
     }
     parameters.push_back(input.device.get());
+    donated.push_back(given_up(input));
   }
-  auto outputs = engine.execute(*compiled, std::span(parameters.data(), parameters.size()));
+  auto outputs = engine.execute(*compiled, std::span(parameters.data(), parameters.size()),
+                                std::span(donated.data(), donated.size()));
   if (!outputs) return outputs.error();
   for (TensorImpl* impl : pending_) {
     auto root = std::lower_bound(roots.nodes.begin(), roots.nodes.end(), impl->node);

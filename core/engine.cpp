@@ -1,12 +1,12 @@
 #include "core/engine.h"
 
-#include "core/dot.h"
-
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 
+#include "core/donation.h"
 #include "core/dot.h"
 #include "core/hash.h"
 #include "core/module.h"
@@ -89,6 +89,7 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
     return make_error("pipeline '" + pipeline_.canonical +
                       "' does not lower the graph to a Program; end it with 'lower'");
   LAZYLAB_TRY(check_limits(*module.program, module.graph, options_));
+  module.program->output_donors = plan_output_donors(*module.program, module.graph);
   auto executable = backend_.compile(*module.program, module.graph, options_.device);
   if (!executable) return executable.error();
   auto compiled = std::make_shared<CompiledGraph>();
@@ -118,12 +119,20 @@ Expected<std::shared_ptr<CompiledGraph>> Engine::compile(uint64_t key, const Gra
 }
 
 Expected<std::vector<DeviceBufferPtr>> Engine::execute(CompiledGraph& compiled,
-                                                       std::span<const DeviceBuffer* const> parameters) {
+                                                       std::span<const DeviceBuffer* const> parameters,
+                                                       std::span<const uint8_t> donated) {
   auto start = std::chrono::steady_clock::now();
   last_execution_.reset();
   bool timed = device_timing_ || profile_kernels_;
-  auto outputs = compiled.executable->execute(parameters, timed ? &last_execution_ : nullptr, profile_kernels_);
+  boost::container::small_vector<uint8_t, 8> taken(donated.size(), 0);
+  auto outputs = compiled.executable->execute(parameters, timed ? &last_execution_ : nullptr, profile_kernels_, donated,
+                                              std::span(taken.data(), taken.size()));
   metrics_.execute_ms += milliseconds_since(start);
+  for (size_t p = 0; p < taken.size(); ++p)
+    if (taken[p]) {
+      ++metrics_.donated_buffers;
+      metrics_.donated_bytes += parameters[p]->type().bytes();
+    }
   last_executed_ = &compiled;
   return outputs;
 }

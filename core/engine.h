@@ -52,9 +52,13 @@ class Engine {
   Expected<std::shared_ptr<CompiledGraph>> compile(uint64_t key, const Graph& graph,
                                                    std::vector<int64_t> source_ordinals);
 
-  // Enqueues an execution; outputs stay in the backend's buffers.
+  // Enqueues an execution; outputs stay in the backend's buffers. `donated`
+  // (empty, or one per parameter): nonzero where the caller gives that
+  // parameter's buffer up, so an output may take its memory (counted in
+  // metrics().donated_buffers where the backend did).
   Expected<std::vector<DeviceBufferPtr>> execute(CompiledGraph& compiled,
-                                                 std::span<const DeviceBuffer* const> parameters);
+                                                 std::span<const DeviceBuffer* const> parameters,
+                                                 std::span<const uint8_t> donated = {});
   // Waits until the last execution is complete and records its device time.
   Status wait();
 

@@ -25,6 +25,10 @@ struct Metrics {
   uint64_t host_to_device_bytes = 0;
   uint64_t device_to_host_transfers = 0;
   uint64_t device_to_host_bytes = 0;
+  // Parameter buffers given up with an execution whose memory an output
+  // took (buffer donation: a step's new weights written over its old ones).
+  uint64_t donated_buffers = 0;
+  uint64_t donated_bytes = 0;
   // Each miss after the first, diagnosed against the nearest cached graph
   // with its hint ("constant at %3 changes: 0.99 -> 0.98; make it ...");
   // the first kMaxRecompileDiagnoses are kept.

@@ -42,6 +42,9 @@ struct Program {
   std::vector<NodeId> outputs;     // the graph's roots, in order
   uint64_t arena_bytes = 0;
   uint64_t naive_arena_bytes = 0;  // every arena value in its own slot: the baseline
+  // Per output, the parameter ordinal whose buffer it may take when the
+  // caller donates it, or -1 (core/donation.h); empty: none planned.
+  std::vector<int64_t> output_donors;
 };
 
 inline constexpr uint64_t kArenaAlignment = 64;

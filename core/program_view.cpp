@@ -76,11 +76,18 @@ ProgramView::ProgramView(const Program& program, const Graph& graph) {
   }
   auto& params = id_arrays_.emplace_back(to_ids(program.parameters));
   auto& outputs = id_arrays_.emplace_back(to_ids(program.outputs));
-  view_ = lazylab_program{sizeof(lazylab_program), static_cast<uint32_t>(values_.size()),
-                          values_.data(),          static_cast<uint32_t>(kernels_.size()),
-                          kernels_.data(),         static_cast<uint32_t>(params.size()),
-                          params.data(),           static_cast<uint32_t>(outputs.size()),
-                          outputs.data(),          program.arena_bytes};
+  donors_.assign(program.output_donors.begin(), program.output_donors.end());
+  view_ = lazylab_program{sizeof(lazylab_program),
+                          static_cast<uint32_t>(values_.size()),
+                          values_.data(),
+                          static_cast<uint32_t>(kernels_.size()),
+                          kernels_.data(),
+                          static_cast<uint32_t>(params.size()),
+                          params.data(),
+                          static_cast<uint32_t>(outputs.size()),
+                          outputs.data(),
+                          program.arena_bytes,
+                          donors_.empty() ? nullptr : donors_.data()};
 }
 
 }  // namespace lazylab

@@ -27,6 +27,7 @@ class ProgramView {
   std::deque<std::vector<uint32_t>> id_arrays_;
   std::deque<std::vector<lazylab_attr>> attr_arrays_;
   std::deque<std::vector<lazylab_access>> access_arrays_;
+  std::vector<int32_t> donors_;
   lazylab_program view_{};
 };
 

@@ -237,6 +237,8 @@ py::dict metrics_dict(const Metrics& m) {
   d["host_to_device_bytes"] = m.host_to_device_bytes;
   d["device_to_host_transfers"] = m.device_to_host_transfers;
   d["device_to_host_bytes"] = m.device_to_host_bytes;
+  d["donated_buffers"] = m.donated_buffers;
+  d["donated_bytes"] = m.donated_bytes;
   d["recompile_diagnoses"] = m.recompile_diagnoses;
   return d;
 }

@@ -78,6 +78,11 @@ def test_a_training_loop_matches_eager_and_compiles_once_steady(name):
     # them: two graphs, then every step hits the cache.
     assert m["cache_misses"] <= 2 and m["cache_hits"] >= steps - 2, m
     assert "UncachedCompile" in lt.metrics_report()
+    # Each steady step writes the new weights (and optimizer state) over the
+    # old ones: their buffers are given up and taken, none allocated anew.
+    parameters = len(list(model.parameters()))
+    assert m["donated_buffers"] >= (steps - 2) * parameters, m["donated_buffers"]
+    assert "DonatedBuffers" in lt.metrics_report()
 
 
 def test_a_schedule_and_a_ragged_last_batch_compile_three_graphs_in_200_steps():

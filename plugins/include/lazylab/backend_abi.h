@@ -53,7 +53,7 @@
  * description or error is an error naming the plugin and the entry.
  * buffer_device_data, optional, tells where a buffer in device memory lies,
  * for a DLPack exchange without a copy.
- * Version 3.7 (this header) appends buffer_from_device_data, optional: a
+ * Version 3.7 appends buffer_from_device_data, optional: a
  * buffer copied on the device from device memory another library owns (a
  * CUDA tensor of PyTorch's, through DLPack), ordered after the producer's
  * stream, with no trip through host memory; stream_wait_device and
@@ -61,6 +61,17 @@
  * the device's work (so that it reads a buffer shared through DLPack
  * without the host waiting), and the device's later work made to wait for
  * that stream (so that the buffer is freed after the stream has read it).
+ * Version 3.8 (this header) appends buffer donation: the program's
+ * output_donors name, per output, the parameter whose buffer the output may
+ * be written into (the host checked that nothing reads that parameter once
+ * the output is being written: its readers run in earlier kernels, or in the
+ * output's own elementwise kernel, element for element, in ops at or before
+ * the output's); execute's `donated` says which parameters the host gives up
+ * with the call, and the plugin sets `taken` where an output took one's
+ * memory. A plugin may ignore both (outputs then get new memory, as
+ * before); one that takes a buffer must run an elementwise kernel's ops in
+ * order for each element (or block of elements), and must not take memory
+ * it does not own (host data it aliases).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -108,7 +119,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 7u
+#define LAZYLAB_ABI_MINOR 8u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -269,7 +280,16 @@ typedef struct lazylab_program {
   uint32_t num_outputs;
   const uint32_t* outputs; /* value ids, in root order */
   uint64_t arena_bytes;
+  /* ABI 3.8: num_outputs entries, or NULL: the parameter ordinal whose
+   * buffer each output may take when the host donates it, or -1. */
+  const int32_t* output_donors;
 } lazylab_program;
+
+#define lazylab_program_donors(program)                                                           \
+  ((program)->struct_size >= offsetof(lazylab_program, output_donors) + sizeof(const int32_t*) && \
+           (program)->output_donors                                                               \
+       ? (program)->output_donors                                                                 \
+       : (const int32_t*)NULL)
 
 /* What fusion strategies may ask of a backend. The host owns supports_op:
  * num_ops entries, zeroed; the backend sets those of the ops it runs, never
@@ -357,7 +377,19 @@ typedef struct lazylab_execute_args {
    * (it may cost time: the host asks only on steps it does not time as a
    * whole); the times come back through `done`'s event_kernel_times. */
   uint32_t profile_kernels;
+  /* ABI 3.8: num_parameters entries each, or NULL. donated[p] nonzero: the
+   * host gives parameter p's buffer up with this call (it reads it no more
+   * and destroys its handle after the call); the plugin sets taken[p] to 1
+   * where an output took that buffer's memory (program.output_donors). */
+  const uint8_t* donated;
+  uint8_t* taken;
 } lazylab_execute_args;
+
+/* The host's donated and taken arrays (NULL from a host before 3.8). */
+#define lazylab_execute_args_donated(args) \
+  ((args)->struct_size >= offsetof(lazylab_execute_args, taken) + sizeof(uint8_t*) ? (args)->donated : NULL)
+#define lazylab_execute_args_taken(args) \
+  ((args)->struct_size >= offsetof(lazylab_execute_args, taken) + sizeof(uint8_t*) ? (args)->taken : NULL)
 
 /* Whether the host's execute args carry profile_kernels (a 2.0 or 2.1 host's
  * do not). */

@@ -150,6 +150,8 @@ class HostBuffer : public Buffer {
 
   std::byte* data() { return data_; }
   const void* host_data() const override { return data_; }
+  // Its own memory; null where it aliases the host's.
+  const std::shared_ptr<std::byte>& storage() const { return storage_; }
 
  private:
   std::shared_ptr<std::byte> storage_;
@@ -183,6 +185,11 @@ class CompletedEvent : public Event {
 // What the host asks of one execution.
 struct ExecuteOptions {
   bool profile_kernels = false;  // time each kernel; the event returns the times
+  // ABI 3.8, one entry per parameter or empty: nonzero where the host gives
+  // that parameter's buffer up with this call; set `taken` where an output
+  // took its memory (see output_donors in lazylab_program).
+  std::span<const uint8_t> donated;
+  std::span<uint8_t> taken;
 };
 
 // Runs `fn` and, when `kernel_ms` is given, appends its wall time in
@@ -217,9 +224,11 @@ class Executable {
 class HostExecutable : public Executable {
  public:
   HostExecutable(const lazylab_program& program, std::shared_ptr<HostMemoryPool> pool) : pool_(std::move(pool)) {
+    const int32_t* donors = lazylab_program_donors(&program);
     for (uint32_t i = 0; i < program.num_outputs; ++i) {
       const lazylab_value& value = program.values[program.outputs[i]];
       output_types_.push_back({value.dtype, std::vector<int64_t>(value.shape, value.shape + value.rank)});
+      donors_.push_back(donors ? donors[i] : -1);
     }
   }
 
@@ -242,8 +251,11 @@ class HostExecutable : public Executable {
     }
     std::vector<std::unique_ptr<Buffer>> outputs;
     std::vector<void*> pointers;
-    for (const auto& [dtype, shape] : output_types_) {
-      auto buffer = std::make_unique<HostBuffer>(dtype, shape, 0, pool_->acquire(bytes_of(dtype, shape)));
+    for (size_t i = 0; i < output_types_.size(); ++i) {
+      const auto& [dtype, shape] = output_types_[i];
+      std::shared_ptr<std::byte> storage = donated_storage(donors_[i], parameters, options);
+      if (!storage) storage = pool_->acquire(bytes_of(dtype, shape));
+      auto buffer = std::make_unique<HostBuffer>(dtype, shape, 0, std::move(storage));
       pointers.push_back(buffer->data());
       outputs.push_back(std::move(buffer));
     }
@@ -264,7 +276,21 @@ class HostExecutable : public Executable {
   std::shared_ptr<HostMemoryPool> pool_;
 
  private:
+  // The memory of parameter `donor` where the host gave it up and this
+  // backend owns it (not host data it aliases), marked taken; else null.
+  static std::shared_ptr<std::byte> donated_storage(int32_t donor, std::span<Buffer* const> parameters,
+                                                    const ExecuteOptions& options) {
+    if (donor < 0 || static_cast<size_t>(donor) >= options.donated.size() || !options.donated[donor] ||
+        options.taken[donor])
+      return nullptr;
+    auto* buffer = dynamic_cast<HostBuffer*>(parameters[donor]);
+    if (!buffer || !buffer->storage()) return nullptr;
+    options.taken[donor] = 1;
+    return buffer->storage();
+  }
+
   std::vector<std::pair<uint32_t, std::vector<int64_t>>> output_types_;
+  std::vector<int32_t> donors_;  // per output: lazylab_program's output_donors, or -1
 };
 
 class Backend {
@@ -414,6 +440,12 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
           std::unique_ptr<Event> done;
           ExecuteOptions options;
           options.profile_kernels = lazylab_execute_args_profile(args);
+          const uint8_t* donated = lazylab_execute_args_donated(args);
+          uint8_t* taken = lazylab_execute_args_taken(args);
+          if (donated && taken) {
+            options.donated = std::span(donated, args->num_parameters);
+            options.taken = std::span(taken, args->num_parameters);
+          }
           auto outputs = reinterpret_cast<Executable*>(args->executable)
                              ->execute(parameters, args->done ? &done : nullptr, options);
           if (outputs.size() != args->num_outputs)

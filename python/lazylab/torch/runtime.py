@@ -145,6 +145,8 @@ class Device:
             f"  Accumulator: {m['host_to_device_bytes']}B",
             f"Metric: TransferFromDeviceTime\n  TotalSamples: {m['device_to_host_transfers']}\n"
             f"  Accumulator: {m['device_to_host_bytes']}B",
+            f"Metric: DonatedBuffers (old values an output was written over)\n  TotalSamples: {m['donated_buffers']}\n"
+            f"  Accumulator: {m['donated_bytes']}B",
             f"Counter: CachedCompile\n  Value: {m['cache_hits']}",
             f"Counter: UncachedCompile\n  Value: {m['cache_misses']}",
             f"Counter: MarkStep\n  Value: {m.get('MarkStep', 0)}",
