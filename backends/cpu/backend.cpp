@@ -33,6 +33,7 @@
 #include "gemm_plan.h"
 #include "layout_plan.h"
 #include "lazylab/backend_plugin.hpp"
+#include "pool_plan.h"
 #include "reference_plan.h"
 #include "row_plan.h"
 
@@ -87,6 +88,7 @@ class CpuExecutable : public plugin::HostExecutable {
       std::unique_ptr<KernelPlan> plan = make_attention_plan(kernel, values_, options, blas);
       if (!plan) plan = make_gemm_plan(kernel, values_, options, blas);
       if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
+      if (!plan) plan = make_pool_plan(kernel, values_, options.arena);
       if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
       if (!plan) plan = make_axis_reduction_plan(kernel, values_, options.arena);
       if (!plan) plan = make_concat_plan(kernel, values_, options.arena);

@@ -26,10 +26,14 @@ class GemmPlan : public KernelPlan {
     epilogue_per_batch_ = epilogue_ && epilogue_->rows() == batches_ * m_ && epilogue_->cols() == n_;
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     batches_in_parallel_ = threads_ > 1 && batches_ >= threads_ && m_ * n_ * k_ <= kSmallProduct;
+    split_k_ = threads_ > 1 && batches_ == 1 && m_ * n_ <= kNarrowOutput && k_ >= kSplitDepth * threads_;
+    if (split_k_) partials_.resize(static_cast<size_t>((threads_ - 1) * m_ * n_));
   }
 
   void run(const Memory& memory) override {
-    if (batches_in_parallel_) {
+    if (split_k_) {
+      run_split_k(memory);
+    } else if (batches_in_parallel_) {
       // Small products keep one thread busy each; OpenBLAS's own threads would
       // only synchronise. One thread per sgemm, so calls do not contend.
       blas_.set_num_threads(1);
@@ -47,6 +51,39 @@ class GemmPlan : public KernelPlan {
   // 256 x 256 x 64 (one attention head's Q K^T) is small; a 256 x 3072 x 768
   // projection is not.
   static constexpr int64_t kSmallProduct = int64_t{1} << 23;
+  // A narrow output over a deep sum (a convolution's weight gradient at one
+  // kernel tap: 16 x 16 over 4096 positions) gives OpenBLAS's threads
+  // little to share: each thread sums its own slice of k instead.
+  static constexpr int64_t kNarrowOutput = 64 * 64, kSplitDepth = 512;
+
+  void run_split_k(const Memory& memory) {
+    const float* a = memory.f32(a_.value);
+    const float* b = memory.f32(b_.value);
+    float* c = memory.f32(out_);
+    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
+    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
+    int64_t slice = (k_ + threads_ - 1) / threads_;
+    blas_.set_num_threads(1);
+    parallel_chunks(*arena_, 0, threads_, 1, [&](int64_t first, int64_t end) {
+      for (int64_t t = first; t < end; ++t) {
+        int64_t k0 = t * slice, depth = std::min(k_, k0 + slice) - k0;
+        float* into = t == 0 ? c : partials_.data() + (t - 1) * m_ * n_;
+        if (depth <= 0) {
+          std::fill(into, into + m_ * n_, 0.0f);
+          continue;
+        }
+        const float* a_slice = a + (a_.transposed ? k0 * lda : k0);
+        const float* b_slice = b + (b_.transposed ? k0 : k0 * ldb);
+        blas_.sgemm(CblasRowMajor, trans_a, trans_b, m_, n_, depth, 1.0f, a_slice, lda, b_slice, ldb, 0.0f, into, n_);
+      }
+    });
+    blas_.set_num_threads(threads_);
+    for (int64_t t = 1; t < threads_; ++t) {
+      const float* partial = partials_.data() + (t - 1) * m_ * n_;
+      for (int64_t i = 0; i < m_ * n_; ++i) c[i] += partial[i];
+    }
+    if (epilogue_per_batch_) epilogue_->run_rows(memory, 0, m_);
+  }
 
   void run_batch(const Memory& memory, int64_t batch) {
     const float* a = memory.f32(a_.value) + batch * m_ * k_;
@@ -62,7 +99,8 @@ class GemmPlan : public KernelPlan {
   uint32_t out_;
   int64_t m_ = 0, n_ = 0, k_, batches_ = 0;
   std::unique_ptr<RowKernelPlan> epilogue_;
-  bool epilogue_per_batch_ = false, batches_in_parallel_ = false;
+  bool epilogue_per_batch_ = false, batches_in_parallel_ = false, split_k_ = false;
+  std::vector<float> partials_;  // threads - 1 partial products of a split k
   tbb::task_arena* arena_;
   int threads_ = 1;
   const openblas::Runtime& blas_;

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cmath>
 
+#include <array>
+
 #include "attention_variants.h"
 #include "backends/cpu/prefetch_queue.h"
 #include "core/fusion_strategy.h"
@@ -656,6 +658,42 @@ TEST_CASE("a product whose epilogue compares runs in the row loops as the interp
   auto got = program(ctx);
   CHECK(values(got[0]) == values(want[0]));  // sums of exact products of small numbers: exact in any order
   CHECK(values(got[1]) == values(want[1]));
+}
+
+TEST_CASE("narrow products over a deep sum split it between threads and match the interpreter") {
+  // A weight gradient's shape (16 x 16 over 4100 positions, then 20 x 12
+  // over 3001 with an epilogue), every transposition, on 3 threads: the
+  // slices of k are uneven; small integers keep every sum exact.
+  auto cpu = load_backend("cpu", "threads=3,strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    std::vector<float> a(m * k), b(k * n), bias(n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2.0f;
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 3);
+    Tensor lhs = ta ? transpose(ctx.from_vector(a, {k, m}), 0, 1) : ctx.from_vector(a, {m, k});
+    Tensor rhs = tb ? transpose(ctx.from_vector(b, {n, k}), 0, 1) : ctx.from_vector(b, {k, n});
+    Tensor product = matmul(lhs, rhs);
+    return std::vector<Tensor>{product, relu(product + broadcast_to(ctx.from_vector(bias, {n}), product.shape()))};
+  };
+  for (auto [m, n, k] : {std::array<int64_t, 3>{16, 16, 4100}, std::array<int64_t, 3>{20, 12, 3001}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        CAPTURE(m);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        Engine reference_engine(pipeline("lower"), *interp);
+        Context reference(reference_engine);
+        auto want = program(reference, m, n, k, ta, tb);
+        Engine engine(pipeline("canonicalize,fuse{strategy=gemm-epilogue},lower,plan-memory"), **cpu);
+        Context ctx(engine);
+        for (int step = 0; step < 3; ++step) {
+          auto got = program(ctx, m, n, k, ta, tb);
+          CHECK(values(got[0]) == values(want[0]));
+          CHECK(values(got[1]) == values(want[1]));
+        }
+      }
 }
 
 // A causal mask spread over the batch inside a batched product's epilogue,

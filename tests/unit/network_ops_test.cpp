@@ -108,6 +108,13 @@ TEST_CASE("max and average pooling; padding is never the maximum and counts only
   CHECK(values(avg_pool2d(x, {2, 2}, padded, true))[0] == doctest::Approx(-0.25));
   Tensor nan = s.ctx.from_vector<float>({1, NAN, 3, 4}, {1, 1, 2, 2});
   CHECK(std::isnan(values(max_pool2d(nan, {2, 2}))[0]));
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  Engine engine(pipeline("lower"), **cpu);
+  Context ctx(engine);
+  Tensor nans = ctx.from_vector<float>({1, NAN, 3, 4, NAN, 2}, {1, 1, 2, 3});
+  std::vector<float> pooled = values(max_pool2d(nans, {2, 2}, {{1, 1}, {0, 0, 0, 0}, {1, 1}}));
+  CHECK((std::isnan(pooled[0]) && std::isnan(pooled[1])));  // cpu's pool plan: a NaN in the window wins
 }
 
 // Each case's outputs on cpu, through every fusion strategy, against interp.
@@ -162,6 +169,12 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Window2d w{{2, 2}, {1, 1, 1, 1}, {1, 1}};
          return std::vector<Tensor>{max_pool2d(x, {3, 3}, w), avg_pool2d(x, {3, 3}, w, false) * 2.0,
                                     avg_pool2d(x, {3, 3}, w, true)};
+       }},
+      {"max pools of their own: stride, dilation, asymmetric pads, negative values",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(3 * 2 * 9 * 7), {3, 2, 9, 7}) - 5.0;
+         return std::vector<Tensor>{max_pool2d(x, {3, 2}, {{2, 1}, {1, 0, 2, 1}, {2, 3}}),
+                                    max_pool2d(x, {2, 2}, {{2, 2}, {0, 0, 0, 0}, {1, 1}})};
        }},
       {"embedding lookup, pad and erf-gelu",
        [](Context& c) {

@@ -1,0 +1,87 @@
+#include "pool_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "parallel.h"
+
+namespace lazylab::cpu {
+namespace {
+
+struct PoolWindow {
+  int64_t kernel[2], strides[2], pads[2], dilations[2];
+};
+
+// out[plane, i, j] = the largest of the window's values inside the image
+// (padding takes no part; -inf where none is inside), NaN if one is NaN: the
+// reference's semantics.
+class MaxPool : public KernelPlan {
+ public:
+  MaxPool(uint32_t in, uint32_t out, const ValueInfo& x, const ValueInfo& y, const PoolWindow& window,
+          tbb::task_arena* arena)
+      : in_(in),
+        out_(out),
+        planes_(x.shape[0] * x.shape[1]),
+        height_(x.shape[2]),
+        width_(x.shape[3]),
+        out_h_(y.shape[2]),
+        out_w_(y.shape[3]),
+        w_(window),
+        arena_(arena) {}
+
+  void run(const Memory& memory) override {
+    const float* x = memory.f32(in_);
+    float* y = memory.f32(out_);
+    auto planes = [&](int64_t first, int64_t end) {
+      for (int64_t plane = first; plane < end; ++plane)
+        pool_plane(x + plane * height_ * width_, y + plane * out_h_ * out_w_);
+    };
+    if (!arena_ || planes_ * out_h_ * out_w_ < 16384) return planes(0, planes_);
+    parallel_chunks(*arena_, 0, planes_, 1, planes);
+  }
+
+ private:
+  void pool_plane(const float* plane, float* out) const {
+    for (int64_t i = 0; i < out_h_; ++i)
+      for (int64_t j = 0; j < out_w_; ++j) {
+        float best = -INFINITY;
+        for (int64_t p = 0; p < w_.kernel[0]; ++p) {
+          int64_t y = i * w_.strides[0] - w_.pads[0] + p * w_.dilations[0];
+          if (y < 0 || y >= height_) continue;
+          for (int64_t q = 0; q < w_.kernel[1]; ++q) {
+            int64_t x = j * w_.strides[1] - w_.pads[1] + q * w_.dilations[1];
+            if (x < 0 || x >= width_) continue;
+            float v = plane[y * width_ + x];
+            if (!std::isnan(best) && !(v <= best)) best = v;  // a NaN read stays
+          }
+        }
+        out[i * out_w_ + j] = best;
+      }
+  }
+
+  uint32_t in_, out_;
+  int64_t planes_, height_, width_, out_h_, out_w_;
+  PoolWindow w_;
+  tbb::task_arena* arena_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                           tbb::task_arena* arena) {
+  if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_MaxPool2d) return nullptr;
+  const lazylab_op& op = kernel.ops[0];
+  const ValueInfo &x = values[op.operands[0]], &y = values[op.result];
+  bool memory = x.kind != LAZYLAB_VALUE_KERNEL_LOCAL && y.kind != LAZYLAB_VALUE_KERNEL_LOCAL;
+  if (!memory || x.dtype != LAZYLAB_F32 || x.shape.size() != 4 || y.shape.size() != 4 || y.size() == 0) return nullptr;
+  PoolWindow w{};
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = op.attrs[0].ints[d];
+    w.strides[d] = op.attrs[1].ints[d];
+    w.pads[d] = op.attrs[2].ints[d];  // top, left; bottom and right only bound the output's size
+    w.dilations[d] = op.attrs[3].ints[d];
+  }
+  return std::make_unique<MaxPool>(op.operands[0], op.result, x, y, w, arena);
+}
+
+}  // namespace lazylab::cpu
