@@ -36,7 +36,8 @@ enum class TypeRule : uint8_t {
   Matmul,
   Gather,
   Pad,
-  Window
+  Window,
+  Scatter
 };
 // Scalar: a value of the node's dtype (a constant's, a pad's fill), exact
 // for every dtype; see scalar_attr.

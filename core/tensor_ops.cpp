@@ -208,6 +208,16 @@ Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis) {
   return data.context().record(OpId::Gather, operands, attrs);
 }
 
+Tensor scatter_add(const Tensor& data, const Tensor& indices, const Tensor& updates, int64_t axis) {
+  if (!data.ok() || !indices.ok() || !updates.ok()) return first_error({&data, &indices, &updates});
+  auto normalized = normalize_axis(axis, data.rank());
+  if (!normalized) return data.context().error_tensor(make_error("scatter_add: " + normalized.error().message));
+  Attrs attrs;
+  attrs[0].i = *normalized;
+  Tensor operands[] = {data, indices, updates};
+  return data.context().record(OpId::ScatterAdd, operands, attrs);
+}
+
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, double value) {
   if (!x.ok()) return x;
   Attrs attrs;

@@ -53,6 +53,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 // Slices of `data` along `axis` picked by integer `indices` (an embedding
 // lookup along axis 0).
 Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis = 0);
+// data with each slice of `updates` added to the slice of `data` along `axis`
+// that `indices` names (gather's adjoint: an embedding's gradient).
+Tensor scatter_add(const Tensor& data, const Tensor& indices, const Tensor& updates, int64_t axis = 0);
 // `low[d]` and `high[d]` elements of `value` around each dim d.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, double value = 0);
 

@@ -162,6 +162,18 @@ Expected<TensorType> infer_gather(OpId op, const TensorType& data, const TensorT
   return out;
 }
 
+// scatter_add: updates have the shape gather(data, indices, axis) would.
+Expected<TensorType> infer_scatter(OpId op, const TensorType& data, const TensorType& indices,
+                                   const TensorType& updates, int64_t axis) {
+  if (!is_float(data.dtype)) return type_error(op, fmt::format("needs floating-point data, got {}", to_string(data)));
+  auto gathered = infer_gather(op, data, indices, axis);
+  if (!gathered) return gathered.error();
+  if (!(updates == *gathered))
+    return type_error(op, fmt::format("updates must be {} (data {}, indices {}, axis {}), got {}", to_string(*gathered),
+                                      to_string(data), to_string(indices), axis, to_string(updates)));
+  return data;
+}
+
 Expected<TensorType> infer_pad(OpId op, const TensorType& in, const Attrs& attrs) {
   const Ints &low = attrs[0].ints, &high = attrs[1].ints;
   if (static_cast<int64_t>(low.size()) != in.rank() || static_cast<int64_t>(high.size()) != in.rank())
@@ -273,6 +285,7 @@ Expected<TensorType> infer_by_rule(OpId op, Operands operands, const Attrs& attr
     case TypeRule::Matmul: return infer_matmul(op, *operands[0], *operands[1]);
     case TypeRule::Gather: return infer_gather(op, *operands[0], *operands[1], attrs[0].i);
     case TypeRule::Pad: return infer_pad(op, *operands[0], attrs);
+    case TypeRule::Scatter: return infer_scatter(op, *operands[0], *operands[1], *operands[2], attrs[0].i);
     case TypeRule::Window: return infer_window(op, operands, attrs);
   }
   return type_error(op, "unknown type rule");

@@ -36,6 +36,7 @@
 #include "pool_plan.h"
 #include "reference_plan.h"
 #include "row_plan.h"
+#include "scatter_plan.h"
 
 namespace lazylab::cpu {
 
@@ -93,6 +94,7 @@ class CpuExecutable : public plugin::HostExecutable {
       if (!plan) plan = make_axis_reduction_plan(kernel, values_, options.arena);
       if (!plan) plan = make_concat_plan(kernel, values_, options.arena);
       if (!plan) plan = make_gather_plan(kernel, values_, options.arena);
+      if (!plan) plan = make_scatter_plan(kernel, values_, options.arena);
       if (!plan) plan = make_row_plan(kernel, values_, options);
       bool fast = plan && !plan->runs_reference_kernels();
       if (!fast && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))

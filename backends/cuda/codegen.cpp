@@ -646,6 +646,7 @@ class OpSource {
       case ops::Category::Layout:
         if (op.op == LAZYLAB_OP_Concat) return concat(op, name, launch);
         if (op.op == LAZYLAB_OP_Gather) return gather(op, name, launch);
+        if (op.op == LAZYLAB_OP_ScatterAdd) return scatter_add(op, name, launch);
         if (op.op == LAZYLAB_OP_Pad) return pad(op, name, launch);
         return layout(op, name, launch);
       case ops::Category::Window: return window(op, name, launch);
@@ -746,6 +747,35 @@ class OpSource {
         "    row = row < 0 ? 0 : row >= {5}LL ? {5}LL - 1 : row;\n"
         "    y[t] = x[(o * {5}LL + row) * {3}LL + in];\n  }}\n}}\n",
         name, type, storage_type(indices.dtype), inner, count, n);
+  }
+
+  // A thread per column (outer slice o, inner position in): it copies its
+  // column of the data, then adds the updates in index order, so repeated
+  // indices sum in one order with no atomics (the result is the same on
+  // every run). Indices out of range are clamped, as gather's.
+  std::string scatter_add(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &data = program_.values[op.operands[0]], &indices = program_.values[op.operands[1]];
+    int64_t axis = op.attrs[0].i, inner = 1, outer = 1, n = data.shape[axis], count = elements_of(indices);
+    for (uint32_t d = axis + 1; d < data.rank; ++d) inner *= data.shape[d];
+    for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+    launch = Launch{name, {op.operands[0], op.operands[1], op.operands[2], op.result}, outer * inner};
+    const char* type = storage_type(data.dtype);
+    const char* acc = data.dtype == LAZYLAB_F64 ? "double" : "float";
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {2}* __restrict__ index, "
+        "const {1}* __restrict__ u, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long in = t % {3}LL, o = t / {3}LL;\n"
+        "    for (long long r = 0; r < {5}LL; ++r) y[(o * {5}LL + r) * {3}LL + in] = x[(o * {5}LL + r) * {3}LL + in];\n"
+        "    for (long long i = 0; i < {4}LL; ++i) {{\n"
+        "      long long row = (long long)index[i];\n"
+        "      if (row < 0) row += {5}LL;\n"
+        "      row = row < 0 ? 0 : row >= {5}LL ? {5}LL - 1 : row;\n"
+        "      const long long at = (o * {5}LL + row) * {3}LL + in;\n"
+        "      y[at] = ({1})(({6})y[at] + ({6})u[(o * {4}LL + i) * {3}LL + in]);\n"
+        "    }}\n  }}\n}}\n",
+        name, type, storage_type(indices.dtype), inner, count, n, acc);
   }
 
   std::string pad(const lazylab_op& op, const std::string& name, Launch& launch) const {

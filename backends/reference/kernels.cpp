@@ -301,12 +301,12 @@ void layernorm(const Array& x, const Array& w, const Array& b, double eps, Array
   }
 }
 
-// An index along a gathered axis of size n, counting from the end when
-// negative.
-int64_t gathered_index(long long index, int64_t n) {
+// An index along a gathered (or scattered) axis of size n, counting from
+// the end when negative.
+int64_t gathered_index(long long index, int64_t n, const char* op = "gather") {
   if (index < -n || index >= n)
-    throw std::runtime_error("gather: index " + std::to_string(index) + " is out of range for a dimension of " +
-                             std::to_string(n));
+    throw std::runtime_error(std::string(op) + ": index " + std::to_string(index) +
+                             " is out of range for a dimension of " + std::to_string(n));
   return index < 0 ? index + n : index;
 }
 
@@ -320,6 +320,23 @@ void gather(const Array& data, const Array& indices, int64_t axis, Array& out) {
       for (int64_t in = 0; in < inner; ++in)
         copy_element(data, (o * n + row) * inner + in, out, (o * count + i) * inner + in);
     }
+}
+
+// Every index is checked before anything is written; the sums are taken in
+// f64, in index order, and rounded once.
+void scatter_add(const Array& data, const Array& indices, const Array& updates, int64_t axis, Array& out) {
+  int64_t outer = 1, inner = 1, n = data.shape[axis], count = indices.size();
+  for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) rows[i] = gathered_index(load_int(indices, i), n, "scatter_add");
+  std::vector<double> sums(static_cast<size_t>(data.size()));
+  for (int64_t i = 0; i < data.size(); ++i) sums[i] = load(data, i);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t in = 0; in < inner; ++in)
+        sums[(o * n + rows[i]) * inner + in] += load(updates, (o * count + i) * inner + in);
+  for (int64_t i = 0; i < out.size(); ++i) store(out, i, sums[i]);
 }
 
 void pad(const Array& x, const std::vector<Attr>& attrs, Array& out) {
@@ -430,6 +447,7 @@ void evaluate(uint32_t op, const std::vector<const Array*>& in, const std::vecto
     case LAZYLAB_OP_Softmax: return softmax(*in[0], attrs[0].i, out);
     case LAZYLAB_OP_Layernorm: return layernorm(*in[0], *in[1], *in[2], attrs[0].f, out);
     case LAZYLAB_OP_Gather: return gather(*in[0], *in[1], attrs[0].i, out);
+    case LAZYLAB_OP_ScatterAdd: return scatter_add(*in[0], *in[1], *in[2], attrs[0].i, out);
     case LAZYLAB_OP_Pad: return pad(*in[0], attrs, out);
     case LAZYLAB_OP_Conv2d: return conv2d(*in[0], *in[1], window_of(op, in, attrs), attrs[3].i, out);
     case LAZYLAB_OP_MaxPool2d:

@@ -180,6 +180,22 @@ class Generator {
         if (!indices) return false;
         return commit(builder_.add(op, {x, *indices}, attrs));
       }
+      case TypeRule::Scatter: {
+        // Indices from an iota over [k, 2] along its first axis: in range,
+        // each picked twice, so repeated indices add up.
+        if (t.rank() == 0 || !is_float(t.dtype)) return false;
+        attrs[0].i = pick(0, static_cast<int>(t.rank()) - 1);
+        int64_t axis = attrs[0].i;
+        if (t.shape[axis] < 1) return false;
+        TensorType indices_type{DType::I64, {pick(1, static_cast<int>(t.shape[axis])), 2}};
+        Attrs iota_axis;
+        auto indices = builder_.add(OpId::Iota, {}, iota_axis, &indices_type);
+        if (!indices) return false;
+        Dims updates(t.shape.begin(), t.shape.begin() + axis);
+        updates.insert(updates.end(), indices_type.shape.begin(), indices_type.shape.end());
+        updates.insert(updates.end(), t.shape.begin() + axis + 1, t.shape.end());
+        return commit(builder_.add(op, {x, *indices, value_of({t.dtype, updates})}, attrs));
+      }
       case TypeRule::Pad:
         for (int64_t d = 0; d < t.rank(); ++d) {
           attrs[0].ints.push_back(pick(0, 2));

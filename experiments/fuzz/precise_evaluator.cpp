@@ -124,6 +124,7 @@ class Evaluator {
       case OpId::Softmax: return softmax(node, out);
       case OpId::Layernorm: return layernorm(node, out);
       case OpId::Gather: return take(node, out);
+      case OpId::ScatterAdd: return scatter_add(node, out);
       case OpId::Pad: return pad(node, out);
       case OpId::Conv2d: return conv2d(node, out);
       case OpId::MaxPool2d:
@@ -242,6 +243,25 @@ class Evaluator {
       in.insert(in.end(), o.begin() + axis + count, o.end());
       return x.elements[ravel(in, strides)];
     });
+  }
+
+  // Each update added to the element its index picks, in long double, the
+  // result rounded once to the dtype.
+  Status scatter_add(const Node& node, Value& out) {
+    const Value &x = operand(node, 0), &indices = operand(node, 1), &updates = operand(node, 2);
+    int64_t axis = node.attrs[0].i, count = static_cast<int64_t>(indices.type.shape.size());
+    Index strides = strides_of(x.type.shape), index_strides = strides_of(indices.type.shape);
+    out.elements = x.elements;
+    for (size_t flat = 0; flat < updates.elements.size(); ++flat) {
+      Index u = unravel(static_cast<int64_t>(flat), updates.type.shape);
+      Index at(u.begin(), u.begin() + axis), picked(u.begin() + axis, u.begin() + axis + count);
+      int64_t row = as_integer(indices.elements[ravel(picked, index_strides)]);
+      at.push_back(row < 0 ? row + x.type.shape[axis] : row);
+      at.insert(at.end(), u.begin() + axis + count, u.end());
+      out.elements[ravel(at, strides)] += updates.elements[flat];
+    }
+    for (Real& e : out.elements) e = store_real(out.type.dtype, e);
+    return {};
   }
 
   Status pad(const Node& node, Value& out) {

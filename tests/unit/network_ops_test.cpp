@@ -57,6 +57,27 @@ TEST_CASE("gather picks slices along an axis; negative indices count from the en
         "gather: indices must be i32 or i64, got f32[1]");
 }
 
+TEST_CASE("scatter_add adds slices of updates where indices point, repeats and negatives included") {
+  Session s;
+  Tensor data = s.ctx.from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor rows = s.ctx.from_vector<int64_t>({2, 0, -1, 2}, {2, 2});  // row 2 three times, row 0 once
+  Tensor updates = s.ctx.from_vector<float>({10, 20, 30, 40, 50, 60, 70, 80}, {2, 2, 2});
+  check_close(values(scatter_add(data, rows, updates, 0)), {1 + 30, 2 + 40, 3, 4, 5 + 10 + 50 + 70, 6 + 20 + 60 + 80});
+  Tensor columns = s.ctx.from_vector<int32_t>({1, 1}, {2});
+  Tensor along = s.ctx.from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  check_close(values(scatter_add(data, columns, along, 1)), {1, 2 + 1 + 2, 3, 4 + 3 + 4, 5, 6 + 5 + 6});
+  // Out of range: the reference's error, as gather's.
+  auto outside = scatter_add(data, s.ctx.from_vector<int64_t>({3}, {1}), s.ctx.from_vector<float>({1, 1}, {1, 2}), 0)
+                     .to_vector<float>();
+  REQUIRE(!outside.ok());
+  CHECK(outside.error().message.find("scatter_add: index 3 is out of range for a dimension of 3") != std::string::npos);
+  CHECK(error_of(scatter_add(data, rows, data, 0)) ==
+        "scatter_add: updates must be f32[2,2,2] (data f32[3,2], indices i64[2,2], axis 0), got f32[3,2]");
+  CHECK(error_of(scatter_add(s.ctx.from_vector<int64_t>({1, 2}, {2}), s.ctx.from_vector<int64_t>({0}, {1}),
+                             s.ctx.from_vector<int64_t>({1}, {1}), 0)) ==
+        "scatter_add: needs floating-point data, got i64[2]");
+}
+
 TEST_CASE("pad surrounds each dim with the value") {
   Session s;
   Tensor x = s.ctx.from_vector<float>({1, 2, 3, 4}, {2, 2});
@@ -175,6 +196,15 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor x = c.from_vector<float>(wavy(3 * 2 * 9 * 7), {3, 2, 9, 7}) - 5.0;
          return std::vector<Tensor>{max_pool2d(x, {3, 2}, {{2, 1}, {1, 0, 2, 1}, {2, 3}}),
                                     max_pool2d(x, {2, 2}, {{2, 2}, {0, 0, 0, 0}, {1, 1}})};
+       }},
+      {"an embedding's gradient: scatter_add with repeated and negative indices, after an elementwise op",
+       [](Context& c) {
+         Tensor table = c.from_vector<float>(wavy(10 * 6), {10, 6});
+         Tensor ids = c.from_vector<int64_t>({3, 9, 0, 3, -2, 3}, {2, 3});
+         Tensor grads = tanh(c.from_vector<float>(wavy(2 * 3 * 6), {2, 3, 6}));
+         Tensor sideways = c.from_vector<int32_t>({5, 0, 5}, {3});
+         return std::vector<Tensor>{scatter_add(table * 0.5, ids, grads, 0),
+                                    scatter_add(table, sideways, c.from_vector<float>(wavy(10 * 3), {10, 3}), 1)};
        }},
       {"embedding lookup, pad and erf-gelu",
        [](Context& c) {

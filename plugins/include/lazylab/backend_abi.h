@@ -61,7 +61,7 @@
  * the device's work (so that it reads a buffer shared through DLPack
  * without the host waiting), and the device's later work made to wait for
  * that stream (so that the buffer is freed after the stream has read it).
- * Version 3.8 (this header) appends buffer donation: the program's
+ * Version 3.8 appends buffer donation: the program's
  * output_donors name, per output, the parameter whose buffer the output may
  * be written into (the host checked that nothing reads that parameter once
  * the output is being written: its readers run in earlier kernels, or in the
@@ -72,6 +72,8 @@
  * before); one that takes a buffer must run an elementwise kernel's ops in
  * order for each element (or block of elements), and must not take memory
  * it does not own (host data it aliases).
+ * Version 3.9 (this header) appends the op scatter_add (gather's adjoint:
+ * an embedding's gradient).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -119,7 +121,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 8u
+#define LAZYLAB_ABI_MINOR 9u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */

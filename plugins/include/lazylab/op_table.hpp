@@ -24,7 +24,8 @@ enum class TypeRule : uint8_t {
   Matmul,
   Gather,
   Pad,
-  Window
+  Window,
+  Scatter
 };
 
 struct Row {

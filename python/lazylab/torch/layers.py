@@ -8,7 +8,7 @@ import math
 import lazylab
 from lazylab import ops
 
-from .lowering import lowers, lowers_with_inplace, not_equal, one_hot
+from .lowering import lowers, lowers_with_inplace, not_equal
 
 
 def summed(x, axes, keepdim=False):
@@ -190,20 +190,20 @@ def embedding(c):
 
 @lowers("embedding_dense_backward")
 def embedding_dense_backward(c):
-    """Each row's gradient summed into its token's row: a one-hot product
-    (lazylab has no scatter-add yet; dense in the vocabulary size). The
-    one-hot rows are float arithmetic on the token numbers, as the loss's
-    (lowering.one_hot), so the kernel holds one dtype."""
+    """Each row's gradient added into its token's row of a zero table:
+    scatter_add, gather's adjoint (linear in the tokens, where a one-hot
+    product was quadratic in the vocabulary). Rows of padding_idx add
+    nothing."""
     if c.get("scale_grad_by_freq", False):
         raise lazylab.Error("scale_grad_by_freq is not lowered yet")
     grad, indices = c.value("grad_output"), c.value("indices")
     rows = math.prod(indices.shape)
     width = grad.shape[-1]
-    tokens = indices.astype(grad.dtype).reshape(rows, 1)
-    onehot = one_hot(c, tokens, c["num_weights"])
+    updates = grad.reshape(rows, width)
     if c.get("padding_idx", -1) >= 0:
-        onehot = onehot * not_equal(c, tokens, c["padding_idx"])
-    return c.new(onehot.transpose(0, 1) @ grad.reshape(rows, width))
+        updates = updates * not_equal(c, indices.astype(grad.dtype).reshape(rows, 1), c["padding_idx"])
+    table = c.device.context.full(0, [c["num_weights"], width], grad.dtype)
+    return c.new(ops.scatter_add(table, indices.reshape(rows), updates, axis=0))
 
 
 # ---- masks ----

@@ -1,0 +1,89 @@
+#include "scatter_plan.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "parallel.h"
+
+namespace lazylab::cpu {
+namespace {
+
+class ScatterAdd : public KernelPlan {
+ public:
+  ScatterAdd(uint32_t data, uint32_t indices, uint32_t updates, uint32_t out, int64_t outer, int64_t extent,
+             int64_t inner, tbb::task_arena* arena)
+      : data_(data),
+        indices_(indices),
+        updates_(updates),
+        out_(out),
+        outer_(outer),
+        extent_(extent),
+        inner_(inner),
+        arena_(arena) {}
+
+  void run(const Memory& memory) override {
+    const std::vector<int64_t> rows = checked_rows(memory);  // before anything is written
+    const float* data = memory.f32(data_);
+    const float* updates = memory.f32(updates_);
+    float* out = memory.f32(out_);
+    int64_t count = static_cast<int64_t>(rows.size());
+    // Each outer slice is its own: threads split the slices, and within one
+    // the blocks add in index order, so repeated indices sum as the
+    // reference orders them.
+    auto body = [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        float* slice = out + o * extent_ * inner_;
+        if (slice != data + o * extent_ * inner_)
+          std::memcpy(slice, data + o * extent_ * inner_, static_cast<size_t>(extent_ * inner_) * sizeof(float));
+        for (int64_t i = 0; i < count; ++i) {
+          float* block = slice + rows[i] * inner_;
+          const float* add = updates + (o * count + i) * inner_;
+          for (int64_t in = 0; in < inner_; ++in) block[in] += add[in];
+        }
+      }
+    };
+    if (!arena_ || outer_ == 1 || outer_ * (extent_ + count) * inner_ < (64 << 10)) return body(0, outer_);
+    parallel_chunks(*arena_, 0, outer_, 1, body);
+  }
+
+ private:
+  std::vector<int64_t> checked_rows(const Memory& memory) const {
+    const ValueInfo& info = (*memory.values)[indices_];
+    const void* raw = memory.address(indices_);
+    std::vector<int64_t> rows(static_cast<size_t>(info.size()));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      int64_t index =
+          info.dtype == LAZYLAB_I64 ? static_cast<const int64_t*>(raw)[i] : static_cast<const int32_t*>(raw)[i];
+      if (index < -extent_ || index >= extent_)
+        throw std::runtime_error("scatter_add: index " + std::to_string(index) +
+                                 " is out of range for a dimension of " + std::to_string(extent_));
+      rows[i] = index < 0 ? index + extent_ : index;
+    }
+    return rows;
+  }
+
+  uint32_t data_, indices_, updates_, out_;
+  int64_t outer_, extent_, inner_;
+  tbb::task_arena* arena_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                              tbb::task_arena* arena) {
+  if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_ScatterAdd) return nullptr;
+  const lazylab_op& op = kernel.ops[0];
+  const ValueInfo &data = values[op.operands[0]], &indices = values[op.operands[1]], &updates = values[op.operands[2]],
+                  &out = values[op.result];
+  for (const ValueInfo* v : {&data, &indices, &updates, &out})
+    if (v->kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
+  if (data.dtype != LAZYLAB_F32 || (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32)) return nullptr;
+  int64_t axis = op.attrs[0].i, outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+  for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
+  return std::make_unique<ScatterAdd>(op.operands[0], op.operands[1], op.operands[2], op.result, outer,
+                                      data.shape[axis], inner, arena);
+}
+
+}  // namespace lazylab::cpu
