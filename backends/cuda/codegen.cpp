@@ -562,10 +562,14 @@ class RowSpaceSource {
                           : op.op == LAZYLAB_OP_ReduceMin ? "LazylabMin"
                                                           : "LazylabSum";
     bool sums = op.op == LAZYLAB_OP_ReduceSum || op.op == LAZYLAB_OP_ReduceMean;
-    std::string acc_type = integer && sums ? "unsigned long long" : register_type(type);
+    // A bool max or min is held as an int: warp shuffles move no bools (a
+    // reduce_min of bools did not compile; found by lazylab fuzz).
+    bool boolean = type == LAZYLAB_BOOL;
+    std::string acc_type = integer && sums ? "unsigned long long" : boolean ? "int" : register_type(type);
     std::string init = sums ? "0" : op.op == LAZYLAB_OP_ReduceMax ? literal(-INFINITY, type) : literal(INFINITY, type);
     if (integer && !sums)
-      init = op.op == LAZYLAB_OP_ReduceMax
+      init = boolean ? (op.op == LAZYLAB_OP_ReduceMax ? "0" : "1")
+             : op.op == LAZYLAB_OP_ReduceMax
                  ? (type == LAZYLAB_I32 ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)")
                  : (type == LAZYLAB_I32 ? "2147483647" : "9223372036854775807LL");
     if (!warp_rows_) shared += fmt::format("  __shared__ {} s{}[32];\n", acc_type, op.result);

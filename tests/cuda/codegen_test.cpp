@@ -105,6 +105,8 @@ TEST_CASE("every op of the op table generates code, opaque kernels op by op") {
       erf(x),                                                   // erf
       gather(d, ctx.from_vector<int64_t>({1, -2, 0}, {3}), 1),  // gather, negative index
       pad(i, {1, 0}, {0, 2}, 7),                                // pad (integer)
+      min(gt(x, ctx.full(2.5, x.type())), {1}),                 // a bool row min and max
+      max(gt(x, ctx.full(4.5, x.type())), {0, 1}),
       scatter_add(d, ctx.from_vector<int64_t>({1, -2, 1}, {3}), ctx.full(0.5, TensorType{DType::F64, {2, 3}}),
                   1),  // scatter_add, a repeated and a negative index
       conv2d(reshape(x, {1, 1, 2, 3}), ctx.full(0.5, TensorType{DType::F32, {2, 1, 2, 2}}),

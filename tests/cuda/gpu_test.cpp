@@ -172,7 +172,10 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
         erf(x),
         cast(gather(d, ctx.from_vector<int64_t>({1, -2, 0}, {3}), 1), DType::F32),
         cast(pad(i, {1, 0}, {0, 2}, 7), DType::F32),
-        scatter_add(x, ctx.from_vector<int64_t>({1, -2, 1, 0}, {2, 2}), reshape(exp(x) * 0.5, {2, 2, 2, 3}) * 1.0, 0),
+        cast(min(gt(x, ctx.full(0.5, x.type())), {1}), DType::F32),  // bool min and max (all true, then mixed)
+        cast(max(gt(x, ctx.full(4.5, x.type())), {1}), DType::F32),
+        cast(min(gt(x, ctx.full(2.5, x.type())), {0, 1}), DType::F32),
+        scatter_add(x, ctx.from_vector<int64_t>({1, -2, 1, 0}, {2, 2}), reshape(concat({x, exp(x)}, 0), {2, 2, 3}), 0),
         cast(scatter_add(d, ctx.from_vector<int32_t>({2, -1, 0}, {3}), ctx.full(0.25, TensorType{DType::F64, {2, 3}}),
                          1),
              DType::F32),
