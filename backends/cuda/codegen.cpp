@@ -583,7 +583,9 @@ class RowSpaceSource {
     std::string combine = warp_rows_ ? fmt::format("lazylab_warp_reduce(a{}, {}())", op.result, functor)
                                      : fmt::format("lazylab_block_reduce(a{0}, s{0}, {1}())", op.result, functor);
     std::string result = fmt::format("a{}", op.result);
-    if (op.op == LAZYLAB_OP_ReduceMean)
+    if (boolean)  // the reference's sum or mean of bools, stored as a bool: whether one is true
+      result = fmt::format("a{} != 0", op.result);
+    else if (op.op == LAZYLAB_OP_ReduceMean)
       result = integer ? fmt::format("(long long)a{} / {}LL", op.result, cols_)
                        : fmt::format("a{} / ({}){}", op.result, acc_type, cols_);
     row_known_.insert(op.result);
@@ -943,18 +945,29 @@ class OpSource {
     uint32_t type = in.dtype;
     bool integer = !is_float(type);
     bool sums = op.op == LAZYLAB_OP_ReduceSum || op.op == LAZYLAB_OP_ReduceMean;
-    std::string acc = integer && sums ? "unsigned long long" : is_float(type) ? "double" : register_type(type);
+    bool boolean = type == LAZYLAB_BOOL;
+    std::string acc = integer && sums  ? "unsigned long long"
+                      : is_float(type) ? "double"
+                      : boolean        ? "int"
+                                       : register_type(type);
     const char* functor = op.op == LAZYLAB_OP_ReduceMax   ? "LazylabMax"
                           : op.op == LAZYLAB_OP_ReduceMin ? "LazylabMin"
                                                           : "LazylabSum";
-    std::string init = sums ? "0"
+    // A bool max starts false and a min true (INT64_MIN as a bool was true:
+    // a max over size-1 axes of false gave true; found by lazylab fuzz).
+    std::string init = sums      ? "0"
+                       : boolean ? (op.op == LAZYLAB_OP_ReduceMax ? "0" : "1")
                        : integer
                            ? (op.op == LAZYLAB_OP_ReduceMax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL")
                        : op.op == LAZYLAB_OP_ReduceMax ? "(-__longlong_as_double(0x7ff0000000000000LL))"
                                                        : "__longlong_as_double(0x7ff0000000000000LL)";
-    std::string result = op.op == LAZYLAB_OP_ReduceMean ? (integer ? fmt::format("(long long)acc / {}LL", count)
-                                                                   : fmt::format("acc / {}.0", count))
-                                                        : "acc";
+    // A sum or mean of bools stored as a bool is whether one is true (the
+    // reference's); a count cast to a byte was stored as 2 or 8 (found by
+    // lazylab fuzz on the H200).
+    std::string result = type == LAZYLAB_BOOL             ? "acc != 0"
+                         : op.op == LAZYLAB_OP_ReduceMean ? (integer ? fmt::format("(long long)acc / {}LL", count)
+                                                                     : fmt::format("acc / {}.0", count))
+                                                          : "acc";
     launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
     return fmt::format(
         "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
@@ -983,8 +996,8 @@ class OpSource {
         "    {5} acc = 0;\n"
         "    for (long long p = 0; p < {4}LL; ++p)\n"
         "      acc += ({5})pa[(b * {2}LL + i) * {4}LL + p] * ({5})pb[(b * {4}LL + p) * {3}LL + j];\n"
-        "    pc[t] = ({1})acc;\n  }}\n}}\n",
-        name, storage_type(type), m, n, k, acc);
+        "    pc[t] = ({1})({6});\n  }}\n}}\n",
+        name, storage_type(type), m, n, k, acc, type == LAZYLAB_BOOL ? "acc != 0" : "acc");
   }
 
   const lazylab_program& program_;

@@ -107,6 +107,9 @@ TEST_CASE("every op of the op table generates code, opaque kernels op by op") {
       pad(i, {1, 0}, {0, 2}, 7),                                // pad (integer)
       min(gt(x, ctx.full(2.5, x.type())), {1}),                 // a bool row min and max
       max(gt(x, ctx.full(4.5, x.type())), {0, 1}),
+      sum(gt(x, ctx.full(2.5, x.type())), {0, 1}, true),  // bool sums, products, max over size-1 axes
+      matmul(gt(x, ctx.full(0.5, x.type())), transpose(gt(x, ctx.full(1.5, x.type())), 0, 1)),
+      max(reshape(gt(x, ctx.full(9.5, x.type())), {1, 1, 6}), {0, 1}, true),
       scatter_add(d, ctx.from_vector<int64_t>({1, -2, 1}, {3}), ctx.full(0.5, TensorType{DType::F64, {2, 3}}),
                   1),  // scatter_add, a repeated and a negative index
       conv2d(reshape(x, {1, 1, 2, 3}), ctx.full(0.5, TensorType{DType::F32, {2, 1, 2, 2}}),
@@ -205,6 +208,20 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(plain.source, "__global__") == 2);
     CHECK(cuda::compile_cuda(plain.source, no_cache()).cubin.size() > 100);
   }
+}
+
+TEST_CASE("bool sums, products and maxima store whether one is true, from false") {
+  // As the reference stores them (found by lazylab fuzz on the H200: a count
+  // stored as a byte read 2 or 8, and a max started from INT64_MIN as a bool,
+  // which is true).
+  Context ctx;
+  Tensor a = gt(ctx.from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}), ctx.full(2.5, TensorType{DType::F32, {2, 3}}));
+  std::vector<Tensor> roots = {matmul(a, transpose(a, 0, 1)), sum(a, {0, 1}, true),
+                               max(reshape(a, {1, 1, 6}), {0, 1}, true)};
+  std::string source = generated(lowered(ctx.capture(), "lower")).source;
+  CHECK(count(source, "acc != 0") == 3);      // the product, the sum and the max
+  CHECK(count(source, "int acc = 0;") == 1);  // the max, from false
+  CHECK(cuda::compile_cuda(source, no_cache()).cubin.size() > 100);
 }
 
 TEST_CASE("values repeating along the rows are indexed without a remainder per element") {

@@ -175,6 +175,11 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
         cast(min(gt(x, ctx.full(0.5, x.type())), {1}), DType::F32),  // bool min and max (all true, then mixed)
         cast(max(gt(x, ctx.full(4.5, x.type())), {1}), DType::F32),
         cast(min(gt(x, ctx.full(2.5, x.type())), {0, 1}), DType::F32),
+        cast(sum(gt(x, ctx.full(2.5, x.type())), {1}), DType::F32),  // bool sums: whether one is true
+        cast(sum(gt(x, ctx.full(2.5, x.type())), {0, 1}, true), DType::F32),
+        cast(max(reshape(gt(x, ctx.full(9.5, x.type())), {1, 1, 6}), {0, 1}, true), DType::F32),  // all false
+        cast(matmul(gt(x, ctx.full(0.5, x.type())), transpose(gt(x, ctx.full(1.5, x.type())), 0, 1)),
+             DType::F32),  // a bool product: whether a pair is true
         scatter_add(x, ctx.from_vector<int64_t>({1, -2, 1, 0}, {2, 2}), reshape(concat({x, exp(x)}, 0), {2, 2, 3}), 0),
         cast(scatter_add(d, ctx.from_vector<int32_t>({2, -1, 0}, {3}), ctx.full(0.25, TensorType{DType::F64, {2, 3}}),
                          1),
