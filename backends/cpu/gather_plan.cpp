@@ -23,7 +23,7 @@ class GatherCopy : public KernelPlan {
         arena_(arena) {}
 
   void run(const Memory& memory) override {
-    const std::vector<int64_t> rows = checked_rows(memory);
+    const std::vector<int64_t> rows = checked_indices(memory, indices_, extent_, "gather");
     auto* data = static_cast<const std::byte*>(memory.address(data_));
     auto* out = static_cast<std::byte*>(memory.address(out_));
     int64_t count = static_cast<int64_t>(rows.size());
@@ -38,29 +38,27 @@ class GatherCopy : public KernelPlan {
   }
 
  private:
-  // Each index as a row of the axis (negative ones count from its end), or
-  // the reference's error for one out of range, before anything is written.
-  std::vector<int64_t> checked_rows(const Memory& memory) const {
-    const ValueInfo& info = (*memory.values)[indices_];
-    const void* raw = memory.address(indices_);
-    std::vector<int64_t> rows(static_cast<size_t>(info.size()));
-    for (size_t i = 0; i < rows.size(); ++i) {
-      int64_t index =
-          info.dtype == LAZYLAB_I64 ? static_cast<const int64_t*>(raw)[i] : static_cast<const int32_t*>(raw)[i];
-      if (index < -extent_ || index >= extent_)
-        throw std::runtime_error("gather: index " + std::to_string(index) + " is out of range for a dimension of " +
-                                 std::to_string(extent_));
-      rows[i] = index < 0 ? index + extent_ : index;
-    }
-    return rows;
-  }
-
   uint32_t data_, indices_, out_;
   int64_t outer_, extent_, block_bytes_;
   tbb::task_arena* arena_;
 };
 
 }  // namespace
+
+std::vector<int64_t> checked_indices(const Memory& memory, uint32_t indices, int64_t extent, const char* op) {
+  const ValueInfo& info = (*memory.values)[indices];
+  const void* raw = memory.address(indices);
+  std::vector<int64_t> rows(static_cast<size_t>(info.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    int64_t index =
+        info.dtype == LAZYLAB_I64 ? static_cast<const int64_t*>(raw)[i] : static_cast<const int32_t*>(raw)[i];
+    if (index < -extent || index >= extent)
+      throw std::runtime_error(std::string(op) + ": index " + std::to_string(index) +
+                               " is out of range for a dimension of " + std::to_string(extent));
+    rows[i] = index < 0 ? index + extent : index;
+  }
+  return rows;
+}
 
 std::unique_ptr<KernelPlan> make_gather_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
                                              tbb::task_arena* arena) {

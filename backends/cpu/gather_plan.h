@@ -7,11 +7,18 @@
 
 #include <tbb/task_arena.h>
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "values.h"
 
 namespace lazylab::cpu {
+
+// Each index of value `indices` (i64 or i32) as a row of an axis of
+// `extent` (negative ones count from its end), or the reference's error for
+// one out of range, naming `op` (gather, scatter_add).
+std::vector<int64_t> checked_indices(const Memory& memory, uint32_t indices, int64_t extent, const char* op);
 
 // nullptr unless the kernel is one gather of data with memory by i64 or i32
 // indices with memory.

@@ -1,9 +1,8 @@
 #include "scatter_plan.h"
 
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
+#include "gather_plan.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -23,7 +22,7 @@ class ScatterAdd : public KernelPlan {
         arena_(arena) {}
 
   void run(const Memory& memory) override {
-    const std::vector<int64_t> rows = checked_rows(memory);  // before anything is written
+    const std::vector<int64_t> rows = checked_indices(memory, indices_, extent_, "scatter_add");  // before any write
     const float* data = memory.f32(data_);
     const float* updates = memory.f32(updates_);
     float* out = memory.f32(out_);
@@ -48,21 +47,6 @@ class ScatterAdd : public KernelPlan {
   }
 
  private:
-  std::vector<int64_t> checked_rows(const Memory& memory) const {
-    const ValueInfo& info = (*memory.values)[indices_];
-    const void* raw = memory.address(indices_);
-    std::vector<int64_t> rows(static_cast<size_t>(info.size()));
-    for (size_t i = 0; i < rows.size(); ++i) {
-      int64_t index =
-          info.dtype == LAZYLAB_I64 ? static_cast<const int64_t*>(raw)[i] : static_cast<const int32_t*>(raw)[i];
-      if (index < -extent_ || index >= extent_)
-        throw std::runtime_error("scatter_add: index " + std::to_string(index) +
-                                 " is out of range for a dimension of " + std::to_string(extent_));
-      rows[i] = index < 0 ? index + extent_ : index;
-    }
-    return rows;
-  }
-
   uint32_t data_, indices_, updates_, out_;
   int64_t outer_, extent_, inner_;
   tbb::task_arena* arena_;
