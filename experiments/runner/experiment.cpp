@@ -114,8 +114,8 @@ Expected<std::vector<WorkloadParams>> read_param_grid(const Reader& r, const YAM
 Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
   if (!list.IsSequence() || list.size() == 0) return r.error(list, "workloads", "expected a non-empty list");
   std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
-  // (name, params, label) -> line: the same entry twice is a mistake.
-  std::map<std::tuple<std::string, WorkloadParams, std::string>, int> seen;
+  // (name, params, label, capture) -> line: the same entry twice is a mistake.
+  std::map<std::tuple<std::string, WorkloadParams, std::string, std::string>, int> seen;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string at = fmt::format("workloads[{}]", i);
     WorkloadEntry entry;
@@ -123,13 +123,15 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "torch", "params", "label", "weights"}));
+      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "torch", "params", "label", "weights", "capture"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
       int given =
           item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined() + item["torch"].IsDefined();
       if (given != 1) return r.error(item, at, "give exactly one of 'name', 'file', 'onnx' or 'torch'");
       if (item["weights"] && !item["file"])
         return r.error(item["weights"], at + ".weights", "binds the parameters of a .lzir 'file' only");
+      if (item["capture"] && !item["torch"])
+        return r.error(item["capture"], at + ".capture", "says how a PyTorch program ('torch') is captured only");
       if (item["onnx"]) {
         auto file = r.scalar<std::string>(item["onnx"], at + ".onnx", "a path to an .onnx model");
         if (!file) return file.error();
@@ -140,6 +142,13 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
         if (!file) return file.error();
         if (!file->ends_with(".py")) return r.error(item["torch"], at + ".torch", "expected a path ending in .py");
         entry.name = (folder / *file).lexically_normal().string();
+        if (item["capture"]) {
+          // The exporter knows the capture styles (lazylab.torch.export) and
+          // names them when it is given one it does not know.
+          auto capture = r.scalar<std::string>(item["capture"], at + ".capture", "a capture style (lazy, fx)");
+          if (!capture) return capture.error();
+          entry.capture = *capture;
+        }
       } else if (item["file"]) {
         auto file = r.scalar<std::string>(item["file"], at + ".file", "a path");
         if (!file) return file.error();
@@ -164,7 +173,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     }
     for (WorkloadParams& params : grid) {
       entry.params = std::move(params);
-      auto [earlier, inserted] = seen.emplace(std::tuple(entry.name, entry.params, entry.label), entry.line);
+      auto [earlier, inserted] =
+          seen.emplace(std::tuple(entry.name, entry.params, entry.label, entry.capture), entry.line);
       if (!inserted)
         return r.error(item, at,
                        fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "

@@ -17,6 +17,7 @@ struct WorkloadEntry {
   WorkloadParams params;
   std::string label;    // optional, for reports
   std::string weights;  // optional, for a .lzir file: a folder of N.npy bound to parameter N
+  std::string capture;  // optional, for a PyTorch program: how its step is captured (empty: the lazy device)
   int line = 0;         // in the experiment file, for errors
 };
 

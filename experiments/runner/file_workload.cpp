@@ -89,9 +89,10 @@ Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path, 
 }
 
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,
-                                                  const std::string& weights) {
+                                                  const std::string& weights, const std::string& capture) {
+  if (name_or_file.ends_with(".py")) return make_torch_workload(name_or_file, overrides, capture);
+  if (!capture.empty()) return make_error(fmt::format("{}: 'capture' is a PyTorch program's (.py) only", name_or_file));
   if (name_or_file.ends_with(".onnx")) return make_onnx_workload(name_or_file, overrides);
-  if (name_or_file.ends_with(".py")) return make_torch_workload(name_or_file, overrides);
   if (!name_or_file.ends_with(".lzir")) return make_builtin_workload(name_or_file, overrides);
   if (!overrides.empty()) return make_error(fmt::format("{}: a .lzir workload takes no parameters", name_or_file));
   return make_file_workload(name_or_file, weights);

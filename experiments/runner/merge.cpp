@@ -48,7 +48,7 @@ Expected<MergedRun> merge_shards(const std::vector<LoadedReport>& shards, const 
     if (shard.experiment_hash != fmt::format("{:016x}", experiment->hash))
       return make_error(fmt::format("{}: ran a different version of {} (hash {}, the file now hashes {:016x})",
                                     shard.path, path, shard.experiment_hash, experiment->hash));
-  MergedRun merged{{*experiment, "", false, first.ceilings, first.device_ceilings_for(*experiment), {}, {}, {}},
+  MergedRun merged{{*experiment, "", false, first.ceilings, first.device_ceilings_for(*experiment), {}, {}, {}, {}},
                    first.info};
   merged.info.merged_from.clear();
   std::vector<std::string> devices;
@@ -58,6 +58,8 @@ Expected<MergedRun> merge_shards(const std::vector<LoadedReport>& shards, const 
     for (const std::string& device : shard.info.backend_devices)
       if (std::find(devices.begin(), devices.end(), device) == devices.end()) devices.push_back(device);
     for (const PeerResult& peer : shard.peers) merged.result.peers.push_back(peer);
+    // Every shard captures every torch workload; the first shard's stand.
+    if (merged.result.captures.empty()) merged.result.captures = shard.captures;
     for (const CellResult& cell : shard.cells) {
       for (const CellResult& earlier : merged.result.cells)
         if (earlier.pipeline == cell.pipeline && earlier.same_except_pipeline(cell))

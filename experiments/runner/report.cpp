@@ -40,6 +40,16 @@ std::string json_text(const nlohmann::json& json, int indent) {
   return json.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+nlohmann::json captures_json(const ExperimentResult& result) {
+  nlohmann::json captures = nlohmann::json::array();
+  for (const CaptureResult& c : result.captures) {
+    nlohmann::json capture = capture_to_json(c.capture);
+    capture["workload_entry"] = c.workload_entry;
+    captures.push_back(std::move(capture));
+  }
+  return captures;
+}
+
 nlohmann::json peers_json(const ExperimentResult& result) {
   nlohmann::json peers = nlohmann::json::array();
   for (const PeerResult& peer : result.peers) {
@@ -123,7 +133,8 @@ nlohmann::json entries_json(const Experiment& e) {
   nlohmann::json workloads = nlohmann::json::array(), pipelines = nlohmann::json::array(),
                  backends = nlohmann::json::array();
   for (const WorkloadEntry& w : e.workloads)
-    workloads.push_back({{"name", w.name}, {"params", w.params}, {"label", w.label}, {"weights", w.weights}});
+    workloads.push_back(
+        {{"name", w.name}, {"params", w.params}, {"label", w.label}, {"weights", w.weights}, {"capture", w.capture}});
   for (const PipelineEntry& p : e.pipelines) pipelines.push_back({{"name", p.name}, {"text", p.text}});
   for (const BackendEntry& b : e.backends)
     backends.push_back({{"name", b.name}, {"options", b.options}, {"label", b.label}});
@@ -132,8 +143,8 @@ nlohmann::json entries_json(const Experiment& e) {
 
 void read_entries(const nlohmann::json& experiment, Experiment& e) {
   for (const nlohmann::json& w : experiment.value("workloads", nlohmann::json::array()))
-    e.workloads.push_back(
-        {w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""), w.value("weights", ""), 0});
+    e.workloads.push_back({w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""),
+                           w.value("weights", ""), w.value("capture", ""), 0});
   for (const nlohmann::json& p : experiment.value("pipelines", nlohmann::json::array()))
     e.pipelines.push_back({p.value("name", ""), p.value("text", ""), 0});
   for (const nlohmann::json& b : experiment.value("backends", nlohmann::json::array()))
@@ -186,7 +197,8 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"noisy",
              std::count_if(result.cells.begin(), result.cells.end(), [](const CellResult& c) { return c.noisy; })}}},
           {"cells", cells},
-          {"peers", peers_json(result)}};
+          {"peers", peers_json(result)},
+          {"captures", captures_json(result)}};
 }
 
 namespace {
@@ -355,6 +367,7 @@ ExperimentResult LoadedReport::result() const {
   r.cells = cells;
   r.backend_devices = info.backend_devices;
   r.peers = peers;
+  r.captures = captures;
   return r;
 }
 
@@ -393,6 +406,11 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::s
             {c.value("workload", ""), step.value("median", 0.0), step.value("min", 0.0), step.value("max", 0.0)});
       }
       report.peers.push_back(std::move(peer));
+    }
+    for (const nlohmann::json& c : json.value("captures", nlohmann::json::array())) {
+      auto capture = capture_from_json(c);
+      if (!capture) return make_error(fmt::format("{}: {}", path, capture.error().message));
+      report.captures.push_back({c.value("workload_entry", size_t{0}), std::move(*capture)});
     }
     report.ceilings = ceilings_from_json(json.at("ceilings"));
     for (const nlohmann::json& d : json.value("device_ceilings", nlohmann::json::array()))

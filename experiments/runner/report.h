@@ -72,6 +72,7 @@ struct LoadedReport {
   std::string shard;  // "I/N", or empty
   RunInfo info;
   std::vector<PeerResult> peers;
+  std::vector<CaptureResult> captures;
   Ceilings ceilings;
   struct BackendCeilings {
     std::string backend, options;

@@ -435,6 +435,10 @@ std::string render_html(const ExperimentResult& result, const RunInfo& info) {
                  "bandwidth, matmul FLOPs at the sgemm rate or elementwise ops at the elementwise rate, the largest. " +
                      std::string(probed_in_rounds(result) ? kRoundsFloorNote : ""),
                  join_columns({&cell_identity_columns(), &cell_traffic_columns()}), ran);
+  std::vector<CaptureRow> captures = capture_rows(result);
+  std::vector<const CaptureRow*> capture_pointers;
+  for (const CaptureRow& row : captures) capture_pointers.push_back(&row);
+  out += section("PyTorch captures", kCaptureNote, capture_columns(), capture_pointers);
   out += peers_section(result);
   out += section("Fusion refusals by reason",
                  "Pairs the fusion strategy declined, counted by reason code (lazylab show --explain-fusion lists "

@@ -54,6 +54,18 @@ std::string peers_text(const ExperimentResult& result, ReportFormat format) {
   return out + "\n" + render_table(peer_columns(), pointers, format);
 }
 
+// The torch workloads' captures: what each cost and how its step compared
+// with eager PyTorch's.
+std::string captures_text(const ExperimentResult& result, ReportFormat format) {
+  std::vector<CaptureRow> rows = capture_rows(result);
+  if (rows.empty()) return "";
+  std::vector<const CaptureRow*> pointers;
+  for (const CaptureRow& row : rows) pointers.push_back(&row);
+  std::string table = render_table(capture_columns(), pointers, format);
+  if (format == ReportFormat::Markdown) return fmt::format("\n## PyTorch captures\n\n{}\n\n{}", kCaptureNote, table);
+  return fmt::format("\n{}{}\n", table, kCaptureNote);
+}
+
 std::string console(const ExperimentResult& result) {
   CellColumns columns = join_columns(
       {&cell_identity_columns(), &cell_measure_columns(), &cell_traffic_columns(), &cell_outcome_columns()});
@@ -64,6 +76,7 @@ std::string console(const ExperimentResult& result) {
   if (probed_in_rounds(result)) out += std::string(kRoundsFloorNote) + "\n";
   if (std::string summary = outcome_summary(result); !summary.empty()) out += "WARNING: " + summary + "\n";
   out += recompile_lines(result, "WARNING: ");
+  out += captures_text(result, ReportFormat::Console);
   out += peers_text(result, ReportFormat::Console);
   return out;
 }
@@ -131,6 +144,7 @@ std::string markdown(const ExperimentResult& result, const RunInfo& info) {
       "A share of copy bandwidth above 100% means the step moved less through memory than its kernels' boundary "
       "traffic: data stayed resident in cache between kernels (or steps), which the floor does not assume.\n\n";
   out += render_table(join_columns({&cell_identity_columns(), &cell_traffic_columns()}), ran, ReportFormat::Markdown);
+  out += captures_text(result, ReportFormat::Markdown);
   out += peers_text(result, ReportFormat::Markdown);
   if (!refused.empty())
     out +=

@@ -352,6 +352,60 @@ const std::vector<ReportColumn<PeerComparison>>& peer_columns() {
   return columns;
 }
 
+double CaptureRow::step_with_capture_ms() const { return best->step_ms.median + capture->capture.host_ms_per_step; }
+
+std::vector<CaptureRow> capture_rows(const ExperimentResult& result) {
+  std::vector<CaptureRow> rows;
+  for (const CaptureResult& capture : result.captures) {
+    CaptureRow row{&capture, workload_shown(result.experiment, capture.workload_entry), nullptr};
+    for (const CellResult& c : result.cells)
+      if (c.workload_entry == capture.workload_entry && c.status == CellStatus::Ok &&
+          (!row.best || c.step_ms.median < row.best->step_ms.median))
+        row.best = &c;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+const std::vector<ReportColumn<CaptureRow>>& capture_columns() {
+  using Row = CaptureRow;
+  static const std::vector<ReportColumn<Row>> columns = {
+      {"workload", "workload", kEverywhere, false, [](const Row& r) { return report_text(r.workload); }},
+      {"capture", "capture", kEverywhere, false, [](const Row& r) { return report_text(r.capture->capture.style); }},
+      {"aten ops/step", "aten_ops_per_step", kEverywhere, true,
+       [](const Row& r) { return report_number(r.capture->capture.aten_ops_per_step, 0); }},
+      {"capture ms", "capture_ms", kEverywhere, true,
+       [](const Row& r) { return report_number(r.capture->capture.capture_ms, 2); }},
+      {"paid", "capture_paid", kEverywhere, false,
+       [](const Row& r) { return report_text(r.capture->capture.every_step ? "each step" : "once"); }},
+      {"us/aten op", "capture_us_per_aten_op", kEverywhere, true,
+       [](const Row& r) { return report_number(r.capture->capture.us_per_aten_op(), 1); }},
+      {"baked reads", "baked_reads", kEverywhere, true,
+       [](const Row& r) { return report_count(static_cast<uint64_t>(r.capture->capture.baked_reads)); }},
+      {"loss vs eager", "loss_relative_error", kEverywhere, true,
+       [](const Row& r) {
+         double e = r.capture->capture.loss_error;
+         return ReportValue{fmt::format("{:.1e}", e), fmt::format("{}", e)};
+       }},
+      {"state vs eager", "state_scaled_error", kEverywhere, true,
+       [](const Row& r) {
+         double e = r.capture->capture.state_error;
+         return ReportValue{fmt::format("{:.1e}", e), fmt::format("{}", e)};
+       }},
+      {"fastest cell", "fastest_cell", kEverywhere, false,
+       [](const Row& r) {
+         return report_text(r.best ? r.best->pipeline + " / " + r.best->backend_shown : "none correct");
+       }},
+      {"step ms", "step_ms", kEverywhere, true,
+       [](const Row& r) { return r.best ? report_number(r.best->step_ms.median, 3) : ReportValue{}; }},
+      {"host ms/step", "host_ms_per_step", kEverywhere, true,
+       [](const Row& r) { return report_number(r.capture->capture.host_ms_per_step, 3); }},
+      {"step + host ms", "step_with_host_ms", kEverywhere, true,
+       [](const Row& r) { return r.best ? report_number(r.step_with_capture_ms(), 3) : ReportValue{}; }},
+  };
+  return columns;
+}
+
 const CellColumns& refusal_columns() {
   static const CellColumns counts = {{"refusals", "refusals", kEverywhere, false, [](const CellResult& c) {
                                         std::vector<std::string> parts;

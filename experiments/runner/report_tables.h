@@ -1,9 +1,9 @@
 // The report's tables, each column described once (report_table.h). Which
 // table shows where:
 //   console:  cells (identity, measures, traffic, outcome: the console's
-//             columns), peers
+//             columns), captures, peers
 //   Markdown: cells (identity, measures, outcome), traffic (identity,
-//             traffic), peers, fusion refusals, passes
+//             traffic), captures, peers, fusion refusals, passes
 //   CSV:      one row per cell: identity, measures, traffic, outcome (the
 //             CSV columns)
 //   HTML:     the Markdown tables, and each cell's kernels (kernel_columns)
@@ -28,6 +28,26 @@ struct PeerComparison {
   double ratio() const { return peer_cell->median_ms / lazylab_ms; }
 };
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result);
+
+// A torch workload's capture beside the fastest correct cell of its entry
+// (host step: the capture is host time too).
+struct CaptureRow {
+  const CaptureResult* capture;
+  std::string workload;    // as the cells name it
+  const CellResult* best;  // null when no cell of the entry is correct
+  // What a loop's step costs: the cell's step, plus the host's time around
+  // it (TorchCapture::host_ms_per_step).
+  double step_with_capture_ms() const;
+};
+std::vector<CaptureRow> capture_rows(const ExperimentResult& result);
+// What the captures table's columns mean.
+inline constexpr const char* kCaptureNote =
+    "capture ms: the host's time to capture the step (the program's Python, autograd and the capture), paid "
+    "each step (lazy) or once (fx); baked reads: tensors read into Python numbers that became constants of the "
+    "graph (it is that step's only); loss vs eager: relative; state vs eager: the tensors the step leaves "
+    "(weights, optimizer state), largest difference over largest magnitude, both against eager PyTorch's step "
+    "on the same inputs; host ms/step: what a loop pays each step beside the graph (the capture, or binding "
+    "tensors and writing updates back); step + host: the fastest cell's step plus that";
 
 struct PassRow {
   const CellResult* cell;
@@ -69,6 +89,7 @@ const std::vector<ReportColumn<PassRow>>& pass_columns();
 // Each kernel's time, traffic, rates and share of the ceilings.
 const std::vector<ReportColumn<KernelRow>>& kernel_columns();
 const std::vector<ReportColumn<PeerComparison>>& peer_columns();
+const std::vector<ReportColumn<CaptureRow>>& capture_columns();
 // Fusion refusals by reason code, for cells that have any.
 const CellColumns& refusal_columns();
 

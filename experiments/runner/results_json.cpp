@@ -242,4 +242,38 @@ json device_ceilings_to_json(const ExperimentResult& result) {
   return list;
 }
 
+nlohmann::json capture_to_json(const TorchCapture& c) {
+  return {{"capture", c.style},
+          {"aten_ops_per_step", c.aten_ops_per_step},
+          {"capture_ms", c.capture_ms},
+          {"capture_every_step", c.every_step},
+          {"host_ms_per_step", c.host_ms_per_step},
+          {"baked_reads", c.baked_reads},
+          {"eager_check",
+           {{"loss_relative_error", c.loss_error},
+            {"state_scaled_error", c.state_error},
+            {"loss_tolerance", c.loss_tolerance},
+            {"state_tolerance", c.state_tolerance}}}};
+}
+
+Expected<TorchCapture> capture_from_json(const nlohmann::json& j) {
+  try {
+    TorchCapture c;
+    c.style = j.at("capture").get<std::string>();
+    c.aten_ops_per_step = j.at("aten_ops_per_step").get<double>();
+    c.capture_ms = j.at("capture_ms").get<double>();
+    c.every_step = j.at("capture_every_step").get<bool>();
+    c.host_ms_per_step = j.at("host_ms_per_step").get<double>();
+    c.baked_reads = j.at("baked_reads").get<int64_t>();
+    const nlohmann::json& check = j.at("eager_check");
+    c.loss_error = check.at("loss_relative_error").get<double>();
+    c.state_error = check.at("state_scaled_error").get<double>();
+    c.loss_tolerance = check.at("loss_tolerance").get<double>();
+    c.state_tolerance = check.at("state_tolerance").get<double>();
+    return c;
+  } catch (const nlohmann::json::exception& ex) {
+    return make_error(fmt::format("a capture record is malformed: {}", ex.what()));
+  }
+}
+
 }  // namespace lazylab

@@ -18,4 +18,9 @@ Ceilings ceilings_from_json(const nlohmann::json& json);
 // Named by backend entry (unmeasured entries are left out).
 nlohmann::json device_ceilings_to_json(const ExperimentResult& result);
 
+// A torch workload's capture, in the fields lazylab.torch.export writes to
+// capture.json (python/lazylab/torch/export.py); reports carry the same.
+nlohmann::json capture_to_json(const TorchCapture& capture);
+Expected<TorchCapture> capture_from_json(const nlohmann::json& json);
+
 }  // namespace lazylab

@@ -100,6 +100,15 @@ CellCeilings ceilings_for(const ExperimentResult& result, size_t backend_entry) 
   return {result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s, result.ceilings.elementwise_gop_s, false};
 }
 
+std::string workload_shown(const Experiment& e, size_t w) {
+  const WorkloadEntry& workload = e.workloads[w];
+  if (!workload.label.empty()) return workload.label;
+  bool repeated = std::count_if(e.workloads.begin(), e.workloads.end(),
+                                [&](const WorkloadEntry& other) { return other.name == workload.name; }) > 1;
+  std::string shown = repeated ? fmt::format("{}[{}]", workload.name, describe_params(workload.params)) : workload.name;
+  return workload.capture.empty() ? shown : fmt::format("{} ({})", shown, workload.capture);
+}
+
 namespace {
 
 // The cell's identity from the experiment's entries; `params` are the
@@ -121,11 +130,7 @@ CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, Workloa
   for (const std::string* label : {&workload.label, &backend.label})
     if (!label->empty()) labels.push_back(*label);
   id.label = fmt::format("{}", fmt::join(labels, " / "));
-  bool repeated = std::count_if(e.workloads.begin(), e.workloads.end(),
-                                [&](const WorkloadEntry& other) { return other.name == workload.name; }) > 1;
-  id.workload_shown = !workload.label.empty() ? workload.label
-                      : repeated              ? fmt::format("{}[{}]", workload.name, describe_params(workload.params))
-                                              : workload.name;
+  id.workload_shown = workload_shown(e, w);
   id.backend_shown = !backend.label.empty()    ? backend.label
                      : backend.options.empty() ? backend.name
                                                : fmt::format("{}[{}]", backend.name, backend.options);
@@ -313,7 +318,7 @@ Expected<Resolved> resolve(const Experiment& e, const RunOptions& options) {
   }
   for (size_t w = 0; w < e.workloads.size(); ++w) {
     const WorkloadEntry& entry = e.workloads[w];
-    auto workload = make_workload(entry.name, entry.params, entry.weights);
+    auto workload = make_workload(entry.name, entry.params, entry.weights, entry.capture);
     if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
     LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
     if (!options.only_cell) LAZYLAB_TRY(check_footprint(**workload, entry, engine_options(e)));
@@ -581,7 +586,9 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   if (!e.prepare.empty() && !options.only_cell) LAZYLAB_TRY(prepare(e, options));
   auto resolved = resolve(e, options);
   if (!resolved) return resolved.error();
-  ExperimentResult result{e, "", resolved->every_cell_contained, {}, {}, {}, resolved->devices, {}};
+  ExperimentResult result{e, "", resolved->every_cell_contained, {}, {}, {}, resolved->devices, {}, {}};
+  for (size_t w = 0; w < resolved->workloads.size(); ++w)
+    if (const TorchCapture* capture = resolved->workloads[w]->torch_capture()) result.captures.push_back({w, *capture});
   if (result.isolated) result.experiment.interleave = false;
   if (!options.only_cell)
     LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));

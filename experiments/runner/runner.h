@@ -20,6 +20,7 @@
 #include "peers.h"
 #include "progress.h"
 #include "statistics.h"
+#include "torch_capture.h"
 
 namespace lazylab {
 
@@ -137,6 +138,12 @@ struct DeviceCeilings {
   bool measured() const { return copy_gb_s > 0; }
 };
 
+// A `torch:` workload's capture (workload.h), by its entry.
+struct CaptureResult {
+  size_t workload_entry = 0;
+  TorchCapture capture;
+};
+
 struct ExperimentResult {
   Experiment experiment;
   std::string shard;                            // "I/N" for a shard's run, else empty
@@ -146,6 +153,7 @@ struct ExperimentResult {
   std::vector<CellResult> cells;
   std::vector<std::string> backend_devices;  // "name: description", one per backend
   std::vector<PeerResult> peers;
+  std::vector<CaptureResult> captures;  // the torch workloads', by entry
   bool all_correct() const;
   size_t cells_with(CellStatus status) const;
   size_t failed_cells() const { return cells_with(CellStatus::Failed) + cells_with(CellStatus::Crashed); }
@@ -159,6 +167,10 @@ struct CellCeilings {
   bool device = false;
 };
 CellCeilings ceilings_for(const ExperimentResult& result, size_t backend_entry);
+
+// How reports name workload entry `w`: its label, else its name (with its
+// parameters where the name is listed again, and its capture where given).
+std::string workload_shown(const Experiment& e, size_t w);
 
 // A backend plugin loaded and created in a child process: what it said, or
 // how the child ended.

@@ -1,17 +1,23 @@
 // A PyTorch training program as a workload: the Python package's exporter
-// (python/lazylab/torch/export.py) runs it lazily for a few steps and saves
-// the steady-state step graph with its inputs (weights, optimizer state, a
-// batch, the learning rate); the workload replays that step, so every
-// pipeline and backend runs the very graph the lazy device would, checked
-// against the reference like any other.
+// (python/lazylab/torch/export.py) captures its steady-state step (on the
+// lazy device, or traced by torch.fx) and saves the graph with its inputs
+// (weights, optimizer state, a batch, the learning rate); the workload
+// replays that step, so every pipeline and backend runs the very graph the
+// capture made, checked
+// against the reference like any other. The exporter checks the captured
+// step against eager PyTorch's first and says what the capture cost
+// (capture.json); the workload carries that into the report.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "child_process.h"
+#include "results_json.h"
 #include "workload.h"
 
 namespace lazylab {
@@ -42,13 +48,34 @@ std::string torch_python() {
   return "python3";
 }
 
+// The saved step, replayed as a file workload, with its capture.
+class TorchWorkload : public Workload {
+ public:
+  TorchWorkload(std::unique_ptr<Workload> step, TorchCapture capture)
+      : step_(std::move(step)), capture_(std::move(capture)) {}
+  std::string name() const override { return step_->name(); }
+  WorkloadParams params() const override { return step_->params(); }
+  std::vector<TensorType> input_types() const override { return step_->input_types(); }
+  std::vector<HostTensor> make_inputs(uint64_t seed) const override { return step_->make_inputs(seed); }
+  std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const override {
+    return step_->step(context, inputs);
+  }
+  const TorchCapture* torch_capture() const override { return &capture_; }
+
+ private:
+  std::unique_ptr<Workload> step_;
+  TorchCapture capture_;
+};
+
 }  // namespace
 
-Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& program, const WorkloadParams& params) {
+Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& program, const WorkloadParams& params,
+                                                        const std::string& capture) {
   ScratchFolder scratch;
   if (scratch.path.empty()) return make_error(fmt::format("{}: cannot make a temporary folder", program));
   std::vector<std::string> argv = {torch_python(), "-m",    "lazylab.torch.export",
                                    program,        "--out", scratch.path.string()};
+  if (!capture.empty()) argv.push_back("--capture=" + capture);
   for (const auto& [name, value] : params) argv.push_back(fmt::format("--param={}={}", name, value));
   ChildOptions options;
   options.timeout_s = 600;
@@ -59,10 +86,19 @@ Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& progr
   ChildOutcome outcome = run_child(argv, options);
   if (!outcome.succeeded()) {
     std::string why = last_lines(options.stderr_file, 3);
-    return make_error(fmt::format("{}: capturing its step with `{} -m lazylab.torch.export` {}{}", program, argv[0],
-                                  outcome.describe(argv[0]), why.empty() ? "" : ": " + why));
+    return make_error(fmt::format("{}: capturing its step with `{} -m lazylab.torch.export{}` {}{}", program, argv[0],
+                                  capture.empty() ? "" : " --capture=" + capture, outcome.describe(argv[0]),
+                                  why.empty() ? "" : ": " + why));
   }
-  return make_file_workload((scratch.path / "step.lzir").string(), (scratch.path / "step.weights").string());
+  fs::path record_file = scratch.path / "capture.json";
+  std::ifstream in(record_file);
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+  if (!in || json.is_discarded()) return make_error(fmt::format("{}: the exporter wrote no capture record", program));
+  auto record = capture_from_json(json);
+  if (!record) return make_error(fmt::format("{}: {}", program, record.error().message));
+  auto step = make_file_workload((scratch.path / "step.lzir").string(), (scratch.path / "step.weights").string());
+  if (!step) return step.error();
+  return std::unique_ptr<Workload>(std::make_unique<TorchWorkload>(std::move(*step), std::move(*record)));
 }
 
 }  // namespace lazylab

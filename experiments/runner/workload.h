@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "torch_capture.h"
 
 namespace lazylab {
 
@@ -36,6 +37,8 @@ class Workload {
   virtual std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const = 0;
   // Ops a step records, for per-op figures (chain-tiny); 0 when not meaningful.
   virtual int64_t ops_per_step() const { return 0; }
+  // A `torch:` workload's capture; null for every other kind.
+  virtual const TorchCapture* torch_capture() const { return nullptr; }
 };
 
 struct WorkloadInfo {
@@ -60,14 +63,17 @@ std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 Expected<std::unique_ptr<Workload>> make_onnx_workload(const std::string& path, const WorkloadParams& params);
 
 // A PyTorch training program (lazylab/torch/loop.py's protocol): its
-// steady-state step, captured by the lazy device in a Python child process
-// (LAZYLAB_PYTHON, default the Python the package is built for); `params`
-// override the program's PARAMS.
-Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& program, const WorkloadParams& params);
+// steady-state step, captured in a Python child process (LAZYLAB_PYTHON,
+// default the Python the package is built for) by `capture` (the lazy
+// device where empty; the exporter names the others); `params` override
+// the program's PARAMS.
+Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& program, const WorkloadParams& params,
+                                                        const std::string& capture = "");
 
-// A file (ends in .lzir, .onnx or .py) or a built-in name.
+// A file (ends in .lzir, .onnx or .py) or a built-in name; `capture` is a
+// .py program's only.
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,
-                                                  const std::string& weights = "");
+                                                  const std::string& weights = "", const std::string& capture = "");
 
 // Puts host inputs on a context.
 std::vector<Tensor> bind_inputs(Context& context, const std::vector<HostTensor>& inputs);

@@ -787,7 +787,7 @@ fi
 # peer, where Debian's torch and the Python package are built.
 if [[ -f "$test_build/../python/lazylab/torch/loop.py" ]] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
   experiment "$work/torch.yaml" "name: t" \
-    "workloads: [{torch: $src/experiments/training/mlp_sgd.py, params: {batch: 8, hidden: 16}, label: mlp}]" \
+    "workloads: [{torch: $src/experiments/training/mlp_sgd.py, params: {batch: 8, hidden: 16}, label: mlp}, {torch: $src/experiments/training/mlp_sgd.py, params: {batch: 8, hidden: 16}, capture: fx, label: mlp-fx}]" \
     "pipelines: {p: 'canonicalize,cse,decompose,dce,fuse{strategy=producer-consumer},lower'}" "backends: [cpu]" \
     "repeat: {warmup: 1, runs: 2}" "reference: {backend: interp, pipeline: lower, rtol: 1.0e-4, atol: 1.0e-5}" \
     "peers: {eager: [/usr/bin/python3, $src/bench/peers/torch_training.py, --mode=eager], lazy: [/usr/bin/python3, $src/bench/peers/torch_training.py, --mode=lazylab]}" \
@@ -800,6 +800,33 @@ assert set(peers) == {'eager', 'lazy'}, peers.keys()
 for p in peers.values():
     assert len(p['cells']) == 1 and p['cells'][0]['workload'].endswith('mlp_sgd.py'), p
 print('ok')"
+  # Both captures of one program, each checked against eager PyTorch's step
+  # on the same inputs, with what it cost (the report's captures table).
+  check "each capture is reported with its cost and its check against eager" 0 "ok" -- python3 -c "
+import json
+report = json.load(open('$work/torch.json'))
+captures = {c['capture']: c for c in report['captures']}
+assert set(captures) == {'lazy', 'fx'} and [c['workload_entry'] for c in report['captures']] == [0, 1], captures
+assert captures['lazy']['capture_every_step'] and not captures['fx']['capture_every_step']
+for c in captures.values():
+    check = c['eager_check']
+    assert 0 <= check['loss_relative_error'] <= check['loss_tolerance'] and check['state_scaled_error'] <= check['state_tolerance'], c
+    assert c['aten_ops_per_step'] > 20 and c['capture_ms'] > 0 and c['host_ms_per_step'] > 0, c
+assert [c['status'] for c in report['cells']] == ['ok', 'ok'], report['cells']
+print('ok')"
+  check "the captures table is in the report" 0 "mlp-fx +fx +[0-9]+ +[0-9.]+ +once " -- "$lazylab" report "$work/torch.json" --format console
+  check "reports with captures follow the JSON schema" 0 "valid: 1" -- "${schema_python:-python3}" -c "
+import json, jsonschema, sys
+validator = jsonschema.Draft202012Validator(json.load(open('experiments/report.schema.json')))
+validator.validate(json.load(open('$work/torch.json')))
+print('valid: 1')"
+  experiment "$work/torch-capture.yaml" "name: t" "workloads: [{torch: $src/experiments/training/mlp_sgd.py, capture: dynamite}]" \
+    "pipelines: {p: lower}" "backends: [interp]"
+  check "an unknown capture is named with the known ones" 1 "unknown capture 'dynamite' \\(one of lazy, fx\\)" -- \
+    "$lazylab" run "$work/torch-capture.yaml"
+  experiment "$work/capture-key.yaml" "name: t" "workloads: [{name: softmax, capture: fx}]" "pipelines: {p: lower}" "backends: [interp]"
+  check "capture is a torch workload's key only" 1 "workloads\\[0\\].capture: says how a PyTorch program" -- \
+    "$lazylab" run "$work/capture-key.yaml"
   experiment "$work/torch-param.yaml" "name: t" "workloads: [{torch: $src/experiments/training/mlp_sgd.py, params: {batches: 8}}]" \
     "pipelines: {p: lower}" "backends: [interp]"
   check "a torch: workload's unknown parameter is named" 1 "mlp_sgd.py: capturing its step .*unknown parameter 'batches' \\(the program has batch, classes, features, hidden\\)" -- \

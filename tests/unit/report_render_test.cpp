@@ -158,6 +158,42 @@ TEST_CASE("a peer is compared with lazylab on its own clock: device time or the 
   CHECK(table[3] == "| softmax | host-peer | host | 10.0000 | fused / cpu | 5.0000 | 2.00x |");
 }
 
+TEST_CASE("a torch workload's capture is reported beside its fastest cell and survives the JSON") {
+  LoadedReport report = fixture();
+  // The fixture's softmax entry stands in for a program captured lazily: the
+  // loop pays 1.5 ms a step on the host beside the graph.
+  TorchCapture lazy{"lazy", 76, 1.5, true, 1.5, 0, 1e-7, 2.5e-7, 1e-4, 1e-3};
+  report.captures = {{0, lazy}};
+  ExperimentResult result = report.result();
+  std::vector<CaptureRow> rows = capture_rows(result);
+  REQUIRE(rows.size() == 1);
+  REQUIRE(rows[0].best != nullptr);
+  CHECK(rows[0].best->workload_entry == 0);
+  for (const CellResult& c : result.cells)  // the fastest correct cell of the entry
+    if (c.workload_entry == 0 && c.status == CellStatus::Ok) CHECK(rows[0].best->step_ms.median <= c.step_ms.median);
+  CHECK(rows[0].step_with_capture_ms() == doctest::Approx(rows[0].best->step_ms.median + 1.5));
+  CHECK(lazy.us_per_aten_op() == doctest::Approx(1.5e3 / 76));
+  std::string markdown = render_report(report, ReportFormat::Markdown);
+  std::vector<std::string> table = markdown_table_after(markdown, "## PyTorch captures");
+  REQUIRE(table.size() == 3);
+  CHECK(has(table[0], "| workload | capture | aten ops/step | capture ms | paid |"));
+  CHECK(has(table[2], "| lazy | 76 | 1.50 | each step | 19.7 | 0 | 1.0e-07 | 2.5e-07 |"));
+  nlohmann::json again = report_json(result, report.info);
+  CHECK(again["captures"][0]["workload_entry"] == 0);
+  CHECK(again["captures"][0]["eager_check"]["state_tolerance"] == 1e-3);
+  auto read_back = report_from_json(again, "again");
+  REQUIRE(read_back.ok());
+  REQUIRE(read_back->captures.size() == 1);
+  CHECK(render_report(*read_back, ReportFormat::Markdown) == markdown);
+  // A record without its check is refused, naming the field.
+  nlohmann::json broken = again;
+  broken["captures"][0].erase("eager_check");
+  auto refused = report_from_json(broken, "broken.json");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(has(refused.error().message, "broken.json: a capture record is malformed"));
+  CHECK(has(refused.error().message, "eager_check"));
+}
+
 // A column flagged hidden_when_blank leaves the tables people read where no
 // row has a value, and stays in CSV; one value anywhere keeps it everywhere.
 TEST_CASE("a column blank in every row is left out where it asks to be, but not from CSV") {

@@ -48,6 +48,12 @@ class Compiled:
         runtime.set_current(self.device)
         try:
             lazy = [self._placeholder(value) for value in example_inputs]
+            # Each argument's placeholder as made: an in-place op on an
+            # argument rebinds its cell, not the graph input it started as.
+            # (Held in `made` until bound: a hash is an address, which a
+            # freed placeholder would hand to a later tensor.)
+            made = [(i, value._cell.value) for i, value in enumerate(lazy) if isinstance(value, LazyTensor)]
+            argument_of = {hash(placeholder): i for i, placeholder in made}
             flat, self.spec = pytree.tree_flatten(module(*lazy))
         finally:
             runtime.set_current(previous)
@@ -61,12 +67,21 @@ class Compiled:
             else:
                 self.outputs.append(("root", len(roots)))
                 roots.append(value._cell.value)
+        # Arguments the function wrote in place (an optimizer's weights and
+        # state, a batch norm's running statistics): their new values are
+        # roots too, written back into the arguments after each call, as the
+        # function would have left them.
+        self.mutations = []  # (argument, root)
+        for i, value in enumerate(lazy):
+            if isinstance(value, LazyTensor) and value._cell.version > 0:
+                self.mutations.append((i, len(roots)))
+                roots.append(value._cell.value)
         context = self.device.context
         self.graph, captured = context.capture_with_inputs(roots) if roots else (None, [])
         # Each graph input is an argument (matched by identity) or a tensor the
         # function made or held (a constant of the traced graph): kept.
-        argument_of = {hash(value._cell.value): i for i, value in enumerate(lazy) if isinstance(value, LazyTensor)}
         self.bindings = [(argument_of[hash(t)], None) if hash(t) in argument_of else (None, t) for t in captured]
+        del made
         context.discard_pending()
         self.device.counters["TraceNs"] += time.perf_counter_ns() - start
 
@@ -104,16 +119,23 @@ class Compiled:
                 pass
         return self.device.from_host(tensor)
 
+    def graph_inputs(self, *args):
+        """The lazylab tensors a call with `args` binds to the graph's
+        parameters, in their order (the arguments', and those it keeps)."""
+        return [self._value(args[i]) if i is not None else kept for i, kept in self.bindings]
+
     def __call__(self, *args):
         counters = self.device.counters
         start = time.perf_counter_ns()
-        inputs = [self._value(args[i]) if i is not None else kept for i, kept in self.bindings]
+        inputs = self.graph_inputs(*args)
         bound = time.perf_counter_ns()
         context = self.device.context
         results = context.call(self.graph, inputs) if self.graph is not None else []
         if results:
             context.mark_step()
         ran = time.perf_counter_ns()
+        for argument, root in self.mutations:
+            self._write_back(args[argument], results[root])
         out = []
         for kind, what in self.outputs:
             if kind == "root":
@@ -127,6 +149,17 @@ class Compiled:
         counters["CallRunNs"] += ran - bound
         counters["CallOutputsNs"] += time.perf_counter_ns() - ran
         return pytree.tree_unflatten(out, self.spec)
+
+    def _write_back(self, argument, value):
+        """An argument the function wrote in place takes its new value: a
+        LazyTensor rebinds its cell; a torch tensor is copied into (a
+        parameter's too: the write is not part of autograd's graph)."""
+        if isinstance(argument, LazyTensor):
+            argument._cell.write(value)
+            return
+        with torch.no_grad():
+            argument.copy_(torch.from_dlpack(value))
+        self.device.counters["WrittenBackInputs"] += 1
 
     def metrics(self):
         return self.device.metrics()

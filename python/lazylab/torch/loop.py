@@ -46,11 +46,62 @@ def sizes(program, overrides):
 
 
 class Result:
-    """What a loop did: each step's loss (read after the step), its wall time,
-    the weights at the end, and the capture's counters."""
+    """What a loop did: each step's loss (read after the step), its wall time
+    and the part of it before the sync (the Python program, and with it the
+    capture), the weights at the end, and the capture's counters."""
 
     def __init__(self):
-        self.losses, self.step_ms, self.weights, self.metrics = [], [], [], {}
+        self.losses, self.step_ms, self.trace_ms, self.weights, self.metrics = [], [], [], [], {}
+
+
+class Loop:
+    """A program's model, optimizer, schedule and batches under one capture,
+    seeded so that every capture starts from the same weights and sees the
+    same batches. backend, pipeline and save_graphs are
+    lazylab.torch.device's (the lazy capture's)."""
+
+    def __init__(self, program, capture="eager", steps=20, params=None, seed=0, backend="cpu", pipeline=None,
+                 save_graphs=None):
+        if capture not in CAPTURES:
+            raise ValueError(f"unknown capture '{capture}' (one of {', '.join(CAPTURES)})")
+        self.program, self.capture = program, capture
+        self.params = sizes(program, params)
+        torch.manual_seed(seed)
+        model = program.model(self.params)
+        self.move, self.sync = _capture(capture, backend, pipeline, save_graphs)
+        self.model = self.move(model)
+        self.optimizer, self.schedule = program.optimizer(self.model, self.params, steps)
+        self.generator = torch.Generator().manual_seed(seed + 1)
+
+    def batch(self, size=None):
+        """The next batch, on the CPU (`size` rows, default the program's)."""
+        return self.program.batch(self.generator, self.params, size or self.params["batch"])
+
+    def step(self, x, y):
+        """One step on the batch, not yet synchronized: its loss."""
+        x, y = self.move(x), self.move(y)
+        return self.program.step(self.model, self.optimizer, self.schedule, x, y)
+
+    def state(self):
+        """Every tensor a step reads and may write, each once, in an order
+        alike under every capture: parameters with their gradients where
+        they persist, buffers, then the optimizer's state."""
+        seen, tensors = set(), []
+
+        def add(value):
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                tensors.append(value)
+
+        for parameter in self.model.parameters():
+            add(parameter)
+            add(parameter.grad)
+        for buffer in self.model.buffers():
+            add(buffer)
+        for state in self.optimizer.state.values():
+            for value in state.values():
+                add(value)
+        return tensors
 
 
 def run(program, capture="eager", steps=20, params=None, seed=0, ragged_last=False, backend="cpu", pipeline=None,
@@ -59,36 +110,28 @@ def run(program, capture="eager", steps=20, params=None, seed=0, ragged_last=Fal
     optimizer are the same, seed for seed, under every capture. backend,
     pipeline and save_graphs are lazylab.torch.device's; before_sync(step,
     device) is called on the lazy device before each step runs."""
-    if capture not in CAPTURES:
-        raise ValueError(f"unknown capture '{capture}' (one of {', '.join(CAPTURES)})")
-    params = sizes(program, params)
-    torch.manual_seed(seed)
-    model = program.model(params)
-    move, sync = _capture(capture, backend, pipeline, save_graphs)
-    model = move(model)
-    optimizer, schedule = program.optimizer(model, params, steps)
-    generator = torch.Generator().manual_seed(seed + 1)
+    loop = Loop(program, capture, steps, params, seed, backend, pipeline, save_graphs)
     result = Result()
     for index in range(steps):
-        size = params["batch"] // 2 + 1 if ragged_last and index == steps - 1 else params["batch"]
-        x, y = program.batch(generator, params, size)
+        x, y = loop.batch(loop.params["batch"] // 2 + 1 if ragged_last and index == steps - 1 else None)
         start = time.perf_counter()
-        x, y = move(x), move(y)
-        loss = program.step(model, optimizer, schedule, x, y)
+        loss = loop.step(x, y)
+        result.trace_ms.append((time.perf_counter() - start) * 1e3)
         if before_sync is not None and capture == "lazy":
             from . import runtime
 
             before_sync(index, runtime.current())
-        sync()
+        loop.sync()
         if read_loss:
             result.losses.append(loss.item())
         result.step_ms.append((time.perf_counter() - start) * 1e3)
-    result.weights = [_host(p) for p in model.parameters()]
-    result.metrics = _metrics(capture)
+    result.weights = [host(p) for p in loop.model.parameters()]
+    result.metrics = metrics(capture)
     return result
 
 
-def _host(tensor):
+def host(tensor):
+    """A tensor's value as a NumPy array (a lazy one's after a sync)."""
     from .tensor import LazyTensor
 
     if isinstance(tensor, LazyTensor):
@@ -111,7 +154,8 @@ def _capture(capture, backend, pipeline, save_graphs):
     return (lambda value: value.to("lazy")), torch._lazy.mark_step
 
 
-def _metrics(capture):
+def metrics(capture):
+    """The capture's counters (lazylab.torch's, or LTC's)."""
     if capture == "lazy":
         import lazylab.torch as lt
 

@@ -111,12 +111,7 @@ class Device:
         so `lazylab run` replays it: {file: NAME.lzir, weights: NAME.weights}.
         Returns the graph's hash."""
         graph, inputs = self.context.capture_with_inputs()
-        weights = os.path.join(folder, f"{name}.weights")
-        os.makedirs(weights, exist_ok=True)
-        for ordinal, value in enumerate(inputs):
-            np.save(os.path.join(weights, f"{ordinal}.npy"), value.numpy())
-        graph.save(os.path.join(folder, f"{name}.lzir"), name)
-        return graph.hash
+        return save_graph(folder, name, graph, inputs)
 
     def mark_step(self):
         if self.save_graphs is not None and self.context.pending_nodes:
@@ -161,6 +156,18 @@ class Device:
         for diagnosis in m["recompile_diagnoses"]:
             lines.append(f"Recompile: {diagnosis}")
         return "\n".join(lines) + "\n"
+
+
+def save_graph(folder, name, graph, inputs):
+    """`graph` as FOLDER/NAME.lzir and its inputs (lazylab tensors, in its
+    parameters' order) as FOLDER/NAME.weights/N.npy, a file workload of
+    `lazylab run`. Returns the graph's hash."""
+    weights = os.path.join(folder, f"{name}.weights")
+    os.makedirs(weights, exist_ok=True)
+    for ordinal, value in enumerate(inputs):
+        np.save(os.path.join(weights, f"{ordinal}.npy"), value.numpy())
+    graph.save(os.path.join(folder, f"{name}.lzir"), name)
+    return graph.hash
 
 
 _current = None
