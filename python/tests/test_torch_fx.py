@@ -262,3 +262,27 @@ def test_the_exporter_saves_an_fx_step_with_its_capture_record(tmp_path):
     name, graph = lazylab.read_lzir(str(tmp_path / "step.lzir"))
     assert len(os.listdir(tmp_path / "step.weights")) == graph.num_parameters
     assert export.main([program, "--out", str(tmp_path), "--capture", "dynamite"]) == 1
+
+
+def test_foreach_ops_lower_as_their_per_tensor_op_on_each_tensor():
+    """What torch 2.x's clip_grad_norm_ calls on plain tensors (so what make_fx
+    records there): a norm per tensor, then each scaled in place."""
+
+    def clip(a, b, c):
+        grads = [a, b, c]
+        norms = torch._foreach_norm(grads, 2)
+        total = torch.linalg.vector_norm(torch.stack(norms), 2)
+        torch._foreach_mul_(grads, 0.5)
+        torch._foreach_add_(grads, [a * 0 + 1.0, b * 0 + 2.0, c * 0 + 3.0], alpha=0.25)
+        return total, torch._foreach_sqrt([g * g for g in grads])
+
+    torch.manual_seed(9)
+    shapes = [(4, 3), (7,), (2, 2, 2)]
+    compiled = lt.compile(clip, [torch.zeros(s) for s in shapes])
+    args = [torch.randn(s) for s in shapes]
+    want_args = [t.clone() for t in args]
+    want_total, want_roots = clip(*want_args)
+    got_total, got_roots = compiled(*args)
+    np.testing.assert_allclose(float(got_total), float(want_total), rtol=1e-6)
+    for got, want in zip(list(got_roots) + args, list(want_roots) + want_args):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)

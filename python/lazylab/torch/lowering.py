@@ -642,4 +642,4 @@ for _name, _compare in {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "l
 
 
 # The rest of the table, by topic (each module registers its rows).
-from . import convolution, layers, slicing  # noqa: E402,F401
+from . import convolution, foreach, layers, slicing  # noqa: E402,F401

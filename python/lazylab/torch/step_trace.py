@@ -16,12 +16,12 @@ only; a loop would trace again whenever one changes. `baked_reads` counts
 the host reads of tensors that did so.
 """
 
-import contextlib
 import statistics
 import time
 
 import torch
 from torch.utils import _python_dispatch as python_dispatch
+from torch.utils._mode_utils import no_dispatch
 
 from . import loop
 from .fx import Compiled
@@ -41,9 +41,7 @@ class _ReadsOnTheHost(python_dispatch.TorchDispatchMode):
         kwargs = kwargs or {}
         if func is torch.ops.aten._local_scalar_dense.default:
             self.reads += 1
-            with contextlib.ExitStack() as outside_every_mode:
-                for _ in range(len(python_dispatch._get_current_dispatch_mode_stack())):
-                    outside_every_mode.enter_context(python_dispatch._pop_mode_temporarily())
+            with no_dispatch():  # past every mode (make_fx's too), to the CPU kernel
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
 
