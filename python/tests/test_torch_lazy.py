@@ -101,6 +101,21 @@ def test_a_schedule_and_a_ragged_last_batch_compile_three_graphs_in_200_steps():
     assert m["LiftedScalars"] > 0  # the learning rate and Adam's corrections are inputs, not constants
 
 
+def test_a_number_recurring_in_a_step_is_one_input_of_its_graph_and_new_values_reuse_it():
+    lt.device(backend="cpu")
+    a, b, c = (lt.to_lazy(torch.full((3,), float(i + 1))) for i in range(3))
+    results = []
+    for lr in (0.3, 0.25):
+        out = a * lr + b * lr + c * 0.7  # lr twice, 0.7 once: two inputs, not three
+        assert lt.runtime.current().context.capture().num_parameters == 3 + 2
+        lt.mark_step()
+        results.append(out.numpy())
+    np.testing.assert_allclose(results[0], [0.3 + 0.6 + 2.1] * 3, rtol=1e-6)
+    np.testing.assert_allclose(results[1], [0.25 + 0.5 + 2.1] * 3, rtol=1e-6)
+    m = lt.metrics()
+    assert m["cache_misses"] == 1 and m["cache_hits"] == 1 and m["LiftedScalars"] == 6
+
+
 def test_in_place_ops_through_aliases_and_views_keep_pytorchs_meaning():
     def program(x):
         d = x.detach()

@@ -16,6 +16,7 @@ import lazylab
 from lazylab import ops
 
 from . import runtime
+from . import tensor as lazy_tensor  # (tensor.py imports this module: its names are read at call time)
 from .cells import Cell, ViewCell, WriteThroughView
 
 TABLE = {}
@@ -49,9 +50,10 @@ class Op:
     """What dispatch needs of one aten overload, read from it once: its row
     of the table, its name, its arguments' names and defaults."""
 
-    __slots__ = ("rule", "name", "names", "defaults")
+    __slots__ = ("func", "rule", "name", "names", "defaults")
 
     def __init__(self, func):
+        self.func = func  # held, so that its id (OPS's key) stays its own
         self.rule = TABLE.get(func.__name__) or TABLE.get(func.overloadpacket.__name__)
         self.name = f"aten::{func.__name__}"
         arguments = func._schema.arguments
@@ -59,13 +61,13 @@ class Op:
         self.defaults = {a.name: a.default_value for a in arguments if a.has_default_value()}
 
 
-OPS = {}
+OPS = {}  # by id(func): an OpOverload's own __hash__ is Python code, a cost on every call
 
 
 def op_of(func):
-    op = OPS.get(func)
+    op = OPS.get(id(func))
     if op is None:
-        op = OPS[func] = Op(func)
+        op = OPS[id(func)] = Op(func)
     return op
 
 
@@ -101,9 +103,7 @@ class Call:
         return self.lazylab(self.args[name], like)
 
     def lazylab(self, value, like=None):
-        from .tensor import LazyTensor
-
-        if isinstance(value, LazyTensor):
+        if isinstance(value, lazy_tensor.LazyTensor):
             return value._cell.value
         if isinstance(value, torch.Tensor):
             if value.dim() == 0 and not value.requires_grad:  # a 0-d CPU tensor: a scalar
@@ -123,17 +123,13 @@ class Call:
     # ---- results ----
 
     def new(self, value, requires_grad=False):
-        from .tensor import LazyTensor
-
-        return LazyTensor(Cell(value), requires_grad=requires_grad)
+        return lazy_tensor.LazyTensor(Cell(value), requires_grad=requires_grad)
 
     def view(self, name, forward, inverse):
         """A view of argument `name`: forward(base) its value; inverse(view,
         base) the base after a write to it (None: no writes)."""
-        from .tensor import LazyTensor
-
         base = self.args[name]
-        return LazyTensor(ViewCell(base._cell, forward, inverse, f"aten::{self.func.__name__}"))
+        return lazy_tensor.LazyTensor(ViewCell(base._cell, forward, inverse, f"aten::{self.func.__name__}"))
 
     def inplace(self, value):
         """Argument `self` takes `value` (an in-place op): rebinds its cell."""
@@ -175,8 +171,7 @@ def fallback(device, func, args, kwargs):
         )
     from torch.utils._pytree import tree_map
 
-    from .tensor import LazyTensor
-
+    LazyTensor = lazy_tensor.LazyTensor
     device.counters[name] += 1
     eager = tree_map(lambda v: v.to_torch() if isinstance(v, LazyTensor) else v, (args, kwargs))
     out = func(*eager[0], **eager[1])
@@ -215,9 +210,7 @@ def inverse_permutation(perm):
 
 @lowers("detach", "alias", "lift_fresh")
 def alias(c):
-    from .tensor import LazyTensor
-
-    return LazyTensor(c.first._cell)  # one cell: a write through either is seen by both
+    return lazy_tensor.LazyTensor(c.first._cell)  # one cell: a write through either is seen by both
 
 
 @lowers("detach_")

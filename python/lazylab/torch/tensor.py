@@ -10,6 +10,9 @@ from . import lowering, runtime
 from .cells import Cell
 
 
+_CPU = torch.device("cpu")
+
+
 class LazyTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, cell, requires_grad=False):
@@ -18,7 +21,7 @@ class LazyTensor(torch.Tensor):
         # backward then make real CPU data (zeros, ones), which enter the
         # trace as host data, where a "meta" label would hand them no data.
         tensor = torch.Tensor._make_wrapper_subclass(
-            cls, value.shape, dtype=runtime.TORCH_DTYPES[value.dtype], device="cpu", requires_grad=requires_grad
+            cls, value.shape, dtype=runtime.TORCH_DTYPES[value.dtype], device=_CPU, requires_grad=requires_grad
         )
         tensor._cell = cell
         return tensor
