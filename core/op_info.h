@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "expected.h"
+#include "lazylab/op_table.hpp"
 #include "tensor_type.h"
 
 namespace lazylab {
@@ -23,22 +24,10 @@ enum class OpId : uint16_t {
 };
 inline constexpr int kNumOps = LAZYLAB_OP_COUNT;
 
-enum class OpCategory : uint8_t { Leaf, Elementwise, Layout, Reduction, Contraction, Composite, Window };
-enum class TypeRule : uint8_t {
-  Declared,
-  Same,
-  Compare,
-  Select,
-  Transpose,
-  Slice,
-  Concat,
-  Reduce,
-  Matmul,
-  Gather,
-  Pad,
-  Window,
-  Scatter
-};
+// The category and type rule enums are the plugins' (declared once, in the
+// installed op_table.hpp beside ops.def).
+using OpCategory = ops::Category;
+using TypeRule = ops::TypeRule;
 // Scalar: a value of the node's dtype (a constant's, a pad's fill), exact
 // for every dtype; see scalar_attr.
 enum class AttrKind : uint8_t { Int, Float, Bool, Ints, Scalar };

@@ -19,8 +19,10 @@ std::string donors_of(Context& ctx, const std::string& text) {
   module.graph = ctx.capture();
   REQUIRE(run_pipeline(pipeline(text), module).ok());
   std::string listed;
-  for (int64_t donor : plan_output_donors(*module.program, module.graph))
-    listed += (listed.empty() ? "" : ",") + std::to_string(donor);
+  for (int64_t donor : plan_output_donors(*module.program, module.graph)) {
+    if (!listed.empty()) listed += ',';
+    listed += std::to_string(donor);
+  }
   return listed;
 }
 
