@@ -46,8 +46,9 @@ inline constexpr const char* kCaptureNote =
     "each step (lazy) or once (fx); baked reads: tensors read into Python numbers that became constants of the "
     "graph (it is that step's only); loss vs eager: relative; state vs eager: the tensors the step leaves "
     "(weights, optimizer state), largest difference over largest magnitude, both against eager PyTorch's step "
-    "on the same inputs; host ms/step: what a loop pays each step beside the graph (the capture, or binding "
-    "tensors and writing updates back); step + host: the fastest cell's step plus that";
+    "on the same inputs; host ms/step: what a loop pays each step beside the graph (the capture; or binding "
+    "the batch and rebinding the state a loop keeps on the device); step + host: the fastest cell's step plus "
+    "that";
 
 struct PassRow {
   const CellResult* cell;

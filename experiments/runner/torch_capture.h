@@ -15,7 +15,8 @@ struct TorchCapture {
   double capture_ms = 0;    // the host's time to capture the step: each step's (lazy), or once (fx)
   bool every_step = false;  // whether a loop pays capture_ms each step
   // What a loop's step costs the host beyond running the graph: the capture
-  // (lazy), or binding torch tensors and writing the updates back (fx).
+  // (lazy), or binding the batch and rebinding the state kept on the device
+  // (fx; capture.json also has the cost with the state as torch tensors).
   double host_ms_per_step = 0;
   int64_t baked_reads = 0;  // tensors read into Python numbers that became constants of the graph (fx)
   // The captured step against eager PyTorch's on the same weights, state and

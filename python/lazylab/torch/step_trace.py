@@ -63,11 +63,17 @@ class TracedStep:
         loss = self.compiled(*inputs)
         return [loss] + inputs
 
-    def call_overhead_ms(self, calls=5):
-        """What a call costs the host beyond running the graph: binding the
-        torch tensors to its inputs, and handing out its results and writing
-        the step's in-place updates back (the median of `calls` calls)."""
+    def call_overhead_ms(self, calls=5, state_on_device=False):
+        """What a call costs the host beyond running the graph: binding its
+        inputs, handing out its results and writing the step's in-place
+        updates back (the median of `calls` calls). The batch is a torch
+        tensor each call; the state (weights, optimizer state) too, or with
+        `state_on_device` the device's own tensors (Compiled.lazy), as a
+        loop keeps them between steps: their updates rebind, nothing is
+        copied."""
         inputs = [tensor.clone() for tensor in self.inputs]
+        if state_on_device:
+            inputs[2:] = [self.compiled.lazy(tensor) for tensor in inputs[2:]]
         counters, samples = self.compiled.device.counters, []
         for _ in range(calls):
             before = counters["CallInputsNs"] + counters["CallOutputsNs"]
