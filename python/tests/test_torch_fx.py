@@ -199,6 +199,11 @@ def test_what_a_compiled_function_writes_in_place_is_written_back_into_its_argum
     for got, expected in zip((weight, velocity, grad), want):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
     assert compiled.metrics()["WrittenBackInputs"] == 2  # the weight and the velocity; grad was only read
+    # torch sees the writes: their version counters moved (autograd checks
+    # them, and so does a graph's output passed back in), grad's did not.
+    versions = [t._version for t in (weight, velocity, grad)]
+    compiled(weight, velocity, grad)
+    assert [t._version for t in (weight, velocity, grad)] == [versions[0] + 1, versions[1] + 1, versions[2]]
 
 
 def test_many_arguments_written_in_place_each_bind_their_own_input():

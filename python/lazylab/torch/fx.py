@@ -164,6 +164,9 @@ class Compiled:
             return
         if argument.device.type == "cpu" and argument.dtype in runtime.DTYPES:
             np.copyto(argument.detach().numpy(), np.asarray(value.numpy()), casting="no")
+            # A write torch sees, as copy_'s would be: the version counter
+            # (autograd's and Exports') moves, by an in-place op on no elements.
+            argument.detach().unsqueeze(0).narrow(0, 0, 0).zero_()
         else:
             with torch.no_grad():
                 argument.copy_(torch.from_dlpack(value))
