@@ -352,7 +352,7 @@ const std::vector<ReportColumn<PeerComparison>>& peer_columns() {
   return columns;
 }
 
-double CaptureRow::step_with_capture_ms() const { return best->step_ms.median + capture->capture.host_ms_per_step; }
+double CaptureRow::step_with_host_ms() const { return best->step_ms.median + capture->capture.host_ms_per_step; }
 
 std::vector<CaptureRow> capture_rows(const ExperimentResult& result) {
   std::vector<CaptureRow> rows;
@@ -401,7 +401,7 @@ const std::vector<ReportColumn<CaptureRow>>& capture_columns() {
       {"host ms/step", "host_ms_per_step", kEverywhere, true,
        [](const Row& r) { return report_number(r.capture->capture.host_ms_per_step, 3); }},
       {"step + host ms", "step_with_host_ms", kEverywhere, true,
-       [](const Row& r) { return r.best ? report_number(r.step_with_capture_ms(), 3) : ReportValue{}; }},
+       [](const Row& r) { return r.best ? report_number(r.step_with_host_ms(), 3) : ReportValue{}; }},
   };
   return columns;
 }

@@ -37,7 +37,7 @@ struct CaptureRow {
   const CellResult* best;  // null when no cell of the entry is correct
   // What a loop's step costs: the cell's step, plus the host's time around
   // it (TorchCapture::host_ms_per_step).
-  double step_with_capture_ms() const;
+  double step_with_host_ms() const;
 };
 std::vector<CaptureRow> capture_rows(const ExperimentResult& result);
 // What the captures table's columns mean.

@@ -294,3 +294,24 @@ def test_foreach_ops_lower_as_their_per_tensor_op_on_each_tensor():
     np.testing.assert_allclose(float(got_total), float(want_total), rtol=1e-6)
     for got, want in zip(list(got_roots) + args, list(want_roots) + want_args):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("capture", ["lazy", "fx"])
+def test_a_program_that_pytorch_refuses_is_an_error_naming_its_line(tmp_path, capsys, capture):
+    from lazylab.torch import export
+
+    program = tmp_path / "wrong_shapes.py"
+    program.write_text(
+        "import torch\n"
+        "from torch.nn import functional as F\n"
+        "PARAMS = {'batch': 4}\n"
+        "def model(params): return torch.nn.Linear(4, 2)\n"
+        "def optimizer(model, params, steps): return torch.optim.SGD(model.parameters(), lr=0.1), None\n"
+        "def batch(generator, params, size): return torch.randn(size, 3), torch.zeros(size, dtype=torch.long)\n"
+        "def step(model, optimizer, schedule, x, y):\n"
+        "    loss = F.cross_entropy(model(x), y)\n"
+        "    optimizer.zero_grad(); loss.backward(); optimizer.step()\n"
+        "    return loss\n")
+    assert export.main([str(program), "--out", str(tmp_path), "--capture", capture]) == 1
+    message = capsys.readouterr().err
+    assert "wrong_shapes.py:8 in step" in message, message

@@ -171,7 +171,7 @@ TEST_CASE("a torch workload's capture is reported beside its fastest cell and su
   CHECK(rows[0].best->workload_entry == 0);
   for (const CellResult& c : result.cells)  // the fastest correct cell of the entry
     if (c.workload_entry == 0 && c.status == CellStatus::Ok) CHECK(rows[0].best->step_ms.median <= c.step_ms.median);
-  CHECK(rows[0].step_with_capture_ms() == doctest::Approx(rows[0].best->step_ms.median + 1.5));
+  CHECK(rows[0].step_with_host_ms() == doctest::Approx(rows[0].best->step_ms.median + 1.5));
   CHECK(lazy.us_per_aten_op() == doctest::Approx(1.5e3 / 76));
   std::string markdown = render_report(report, ReportFormat::Markdown);
   std::vector<std::string> table = markdown_table_after(markdown, "## PyTorch captures");

@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 
 import numpy as np
 
@@ -130,6 +131,14 @@ def capture_fx(program, params, steps, backend, out):
     }
 
 
+def program_line(error, path):
+    """' at FILE:LINE in FUNCTION': the innermost frame of the program's own
+    file in `error`'s traceback, or '' where it has none."""
+    path = os.path.realpath(path)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.realpath(f.filename) == path]
+    return f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m lazylab.torch.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("program")
@@ -151,6 +160,8 @@ def main(argv=None):
         record = capture(program, params, args.steps, args.backend, args.out)
     except (ValueError, FileNotFoundError, runtime.lazylab.Error) as error:
         return fail(error)
+    except RuntimeError as error:  # PyTorch's own, from the program's eager steps or make_fx
+        return fail(f"PyTorch stopped the program{program_line(error, args.program)}: {error}")
     record = {"program": args.program, "capture": args.capture, "params": loop.sizes(program, params), **record}
     with open(os.path.join(args.out, "capture.json"), "w") as f:
         json.dump(record, f, indent=2)
