@@ -346,6 +346,13 @@ Status Backend::check_supported(const Program& program, const Graph& graph) cons
             capabilities_.attention_max_head_dim ? fmt::format("up to {}", capabilities_.attention_max_head_dim)
                                                  : std::string("none")));
     }
+    if (!capabilities_.reads_row_groups)
+      for (const ValueAccess& a : kernel.description.accesses)
+        if (a.kind == Access::RowGroup)
+          return make_error(fmt::format(
+              "backend {} cannot read %{} as a group of rows (ABI 3.10) in the kernel ending at %{}: fuse for this "
+              "backend (lazylab passes its capabilities to fusion)",
+              name_, a.source, kernel.ops.empty() ? 0 : kernel.ops.back()));
     for (NodeId id : kernel.ops) {
       OpId op = graph.node(id).op;
       if (capabilities_.supports_op[static_cast<int>(op)]) continue;

@@ -1,6 +1,7 @@
 #include "core/kernel_description.h"
 
 #include "core/attention_pattern.h"
+#include "lazylab/backend_abi.h"
 
 #include <fmt/format.h>
 
@@ -75,9 +76,27 @@ bool is_suffix(const Dims& in, const Ints& dims, const Dims& out) {
   return true;
 }
 
+// A broadcast that gives each row one value, shared by consecutive rows:
+// its operand's dims that are not 1 land, in order and with their sizes, on
+// one run of the result's dims before the last. The rows each source
+// element spans (the product of the result's dims between the run and the
+// last); nullopt for any other broadcast.
+std::optional<int64_t> row_group_period(const Dims& in, const Ints& dims, const Dims& out) {
+  std::vector<int64_t> landed;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (in[d] != 1) landed.push_back(dims[d]);
+  if (landed.empty() || landed.back() >= static_cast<int64_t>(out.size()) - 1) return std::nullopt;
+  for (size_t i = 1; i < landed.size(); ++i)
+    if (landed[i] != landed[i - 1] + 1) return std::nullopt;
+  int64_t period = 1;
+  for (size_t d = static_cast<size_t>(landed.back()) + 1; d + 1 < out.size(); ++d) period *= out[d];
+  return period;
+}
+
 class RowSpaceAnalysis {
  public:
-  RowSpaceAnalysis(const Graph& graph, std::span<const NodeId> ops) : graph_(graph), ops_(ops) {}
+  RowSpaceAnalysis(const Graph& graph, std::span<const NodeId> ops, DescribeOptions options)
+      : graph_(graph), ops_(ops), options_(options) {}
 
   Expected<KernelDescription> run() {
     space_ = row_space_of(graph_, ops_);
@@ -185,6 +204,14 @@ class RowSpaceAnalysis {
     if (is_suffix(in, dims, node.type.shape)) return ValueAccess{0, Access::Repeat, source, size, 0};
     if (size == description_.rows && spreads_over_rows(in, dims, node.type.shape))
       return ValueAccess{0, Access::PerRow, source, 0, 0};
+    if (node.type.shape == space_)
+      if (auto period = row_group_period(in, dims, node.type.shape)) {
+        if (options_.row_groups) return ValueAccess{0, Access::RowGroup, source, *period, 0};
+        return make_error(
+            fmt::format("broadcast {} to {} reads a group of rows, which the backend does not (ABI "
+                        "3.10's reads_row_groups)",
+                        to_string(in), to_string(node.type.shape)));
+      }
     return refuse();
   }
 
@@ -213,6 +240,7 @@ class RowSpaceAnalysis {
 
   const Graph& graph_;
   std::span<const NodeId> ops_;
+  DescribeOptions options_;
   Dims space_;
   std::set<NodeId> in_kernel_;
   std::unordered_map<NodeId, size_t> index_;  // value -> its entry in description_.accesses
@@ -222,7 +250,8 @@ class RowSpaceAnalysis {
 // One matmul; transposes of its operands' last two dims used by nothing else
 // in the kernel fold into it; the other ops form a row-space epilogue over
 // the product.
-std::optional<KernelDescription> describe_contraction(const Graph& graph, std::span<const NodeId> ops) {
+std::optional<KernelDescription> describe_contraction(const Graph& graph, std::span<const NodeId> ops,
+                                                      DescribeOptions options) {
   std::vector<NodeId> matmuls;
   for (NodeId id : ops)
     if (graph.node(id).op == OpId::Matmul) matmuls.push_back(id);
@@ -262,7 +291,7 @@ std::optional<KernelDescription> describe_contraction(const Graph& graph, std::s
   description.rows = c.batch * c.m;
   description.cols = c.n;
   if (epilogue.empty()) return description;
-  auto rows = describe_row_space(graph, epilogue);
+  auto rows = describe_row_space(graph, epilogue, options);
   if (!rows || rows->kind != KernelKind::Elementwise || rows->rows != description.rows || rows->cols != c.n)
     return std::nullopt;
   description.accesses = std::move(rows->accesses);
@@ -399,8 +428,13 @@ const ValueAccess* KernelDescription::access_of(NodeId value) const {
   return nullptr;
 }
 
-Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops) {
-  return RowSpaceAnalysis(graph, ops).run();
+DescribeOptions describe_options(const lazylab_capabilities* caps) {
+  return {caps == nullptr || caps->reads_row_groups != 0};
+}
+
+Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops,
+                                               DescribeOptions options) {
+  return RowSpaceAnalysis(graph, ops, options).run();
 }
 
 namespace {
@@ -408,7 +442,7 @@ namespace {
 // How an epilogue op's result of a window kernel is read: a broadcast of
 // a scalar or of one value per channel, or the result's own elements.
 Expected<ValueAccess> window_broadcast(const Graph& graph, NodeId id, const Dims& out,
-                                       const std::set<NodeId>& in_kernel) {
+                                       const std::set<NodeId>& in_kernel, DescribeOptions options) {
   const Node& node = graph.node(id);
   NodeId source = node.operands[0];
   const TensorType& in = graph.node(source).type;
@@ -420,13 +454,14 @@ Expected<ValueAccess> window_broadcast(const Graph& graph, NodeId id, const Dims
   for (size_t d = 0; d < in.shape.size(); ++d)
     if (in.shape[d] != 1) channel_dims += node.attrs[0].ints[d] == 1 && in.shape[d] == out[1] ? 1 : 2;
   if (channel_dims == 1 && out[0] == 1) return ValueAccess{id, Access::PerRow, source, 0, 0};
-  return make_error(
-      fmt::format("broadcast {} to {} is not one value per channel of one image", to_string(in.shape), to_string(out)));
+  if (channel_dims == 1 && options.row_groups) return ValueAccess{id, Access::RowGroup, source, 1, 0};
+  return make_error(fmt::format("broadcast {} to {} is not one value per channel{}", to_string(in.shape),
+                                to_string(out), options.row_groups ? "" : " of one image"));
 }
 
 }  // namespace
 
-Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops) {
+Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops, DescribeOptions options) {
   std::vector<NodeId> convs;
   for (NodeId id : ops)
     if (graph.node(id).op == OpId::Conv2d) convs.push_back(id);
@@ -458,7 +493,7 @@ Expected<KernelDescription> describe_window(const Graph& graph, std::span<const 
     } else if (node.op == OpId::Constant) {
       seen[id] = {id, Access::Splat, id, 0, node.attrs[0].f};
     } else if (node.op == OpId::Broadcast) {
-      auto access = window_broadcast(graph, id, out, in_kernel);
+      auto access = window_broadcast(graph, id, out, in_kernel, options);
       if (!access) return access.error();
       seen[id] = *access;
     } else if (op_info(node.op).category == OpCategory::Elementwise) {
@@ -472,14 +507,14 @@ Expected<KernelDescription> describe_window(const Graph& graph, std::span<const 
   return description;
 }
 
-KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops) {
+KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops, DescribeOptions options) {
   // Attention ends with its second product: only then is it worth matching
   // (strategies describe every candidate group).
   bool ends_in_product = !ops.empty() && graph.node(*std::max_element(ops.begin(), ops.end())).op == OpId::Matmul;
   if (ends_in_product && ops.size() > 2)
     if (auto attention = describe_attention(graph, ops)) return std::move(*attention);
-  if (auto contraction = describe_contraction(graph, ops)) return *contraction;
-  if (auto window = describe_window(graph, ops)) return std::move(*window);
+  if (auto contraction = describe_contraction(graph, ops, options)) return *contraction;
+  if (auto window = describe_window(graph, ops, options)) return std::move(*window);
   if (ops.size() == 1 && graph.node(ops[0]).operands.size() == 1) {
     if (auto layout = strided_layout(graph, graph.node(ops[0]))) {
       KernelDescription description;
@@ -493,7 +528,7 @@ KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> op
     description.layout = std::move(*chain);
     return description;
   }
-  if (auto rows = describe_row_space(graph, ops)) return std::move(*rows);
+  if (auto rows = describe_row_space(graph, ops, options)) return std::move(*rows);
   return {};
 }
 

@@ -13,11 +13,13 @@
 #include "expected.h"
 #include "graph.h"
 
+struct lazylab_capabilities;
+
 namespace lazylab {
 
 // The values of lazylab_kernel_kind and lazylab_access_kind.
 enum class KernelKind : uint8_t { Opaque, Elementwise, RowReduction, Contraction, Layout, Window, Attention };
-enum class Access : uint8_t { Full, PerRow, Splat, Scalar, Repeat };
+enum class Access : uint8_t { Full, PerRow, Splat, Scalar, Repeat, RowGroup };
 
 // How `value` is indexed in the row space [rows, cols]; a broadcast's result
 // reads `source` (its operand, through any chain of broadcasts), anything
@@ -26,7 +28,7 @@ struct ValueAccess {
   NodeId value = 0;
   Access kind = Access::Full;
   NodeId source = 0;
-  int64_t period = 0;  // Repeat
+  int64_t period = 0;  // Repeat: elements; RowGroup: rows per source element
   double splat = 0;    // Splat
 };
 
@@ -52,6 +54,15 @@ struct Attention {
   int64_t batch = 1, m = 0, n = 0, d = 0, dv = 0;
   double scale = 1.0;
 };
+
+// What a description may ask of the backend's kernels beyond ABI 3.9.
+struct DescribeOptions {
+  bool row_groups = false;  // Access::RowGroup (ABI 3.10's reads_row_groups)
+};
+
+// What a backend with `caps` reads; without capabilities (fusion for no
+// backend in particular) there is no limit.
+DescribeOptions describe_options(const lazylab_capabilities* caps);
 
 struct KernelDescription {
   KernelKind kind = KernelKind::Opaque;
@@ -84,19 +95,23 @@ bool keeps_rows(const Dims& in, const Dims& out);
 
 // `ops` (in program order) as one row-space kernel (elementwise, or with
 // last-axis reductions), or an error saying why they are not one.
-Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops);
+// A broadcast of leading dims other than the last (a per-channel [C] over
+// NCHW's rows) is a RowGroup where `options` allow it.
+Expected<KernelDescription> describe_row_space(const Graph& graph, std::span<const NodeId> ops,
+                                               DescribeOptions options = {});
 
 // `ops` as one conv2d with an elementwise epilogue over its result, seen as
 // [rows = N * O, cols = OH * OW]: values of the result's shape are Full, a
-// per-channel broadcast is PerRow (only for N = 1, where a row is a
-// channel), splats and scalars as in a row-space kernel. An error says why
-// they are not one.
-Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops);
+// per-channel broadcast is PerRow for N = 1 (a row is a channel) and a
+// RowGroup of period 1 for N > 1 where `options` allow, splats and scalars
+// as in a row-space kernel. An error says why they are not one.
+Expected<KernelDescription> describe_window(const Graph& graph, std::span<const NodeId> ops,
+                                            DescribeOptions options = {});
 
 // The description of a kernel holding `ops`: an attention, a contraction, a
 // window, a layout copy or a row-space kernel where the ops form one, else
 // Opaque.
-KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops);
+KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops, DescribeOptions options = {});
 
 std::string_view kind_name(KernelKind kind);
 

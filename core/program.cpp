@@ -21,13 +21,16 @@ std::string_view access_name(Access kind) {
     case Access::Splat: return "splat";
     case Access::Scalar: return "scalar";
     case Access::Repeat: return "repeat";
+    case Access::RowGroup: return "row-group";
   }
   return "?";
 }
 
 // "full", "repeat 8 of %3": how a value's elements are indexed.
 std::string describe_access(const ValueAccess& a) {
-  std::string how = a.kind == Access::Repeat ? fmt::format("repeat {}", a.period) : std::string(access_name(a.kind));
+  std::string how = a.kind == Access::Repeat || a.kind == Access::RowGroup
+                        ? fmt::format("{} {}", access_name(a.kind), a.period)
+                        : std::string(access_name(a.kind));
   return a.source == a.value ? how : fmt::format("{} of %{}", how, a.source);
 }
 

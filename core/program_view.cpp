@@ -3,6 +3,16 @@
 namespace lazylab {
 namespace {
 
+// Core's kinds are the ABI's values, cast across as they are.
+static_assert(static_cast<uint32_t>(KernelKind::Attention) == LAZYLAB_KERNEL_ATTENTION);
+static_assert(static_cast<uint32_t>(KernelKind::Window) == LAZYLAB_KERNEL_WINDOW);
+static_assert(static_cast<uint32_t>(Access::Full) == LAZYLAB_ACCESS_FULL);
+static_assert(static_cast<uint32_t>(Access::PerRow) == LAZYLAB_ACCESS_PER_ROW);
+static_assert(static_cast<uint32_t>(Access::Splat) == LAZYLAB_ACCESS_SPLAT);
+static_assert(static_cast<uint32_t>(Access::Scalar) == LAZYLAB_ACCESS_SCALAR);
+static_assert(static_cast<uint32_t>(Access::Repeat) == LAZYLAB_ACCESS_REPEAT);
+static_assert(static_cast<uint32_t>(Access::RowGroup) == LAZYLAB_ACCESS_ROW_GROUP);
+
 template <class Range>
 std::vector<uint32_t> to_ids(const Range& range) {
   return std::vector<uint32_t>(range.begin(), range.end());

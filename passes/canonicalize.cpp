@@ -160,6 +160,30 @@ Replacement reshape_of_reshape(const Match& m) {
   return std::optional(*id);
 }
 
+// broadcast(reshape(x)) -> broadcast(x) where the reshape only adds or drops
+// dims of size 1 and x has none: a per-channel [C] made [1, C, 1, 1] to
+// spread over [N, C, H, W] is then one broadcast, which fusion can read in
+// place, not a reshape kernel before it.
+Replacement broadcast_of_unit_reshape(const Match& m) {
+  const Node& reshape = m.operand(0);
+  if (reshape.op != OpId::Reshape) return kKeep;
+  const Dims& source = m.builder.node(reshape.operands[0]).type.shape;
+  const Dims& shaped = reshape.type.shape;
+  const Ints& dims = m.node.attrs[0].ints;
+  Ints through;  // the broadcast's result dim of each dim of x
+  for (size_t d = 0; d < shaped.size(); ++d) {
+    if (shaped[d] == 1) continue;
+    if (through.size() == source.size() || source[through.size()] != shaped[d]) return kKeep;
+    through.push_back(dims[d]);
+  }
+  if (through.size() != source.size()) return kKeep;  // x has a dim of size 1
+  Attrs attrs{};
+  attrs[0].ints = std::move(through);
+  auto id = m.builder.add(OpId::Broadcast, {reshape.operands[0]}, attrs, &m.node.type);
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
 // matmul(a[..., M, K], broadcast(w[K, N]) to [..., K, N]) ->
 // reshape(matmul(reshape(a, [... * M, K]), w), [..., M, N]): a weight shared by
 // every batch is one product of all the rows with it, not a copy of the
@@ -207,6 +231,7 @@ constexpr Rule kRules[] = {
      [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; },
      no_op_layout},
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
+    {"broadcast-of-unit-reshape", [](OpId op) { return op == OpId::Broadcast; }, broadcast_of_unit_reshape},
     {"shared-weight-matmul", [](OpId op) { return op == OpId::Matmul; }, shared_weight_matmul},
 };
 

@@ -92,7 +92,7 @@ FusionDecision decide_with_window(Module& module, KernelGroups& groups, NodeId p
   std::vector<NodeId> merged;
   std::merge(groups.members_of(producer).begin(), groups.members_of(producer).end(),
              groups.members_of(consumer).begin(), groups.members_of(consumer).end(), std::back_inserter(merged));
-  if (auto window = describe_window(graph, merged); !window)
+  if (auto window = describe_window(graph, merged, describe_options(module.capabilities)); !window)
     return FusionDecision::no(RefusalCode::IterationSpace, window.error().message);
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
   if (groups.would_create_cycle(producer, consumer))

@@ -38,7 +38,8 @@ bool is_fusible(const Graph& graph, const Node& node) {
 // Whether the nodes of both groups would make one row-space kernel: the
 // kernel description's own analysis (core/kernel_description.h), so fusion
 // accepts exactly what lower will describe and the backends will run.
-std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& groups, NodeId a, NodeId b) {
+std::optional<std::string> check_row_space(const Module& module, KernelGroups& groups, NodeId a, NodeId b) {
+  const Graph& graph = module.graph;
   if (groups.plain_elementwise_pair(a, b)) return std::nullopt;  // one shape, nothing to analyse
   std::vector<NodeId> members;                                   // both groups, in program order
   const std::vector<NodeId>& of_a = groups.members_of(a);
@@ -47,7 +48,7 @@ std::optional<std::string> check_row_space(const Graph& graph, KernelGroups& gro
   else
     std::merge(of_a.begin(), of_a.end(), groups.members_of(b).begin(), groups.members_of(b).end(),
                std::back_inserter(members));
-  auto description = describe_row_space(graph, members);
+  auto description = describe_row_space(graph, members, describe_options(module.capabilities));
   if (!description) return description.error().message;
   return std::nullopt;
 }
@@ -79,7 +80,7 @@ FusionDecision decide_layout_chain(Module& module, KernelGroups& groups, NodeId 
   for (size_t i = 0; i + 1 < members.size(); ++i)
     if (user_count(graph, members[i]) != 1)
       return FusionDecision::no(RefusalCode::SeveralConsumers, "a layout op of the chain is read elsewhere too");
-  if (describe_kernel(graph, members).kind != KernelKind::Layout)
+  if (describe_kernel(graph, members, describe_options(module.capabilities)).kind != KernelKind::Layout)
     return FusionDecision::no(RefusalCode::IterationSpace,
                               "not one strided view (a reshape merges dims that are apart in memory)");
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
@@ -114,7 +115,7 @@ FusionDecision decide_row_space(Module& module, KernelGroups& groups, NodeId pro
   }
   if (c.op == OpId::Broadcast && p.type.shape != c.type.shape && !is_row_shape(p.type.shape, c.type.shape))
     return FusionDecision::no(RefusalCode::IterationSpace, "broadcast from a shape that is not one per row");
-  if (auto problem = check_row_space(graph, groups, producer, consumer))
+  if (auto problem = check_row_space(module, groups, producer, consumer))
     return FusionDecision::no(RefusalCode::IterationSpace, "different iteration spaces: " + *problem);
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
   bool reduction = op_info(p.op).category == OpCategory::Reduction || op_info(c.op).category == OpCategory::Reduction;

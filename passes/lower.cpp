@@ -127,7 +127,8 @@ class Lower : public Pass {
     program.outputs = graph.roots();
     assign_values(graph, module.kernel_of, program);
     build_kernels(graph, module.kernel_of, *order, program);
-    for (Kernel& kernel : program.kernels) kernel.description = describe_kernel(graph, kernel.ops);
+    DescribeOptions options = describe_options(module.capabilities);
+    for (Kernel& kernel : program.kernels) kernel.description = describe_kernel(graph, kernel.ops, options);
     plan_naive(program);
     module.program = std::move(program);
     return true;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "float_math.h"
@@ -21,12 +22,16 @@ namespace {
 // How an op reads or writes one value within a segment (row r, columns
 // [c0, c0 + len)).
 struct Slot {
-  enum Kind { Full, PerRow, Splat, Suffix, Scalar } kind = Full;
+  // Spread: a memory value of `groups` floats, each repeated over `period`
+  // consecutive elements (a RowGroup access: a per-channel value over NCHW),
+  // written out per segment into scratch `local`.
+  enum Kind { Full, PerRow, Splat, Suffix, Scalar, Spread } kind = Full;
   enum Where { Memory, Local } where = Memory;
   uint32_t value = 0;  // Memory
-  int local = -1;      // Local: buffer index (Full) or scalar index (PerRow)
+  int local = -1;      // Local: buffer index (Full) or scalar index (PerRow); Spread: its scratch
   float splat = 0;     // Splat
-  int64_t period = 0;  // Suffix: elements of the broadcast source
+  int64_t period = 0;  // Suffix: elements of the broadcast source; Spread: elements a source value spans
+  int64_t groups = 0;  // Spread: elements of the source
   // A bool value in memory (uint8): read only as a select's predicate, and
   // written by a Materialize from a comparison's 1s and 0s. Inside the
   // kernel a comparison's result is a float buffer of 1s and 0s.
@@ -84,6 +89,11 @@ struct Scratch {
   // one segment's copy can go on while the next one computes.
   std::vector<float> stream[2];
   std::vector<float> per_row;
+  std::vector<float> spreads;  // a segment per Spread slot
+  // What each Spread's segment holds: its phase (first element modulo the
+  // pattern's length) and length; -1 for nothing. A pattern no longer than
+  // a segment (a small image's channels) is then written once a chunk.
+  std::vector<int64_t> spread_phase, spread_length;
   std::vector<RunOperand> run_operands;
   OverlappedTraffic traffic;
 };
@@ -228,7 +238,7 @@ class RowPlan : public RowKernelPlan {
   std::vector<Instr> instrs;
   std::vector<RunInstr> runs;
   size_t longest_run = 0;  // steps of the longest run
-  int num_buffers = 0, num_per_row = 0;
+  int num_buffers = 0, num_per_row = 0, num_spreads = 0;
 
   bool streams = false;  // outputs go to memory with non-temporal stores
   // A register run carries out the memory traffic, spread over its strips
@@ -339,6 +349,9 @@ class RowPlan : public RowKernelPlan {
     scratch.buffers.resize(static_cast<size_t>(local_sets() * num_buffers) * segment_);
     for (std::vector<float>& buffer : scratch.stream) buffer.resize(streams ? segment_ : 0);
     scratch.per_row.resize(num_per_row);
+    scratch.spreads.resize(static_cast<size_t>(num_spreads) * segment_);
+    scratch.spread_phase.assign(num_spreads, -1);  // memory may hold new values since the last run
+    scratch.spread_length.assign(num_spreads, 0);
     scratch.run_operands.resize(longest_run);
   }
 
@@ -359,29 +372,50 @@ class RowPlan : public RowKernelPlan {
       row_out(*run.sum_out, memory, scratch, row) = run.sum_is_mean ? sum / static_cast<float>(len) : sum;
   }
 
-  View byte_view(const Slot& slot, const Memory& memory, int64_t row, int64_t c0) const {
+  View byte_view(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
     auto* base = static_cast<const uint8_t*>(memory.address(slot.value));
     switch (slot.kind) {
       case Slot::Full: return {nullptr, 0, base + row * cols_ + c0};
       case Slot::Suffix: return {nullptr, 0, base + (row * cols_ + c0) % slot.period};
       case Slot::PerRow: return {nullptr, static_cast<float>(base[row])};
+      case Slot::Spread: return {nullptr, 0, spread(base, slot, scratch, row * cols_ + c0)};
       default: return {nullptr, static_cast<float>(base[0])};
     }
   }
 
   View view(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
-    if (slot.byte) return byte_view(slot, memory, row, c0);
+    if (slot.byte) return byte_view(slot, memory, scratch, row, c0);
     switch (slot.kind) {
       case Slot::Splat: return {nullptr, slot.splat};
       case Slot::PerRow:
         return {nullptr, slot.where == Slot::Local ? scratch.per_row[slot.local] : memory.f32(slot.value)[row]};
       case Slot::Suffix: return {memory.f32(slot.value) + (row * cols_ + c0) % slot.period, 0};
+      case Slot::Spread: return {spread(memory.f32(slot.value), slot, scratch, row * cols_ + c0), 0};
       case Slot::Scalar: return {nullptr, memory.f32(slot.value)[0]};
       case Slot::Full:
         if (slot.where == Slot::Local) return {local_buffer(scratch, slot.local, row, c0), 0};
         return {memory.f32(slot.value) + row * cols_ + c0, 0};
     }
     return {};
+  }
+
+  // A Spread slot's values (floats or bools) for the segment starting at
+  // flat element `first` (up to segment_ elements), in its scratch: runs of
+  // equal values.
+  template <typename T>
+  const T* spread(const T* source, const Slot& slot, Scratch& scratch, int64_t first) const {
+    T* out = reinterpret_cast<T*>(scratch.spreads.data() + static_cast<size_t>(slot.local) * segment_);
+    int64_t n = std::min(segment_, rows_ * cols_ - first);
+    int64_t phase = first % (slot.period * slot.groups);
+    if (scratch.spread_phase[slot.local] == phase && scratch.spread_length[slot.local] >= n) return out;
+    scratch.spread_phase[slot.local] = phase;
+    scratch.spread_length[slot.local] = n;
+    for (int64_t i = 0; i < n;) {
+      int64_t at = first + i, run = std::min(n - i, slot.period - at % slot.period);
+      std::fill_n(out + i, run, source[at / slot.period % slot.groups]);
+      i += run;
+    }
+    return out;
   }
 
   int local_sets() const { return defers_division ? 2 : 1; }
@@ -556,7 +590,8 @@ std::optional<std::pair<RunStep, Slot>> step_for(const Instr& in, const Slot& ru
   if (!a_runs && !b_runs) return std::nullopt;
   if (a_runs && b_runs) return std::pair{RunStep{in.op, RunStep::Running, true}, Slot{}};
   const Slot& other = a_runs ? in.b : in.a;
-  auto kind = other.kind == Slot::Full || other.kind == Slot::Suffix ? RunStep::Pointer : RunStep::Scalar;
+  bool elements = other.kind == Slot::Full || other.kind == Slot::Suffix || other.kind == Slot::Spread;
+  auto kind = elements ? RunStep::Pointer : RunStep::Scalar;
   return std::pair{RunStep{in.op, kind, a_runs}, other};
 }
 
@@ -707,6 +742,7 @@ class RowCompiler {
     for (const RunInstr& run : plan->runs) plan->longest_run = std::max(plan->longest_run, run.steps.size());
     plan->num_buffers = num_buffers_;
     plan->num_per_row = num_per_row_;
+    plan->num_spreads = num_spreads_;
     mark_program_outputs(*plan);
     plan->streams = output_bytes(*plan) >= options.stream_min;
     plan->row_inputs = row_inputs(*plan);
@@ -848,6 +884,13 @@ class RowCompiler {
         slot.kind = Slot::Suffix;
         slot.period = a.period;
         break;
+      case LAZYLAB_ACCESS_ROW_GROUP:  // spread along each segment, so that the loops stay flat
+        if (a.period <= 0 || values_[source].size() <= 0 || values_[source].dtype == LAZYLAB_I64) return std::nullopt;
+        slot.kind = Slot::Spread;
+        slot.period = a.period * cols_;
+        slot.groups = values_[source].size();
+        slot.local = num_spreads_++;
+        break;
       default: return std::nullopt;
     }
     slot.byte = values_[source].dtype == LAZYLAB_BOOL;
@@ -926,7 +969,9 @@ class RowCompiler {
       auto view = broadcast_view(op);
       if (!view) return false;
       if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {
-        if (view->byte) return materialize_bytes(op.result, *view, plan);
+        // A view of bools: of memory (bytes) or of a comparison here (1s and
+        // 0s in floats, found by lazylab fuzz: written out as floats).
+        if (view->byte || values_[op.result].dtype == LAZYLAB_BOOL) return materialize_bytes(op.result, *view, plan);
         if (!view->floats()) return false;  // i64 views leave through the reference path
         return materialize(op.result, *view, index, plan);
       }
@@ -1043,6 +1088,9 @@ class RowCompiler {
   std::map<uint32_t, bool> freed_;
   std::vector<int> free_buffers_;
   int num_buffers_ = 0, num_per_row_ = 0;
+  // Spread slots, each with its own scratch: counted as memory is read
+  // (read() is const; a broadcast's view is made once and kept in slots_).
+  mutable int num_spreads_ = 0;
 };
 
 }  // namespace

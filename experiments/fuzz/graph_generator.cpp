@@ -251,13 +251,18 @@ class Generator {
         return commit(builder_.add(op, {x}, attrs, &type));
       }
       case OpId::Broadcast: {
-        // Keep x's dims (some stretched from 1) after up to two new leading ones.
+        // Keep x's dims (some stretched from 1) after up to two new leading
+        // ones, and at times before new trailing ones (a per-channel value
+        // spread over NCHW: groups of rows).
         Dims shape;
         for (int i = pick(0, 2); i > 0; --i) shape.push_back(pick(1, 4));
         for (int64_t d = 0; d < t.rank(); ++d) {
           attrs[0].ints.push_back(static_cast<int64_t>(shape.size()));
           shape.push_back(t.shape[d] == 1 ? pick(1, 4) : t.shape[d]);
         }
+        if (pick(0, 3) == 0)
+          for (int i = pick(1, 2); i > 0 && static_cast<int64_t>(shape.size()) < options_.max_rank + 2; --i)
+            shape.push_back(pick(1, 5));
         TensorType type{t.dtype, shape};
         return commit(builder_.add(op, {x}, attrs, &type));
       }

@@ -758,6 +758,52 @@ TEST_CASE("short-row kernels and their comparisons match the interpreter bit for
     }
 }
 
+// Per-channel values over NCHW (batch norm's mean, scale and shift; a
+// per-channel bool mask; a per-image factor), read in place as groups of
+// rows (ABI 3.10): floats spread along each segment, bools one a row. Small
+// images make the pattern shorter than a segment (written once a chunk); a
+// large one takes the parallel path; each step's new values must be read,
+// not the last run's pattern.
+TEST_CASE("per-channel values read as groups of rows match the interpreter bit for bit on every step") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  const Dims shapes[] = {{2, 3, 4, 5}, {16, 128, 2, 2}, {4, 16, 32, 32}, {3, 5, 7, 1}};
+  for (const Dims& shape : shapes) {
+    int64_t n = shape[0], c = shape[1], size = TensorType{DType::F32, shape}.num_elements();
+    auto program = [&](Context& ctx, int step) {
+      std::vector<float> x(size), mean(c), scale(c), shift(c), image(n);
+      std::vector<uint8_t> keep(c);
+      for (int64_t i = 0; i < size; ++i) x[i] = static_cast<float>((i * 7 + step) % 13) * 0.25f - 1.5f;
+      for (int64_t k = 0; k < c; ++k) {
+        mean[k] = static_cast<float>((k + step) % 5) * 0.125f;
+        scale[k] = 1.0f + static_cast<float>((k * 3 + step) % 7) * 0.0625f;
+        shift[k] = static_cast<float>(k % 3) * 0.5f - 0.25f * static_cast<float>(step);
+        keep[k] = static_cast<uint8_t>((k + step) % 3 != 0);
+      }
+      for (int64_t i = 0; i < n; ++i) image[i] = 0.5f + static_cast<float>(i + step) * 0.25f;
+      auto per_channel = [&](const Tensor& v) { return broadcast_to(reshape(v, {1, c, 1, 1}), shape); };
+      Tensor input = ctx.from_vector(x, shape);
+      Tensor normed = (input - per_channel(ctx.from_vector(mean, {c}))) * per_channel(ctx.from_vector(scale, {c}));
+      Tensor y = relu(normed + per_channel(ctx.from_vector(shift, {c}))) *
+                 broadcast_to(ctx.from_vector(image, {n, 1, 1, 1}), shape);
+      Tensor masked = where(per_channel(ctx.from_vector(keep, {c})), y, ctx.scalar(0.0));
+      return std::vector<Tensor>{y, masked, per_channel(ctx.from_vector(scale, {c}))};
+    };
+    Engine reference_engine(pipeline("lower"), *interp);
+    Context reference(reference_engine);
+    Engine engine(pipeline("canonicalize,fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
+    Context ctx(engine);
+    for (int step = 0; step < 3; ++step) {
+      CAPTURE(to_string(shape));
+      CAPTURE(step);
+      auto want = program(reference, step), got = program(ctx, step);
+      for (size_t k = 0; k < want.size(); ++k) CHECK(values(got[k]) == values(want[k]));
+    }
+    CHECK(engine.metrics().cache_hits >= 2);  // one graph, compiled once, run with each step's values
+  }
+}
+
 // Casts between f32 and i64 in the row loops: an i64 made from floats is
 // held as floats (whole numbers, exact), one in memory converted as the
 // reference loads it (through double), and out-of-range values and NaN

@@ -72,8 +72,13 @@
  * before); one that takes a buffer must run an elementwise kernel's ops in
  * order for each element (or block of elements), and must not take memory
  * it does not own (host data it aliases).
- * Version 3.9 (this header) appends the op scatter_add (gather's adjoint:
- * an embedding's gradient).
+ * Version 3.9 appends the op scatter_add (gather's adjoint: an embedding's
+ * gradient).
+ * Version 3.10 (this header) appends the access kind
+ * LAZYLAB_ACCESS_ROW_GROUP: a value constant along each row and shared by
+ * groups of rows (batch norm's per-channel [C] spread over NCHW, whose rows
+ * are N * C * H), read in place by a row-space kernel rather than copied out
+ * first; and the capability that asks for it (reads_row_groups).
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -121,7 +126,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 9u
+#define LAZYLAB_ABI_MINOR 10u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -195,7 +200,11 @@ typedef enum lazylab_access_kind {
   LAZYLAB_ACCESS_PER_ROW = 1, /* source element r */
   LAZYLAB_ACCESS_SPLAT = 2,   /* the constant `splat`, no memory */
   LAZYLAB_ACCESS_SCALAR = 3,  /* source element 0 */
-  LAZYLAB_ACCESS_REPEAT = 4   /* source element i % period (a broadcast of trailing dims) */
+  LAZYLAB_ACCESS_REPEAT = 4,  /* source element i % period (a broadcast of trailing dims) */
+  /* ABI 3.10: source element (r / period) % n, n the source's element count
+   * (a broadcast of leading dims other than the last onto the rows: each
+   * source element is `period` consecutive rows, again every n * period) */
+  LAZYLAB_ACCESS_ROW_GROUP = 5
 } lazylab_access_kind;
 
 /* One value of a row-space kernel: each op's result, and each input that an
@@ -206,7 +215,7 @@ typedef struct lazylab_access {
   uint32_t value;
   uint32_t kind; /* lazylab_access_kind */
   uint32_t source;
-  int64_t period; /* REPEAT */
+  int64_t period; /* REPEAT, ROW_GROUP */
   double splat;   /* SPLAT (integers: `i` of source's value attribute) */
 } lazylab_access;
 
@@ -315,6 +324,9 @@ typedef struct lazylab_capabilities {
   /* ABI 3.4: runs LAZYLAB_KERNEL_ATTENTION kernels whose d and dv are at
    * most this; 0: none. */
   uint32_t attention_max_head_dim;
+  /* ABI 3.10: runs row-space kernels (and GEMM and window epilogues) that
+   * read a value through LAZYLAB_ACCESS_ROW_GROUP. */
+  uint8_t reads_row_groups;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */

@@ -57,13 +57,12 @@ def placed(x, stride, offset, size):
 
 
 def flipped(w):
-    """The kernel's spatial dims reversed (a gather of reversed indices)."""
-    context = w.context
-    for axis in (2, 3):
-        size = w.shape[axis]
-        reverse = context.iota([size], 0, lazylab.i64) * -1 + (size - 1)
-        w = ops.gather(w, reverse, axis=axis)
-    return w
+    """The kernel's spatial dims reversed: reversing both is reversing the
+    taps in row-major order, one gather of reversed indices over them."""
+    out_channels, channels, kh, kw = w.shape
+    taps = kh * kw
+    reverse = w.context.iota([taps], 0, lazylab.i64) * -1 + (taps - 1)
+    return ops.gather(w.reshape(out_channels, channels, taps), reverse, axis=2).reshape(out_channels, channels, kh, kw)
 
 
 def conv_args(c):
