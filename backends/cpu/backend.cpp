@@ -15,7 +15,9 @@
 // inputs the next step reads),
 // strict=1 (compile fails when a described kernel of f32, bool and i64
 // values would run on the reference kernels: tests use it to pin that the
-// fast plans cover what the fusion strategies make).
+// fast plans cover what the fusion strategies make), row-groups=on|off
+// (declare ABI 3.10's reads_row_groups, default on: off leaves a
+// per-channel broadcast a kernel of its own, for comparison).
 #include <tbb/task_arena.h>
 
 #include <cstring>
@@ -161,8 +163,9 @@ class CpuBackend : public plugin::Backend {
  public:
   explicit CpuBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
-      if (key != "threads" && key != "tile" && key != "stream" && key != "strict")
-        throw std::invalid_argument("cpu has no option '" + key + "' (options: threads, tile, stream, strict)");
+      if (key != "threads" && key != "tile" && key != "stream" && key != "strict" && key != "row-groups")
+        throw std::invalid_argument("cpu has no option '" + key +
+                                    "' (options: threads, tile, stream, strict, row-groups)");
     threads_ = static_cast<int>(parse_positive(options, "threads", std::max(1u, std::thread::hardware_concurrency())));
     row_options_.tile = parse_positive(options, "tile", 4096);
     // KiB to bytes; more than any output can have means never.
@@ -170,6 +173,11 @@ class CpuBackend : public plugin::Backend {
     constexpr int64_t kMaxKib = std::numeric_limits<int64_t>::max() >> 10;
     row_options_.stream_min = stream_kib > kMaxKib ? std::numeric_limits<int64_t>::max() : stream_kib << 10;
     strict_ = options.count("strict") && options.at("strict") != "0";
+    if (auto it = options.find("row-groups"); it != options.end()) {
+      if (it->second != "on" && it->second != "off")
+        throw std::invalid_argument("cpu option row-groups must be on or off, got '" + it->second + "'");
+      row_groups_ = it->second == "on";
+    }
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
     std::string error;
@@ -189,7 +197,7 @@ class CpuBackend : public plugin::Backend {
     caps.fuses_window_epilogue = 1;
     caps.fuses_layout_views = 1;
     caps.attention_max_head_dim = 1 << 20;  // attention_plan.h: any head dim OpenBLAS takes
-    caps.reads_row_groups = 1;
+    caps.reads_row_groups = row_groups_ ? 1 : 0;
     caps.max_ops_per_kernel = 0;
   }
 
@@ -203,6 +211,7 @@ class CpuBackend : public plugin::Backend {
   }
 
  private:
+  bool row_groups_ = true;
   int threads_ = 1;
   bool strict_ = false;
   std::unique_ptr<tbb::task_arena> arena_;

@@ -12,7 +12,9 @@
 // launches and little data to stage, see GraphPolicy), bias-epilogue=on|off
 // (a product whose whole epilogue is a bias: cuBLASLt adds it, default on,
 // or a generated kernel after the plain product), row-block=auto|128|256|
-// 512|1024 (threads a block for rows past 1,024 columns).
+// 512|1024 (threads a block for rows past 1,024 columns), row-groups=on|off
+// (declare ABI 3.10's reads_row_groups, default on: off leaves a
+// per-channel broadcast a kernel of its own, for comparison).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -760,9 +762,9 @@ class CudaBackend : public plugin::Backend {
   explicit CudaBackend(const std::map<std::string, std::string>& options) {
     for (auto& [key, value] : options)
       if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph" && key != "bias-epilogue" &&
-          key != "row-block")
+          key != "row-block" && key != "row-groups")
         throw std::invalid_argument("cuda has no option '" + key +
-                                    "' (options: tf32, cache, cache-dir, graph, bias-epilogue, row-block)");
+                                    "' (options: tf32, cache, cache-dir, graph, bias-epilogue, row-block, row-groups)");
     if (auto it = options.find("graph"); it != options.end() && it->second != "auto") {
       if (it->second != "on" && it->second != "off")
         throw std::invalid_argument(fmt::format("cuda option graph must be auto, on or off, got '{}'", it->second));
@@ -771,6 +773,7 @@ class CudaBackend : public plugin::Backend {
     tf32_ = parse_switch(options, "tf32", false);
     codegen_.bias_epilogue = parse_switch(options, "bias-epilogue", true);
     codegen_.row_block_threads = parse_row_block(options);
+    row_groups_ = parse_switch(options, "row-groups", true);
     compiler_.disk_cache = parse_switch(options, "cache", true);
     if (options.count("cache-dir")) compiler_.cache_dir = options.at("cache-dir");
     std::string error;
@@ -797,7 +800,8 @@ class CudaBackend : public plugin::Backend {
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
     caps.fuses_layout_views = 1;
-    caps.attention_max_head_dim = 128;  // attention_kernel.h's tiles: shared memory and registers
+    caps.attention_max_head_dim = 128;            // attention_kernel.h's tiles: shared memory and registers
+    caps.reads_row_groups = row_groups_ ? 1 : 0;  // codegen.cpp: a per-channel value indexed by its row's group
   }
 
   std::string device_description() const override {
@@ -916,7 +920,7 @@ class CudaBackend : public plugin::Backend {
   const Driver* driver_ = nullptr;
   const CublasLt* blas_ = nullptr;
   std::string nvrtc_version_;
-  bool tf32_ = false;
+  bool tf32_ = false, row_groups_ = true;
   GraphPolicy graph_;
   CodegenOptions codegen_;
   CompilerOptions compiler_;

@@ -403,7 +403,8 @@ class RowSpaceSource {
   // Whether `v` is the same for every element of a row: computed once a row.
   bool row_value(uint32_t v) const {
     const lazylab_access& a = access(v);
-    if (a.kind == LAZYLAB_ACCESS_SPLAT || a.kind == LAZYLAB_ACCESS_SCALAR) return true;
+    if (a.kind == LAZYLAB_ACCESS_SPLAT || a.kind == LAZYLAB_ACCESS_SCALAR || a.kind == LAZYLAB_ACCESS_ROW_GROUP)
+      return true;
     if (a.kind == LAZYLAB_ACCESS_PER_ROW) return a.source == v || !produced_.count(a.source) || row_value(a.source);
     return false;
   }
@@ -446,6 +447,7 @@ class RowSpaceSource {
         at = fmt::format("i_{}", lane_);
         break;
       case LAZYLAB_ACCESS_PER_ROW: at = fmt::format("r_{}", lane_); break;
+      case LAZYLAB_ACCESS_ROW_GROUP: at = group_index(fmt::format("r_{}", lane_), source, period); break;
       case LAZYLAB_ACCESS_SCALAR: at = "0"; break;
       case LAZYLAB_ACCESS_REPEAT:
         if (repeat_vectors_.count(source)) return fmt::format("w{}.{}", source, "xyzw"[lane_]);
@@ -455,6 +457,12 @@ class RowSpaceSource {
     }
     std::string element = fmt::format("p{}[{}]", source, at);
     return dtype(source) == LAZYLAB_BOOL ? fmt::format("({} != 0)", element) : element;
+  }
+
+  // The element of `source` that row `row` reads through a ROW_GROUP access:
+  // each element spans `period` rows (a per-channel value over NCHW).
+  std::string group_index(const std::string& row, uint32_t source, int64_t period) const {
+    return fmt::format("({} / {}LL) % {}LL", row, period, elements_of(program_.values[source]));
   }
 
   // Element i_lane of a value repeating every `period` elements, without a
@@ -497,7 +505,7 @@ class RowSpaceSource {
       if (a.kind == LAZYLAB_ACCESS_SPLAT)  // the constant `source` holds an integer exactly
         return produced_.count(a.source) ? expression(*produced_.at(a.source), per_row) : literal(a.splat, result_type);
       if (produced_.count(a.source)) return read(a.source);
-      return per_row ? row_load(a.source, a.kind) : load(a.source, a.kind, a.period);
+      return per_row ? row_load(a.source, a.kind, a.period) : load(a.source, a.kind, a.period);
     }
     if (op.op == LAZYLAB_OP_Select)
       return fmt::format("({} ? {} : {})", read(op.operands[0]), read(op.operands[1]), read(op.operands[2]));
@@ -525,16 +533,18 @@ class RowSpaceSource {
 
   // --- row reductions: per-row values in the row's scope, the rest in loops.
 
-  std::string row_load(uint32_t source, uint32_t kind) const {
-    std::string element =
-        kind == LAZYLAB_ACCESS_SCALAR ? fmt::format("p{}[0]", source) : fmt::format("p{}[row]", source);
+  std::string row_load(uint32_t source, uint32_t kind, int64_t period = 0) const {
+    std::string at = kind == LAZYLAB_ACCESS_SCALAR      ? "0"
+                     : kind == LAZYLAB_ACCESS_ROW_GROUP ? group_index("row", source, period)
+                                                        : "row";
+    std::string element = fmt::format("p{}[{}]", source, at);
     return dtype(source) == LAZYLAB_BOOL ? fmt::format("({} != 0)", element) : element;
   }
 
   std::string row_operand(uint32_t v) const {
     if (row_known_.count(v)) return fmt::format("v{}", v);
     if (produced_.count(v)) return expression(*produced_.at(v), true);  // a constant or view
-    return row_load(v, access(v).kind);
+    return row_load(v, access(v).kind, access(v).period);
   }
 
   // Declarations computing `v` at element i_0 of the row (and what it needs),

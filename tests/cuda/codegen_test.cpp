@@ -425,3 +425,21 @@ TEST_CASE("a row's statistic broadcast along the row and stored in full is store
   cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
   CHECK(compiled.cubin.size() > 100);
 }
+
+TEST_CASE("a per-channel value over NCHW is read in place, indexed by its row's group, and compiles") {
+  // ABI 3.10's ROW_GROUP: [2, 3, 8, 5] has 48 rows of 5; channel c spans
+  // rows 8c .. 8c + 7 of each image. In an elementwise kernel and in a row
+  // reduction's prologue (batch norm's squared deviations).
+  Context ctx;
+  Tensor x = ctx.from_vector(std::vector<float>(2 * 3 * 8 * 5, 1.0f), {2, 3, 8, 5});
+  Tensor channel_mean =
+      broadcast_to(reshape(ctx.from_vector(std::vector<float>{1, 2, 3}, {3}), {1, 3, 1, 1}), {2, 3, 8, 5});
+  Tensor centered = x - channel_mean;
+  Tensor squares = sum(centered * centered, {3}, false);
+  Tensor doubled = centered * ctx.scalar(2.0f);
+  Module module = lowered(ctx.capture(), "canonicalize,fuse{strategy=producer-consumer},lower");
+  cuda::ProgramCode code = generated(module);
+  CHECK(count(code.source, "(r_0 / 8LL) % 3LL") + count(code.source, "(row / 8LL) % 3LL") >= 1);
+  cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}

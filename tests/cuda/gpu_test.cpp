@@ -430,3 +430,48 @@ TEST_CASE("cuda notes each product's cuBLASLt choice, and a second backend reads
   CHECK(stored.substr(stored.find("fastest: ")) == timed.substr(timed.find("fastest: ")));
   std::filesystem::remove_all(dir);
 }
+
+// Per-channel values over NCHW read in place as groups of rows (ABI 3.10):
+// batch norm's normalisation (elementwise, 4-wide and not), a per-channel
+// bool mask, a per-image factor, and the squared deviations summed along
+// the rows (a row reduction's prologue), each step's values against the
+// interpreter's.
+TEST_CASE("per-channel values read as groups of rows match the interpreter on every step") {
+  auto interp = interp_backend();
+  auto cuda = cuda_backend();
+  const Dims shapes[] = {{2, 3, 4, 5}, {16, 128, 2, 2}, {4, 16, 32, 32}, {3, 5, 7, 1}};
+  for (const Dims& shape : shapes) {
+    int64_t n = shape[0], c = shape[1], size = TensorType{DType::F32, shape}.num_elements();
+    auto program = [&](Context& ctx, int step) {
+      std::vector<float> x(size), mean_c(c), scale(c), image(n);
+      std::vector<uint8_t> keep(c);
+      for (int64_t i = 0; i < size; ++i) x[i] = static_cast<float>((i * 7 + step) % 13) * 0.25f - 1.5f;
+      for (int64_t k = 0; k < c; ++k) {
+        mean_c[k] = static_cast<float>((k + step) % 5) * 0.125f;
+        scale[k] = 1.0f + static_cast<float>((k * 3 + step) % 7) * 0.0625f;
+        keep[k] = static_cast<uint8_t>((k + step) % 3 != 0);
+      }
+      for (int64_t i = 0; i < n; ++i) image[i] = 0.5f + static_cast<float>(i + step) * 0.25f;
+      auto per_channel = [&](const Tensor& v) { return broadcast_to(reshape(v, {1, c, 1, 1}), shape); };
+      Tensor centered = ctx.from_vector(x, shape) - per_channel(ctx.from_vector(mean_c, {c}));
+      Tensor y = relu(centered * per_channel(ctx.from_vector(scale, {c}))) *
+                 broadcast_to(ctx.from_vector(image, {n, 1, 1, 1}), shape);
+      Tensor masked = where(per_channel(ctx.from_vector(keep, {c})), y, ctx.scalar(0.0));
+      return std::vector<Tensor>{y, masked, sum(centered * centered, {3}, false)};
+    };
+    Engine reference_engine(pipeline("lower"), *interp);
+    Context reference(reference_engine);
+    Engine engine(pipeline("canonicalize,fuse{strategy=producer-consumer},lower,plan-memory"), *cuda);
+    Context ctx(engine);
+    for (int step = 0; step < 3; ++step) {
+      CAPTURE(to_string(shape));
+      CAPTURE(step);
+      auto want = program(reference, step), got = program(ctx, step);
+      for (size_t k = 0; k < want.size(); ++k) {
+        auto g = values(got[k]), w = values(want[k]);
+        REQUIRE(g.size() == w.size());
+        for (size_t i = 0; i < g.size(); ++i) REQUIRE(g[i] == doctest::Approx(w[i]).epsilon(1e-5).scale(1.0));
+      }
+    }
+  }
+}
