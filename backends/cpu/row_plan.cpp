@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <numeric>
 #include <optional>
 
 #include "float_math.h"
