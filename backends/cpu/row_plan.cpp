@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "float_math.h"
@@ -72,16 +73,6 @@ struct View {
   const uint8_t* mask = nullptr;  // a bool array
 };
 
-void select_loop(float* out, View predicate, View a, View b, int64_t n) {
-  auto pick = [](const View& v, int64_t i) { return v.ptr ? v.ptr[i] : v.scalar; };
-  if (predicate.mask)
-    for (int64_t i = 0; i < n; ++i) out[i] = predicate.mask[i] ? pick(a, i) : pick(b, i);
-  else if (predicate.ptr)  // a comparison's result in this kernel
-    for (int64_t i = 0; i < n; ++i) out[i] = predicate.ptr[i] != 0 ? pick(a, i) : pick(b, i);
-  else
-    for (int64_t i = 0; i < n; ++i) out[i] = predicate.scalar != 0 ? pick(a, i) : pick(b, i);
-}
-
 struct Scratch {
   std::vector<float> buffers;
   // A segment of output on its way to memory past the caches; two, so that
@@ -116,6 +107,41 @@ struct Operand {
       return scalar;
   }
 };
+
+// out[i] = p[i] ? a[i] : b[i], p a comparison's 1s and 0s in this kernel
+// (as SIMD blends) or a bool array in memory.
+template <class A, class B>
+void select_elements(float* out, View predicate, A a, B b, int64_t n) {
+  if (predicate.mask) {
+    for (int64_t i = 0; i < n; ++i) out[i] = predicate.mask[i] ? a.element(i) : b.element(i);
+    return;
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Mask chosen = load_vector(predicate.ptr + i) != 0;
+    store_vector(out + i, chosen ? a.vector(i) : b.vector(i));
+  }
+  for (; i < n; ++i) out[i] = predicate.ptr[i] != 0 ? a.element(i) : b.element(i);
+}
+
+void select_loop(float* out, View predicate, View a, View b, int64_t n) {
+  if (!predicate.mask && !predicate.ptr) {  // one predicate for the segment: a copy
+    View chosen = predicate.scalar != 0 ? a : b;
+    if (chosen.ptr)
+      std::copy(chosen.ptr, chosen.ptr + n, out);
+    else
+      std::fill(out, out + n, chosen.scalar);
+    return;
+  }
+  if (a.ptr && b.ptr)
+    select_elements(out, predicate, Operand<true>{a.ptr, 0}, Operand<true>{b.ptr, 0}, n);
+  else if (a.ptr)
+    select_elements(out, predicate, Operand<true>{a.ptr, 0}, Operand<false>{nullptr, b.scalar}, n);
+  else if (b.ptr)
+    select_elements(out, predicate, Operand<false>{nullptr, a.scalar}, Operand<true>{b.ptr, 0}, n);
+  else
+    select_elements(out, predicate, Operand<false>{nullptr, a.scalar}, Operand<false>{nullptr, b.scalar}, n);
+}
 
 // out[i] = Op(a[i], b[i]): the op's formula on SIMD vectors, then on floats
 // for the tail.
@@ -229,9 +255,12 @@ class RowPlan : public RowKernelPlan {
   // cache-sized segments across row boundaries. With rows as short as a 3x3
   // kernel's, a segment a row cost a dispatch of every op per 3 elements (the
   // SGD update of a [128, 128, 3, 3] weight: 3.6 ms, 1 GB/s).
-  void span_rows() {
+  // `pattern`: a length segments are a multiple of where it fits in a tile,
+  // so that a repeating value tiled into scratch is written once a chunk.
+  void span_rows(int64_t pattern = 1) {
     spans_rows_ = true;
-    set_segment(std::min(rows_ * cols_, options_.tile));
+    int64_t segment = pattern <= options_.tile ? options_.tile / pattern * pattern : options_.tile;
+    set_segment(std::min(rows_ * cols_, segment));
   }
 
   std::vector<Instr> instrs;
@@ -400,7 +429,7 @@ class RowPlan : public RowKernelPlan {
 
   // A Spread slot's values (floats or bools) for the segment starting at
   // flat element `first` (up to segment_ elements), in its scratch: runs of
-  // equal values.
+  // equal values, or (period 1) the source tiled.
   template <typename T>
   const T* spread(const T* source, const Slot& slot, Scratch& scratch, int64_t first) const {
     T* out = reinterpret_cast<T*>(scratch.spreads.data() + static_cast<size_t>(slot.local) * segment_);
@@ -410,7 +439,14 @@ class RowPlan : public RowKernelPlan {
     scratch.spread_phase[slot.local] = phase;
     scratch.spread_length[slot.local] = n;
     for (int64_t i = 0; i < n;) {
-      int64_t at = first + i, run = std::min(n - i, slot.period - at % slot.period);
+      int64_t at = first + i;
+      if (slot.period == 1) {
+        int64_t from = at % slot.groups, run = std::min(n - i, slot.groups - from);
+        std::copy_n(source + from, run, out + i);
+        i += run;
+        continue;
+      }
+      int64_t run = std::min(n - i, slot.period - at % slot.period);
       std::fill_n(out + i, run, source[at / slot.period % slot.groups]);
       i += run;
     }
@@ -748,7 +784,8 @@ class RowCompiler {
     plan->overlaps_traffic = !plan->runs.empty() && plan->segment_input_lines() > kLinesInFlight;
     plan->defers_stream = plan->overlaps_traffic && plan->streams && one_output_never_read_again(*plan);
     plan->defers_division = plan->defers_stream && divides_local_by_row_value(plan->instrs.back());
-    if (!reduces_ && num_per_row_ == 0 && reads_values_flat(*plan)) plan->span_rows();
+    if (!reduces_ && num_per_row_ == 0) span_rows_if_flat(*plan);
+    plan->num_spreads = num_spreads_;
     return plan;
   }
 
@@ -772,16 +809,37 @@ class RowCompiler {
     return inputs;
   }
 
-  // Whether every value the kernel reads or writes in memory is a full
-  // array or one number: nothing indexed by row.
-  static bool reads_values_flat(const RowPlan& plan) {
-    auto flat = [](const Slot& slot) { return slot.kind != Slot::PerRow && slot.kind != Slot::Suffix; };
+  // Walks flat segments across rows where every value the kernel reads or
+  // writes in memory is a full array, one number or a repeating one. A
+  // repeating value (a suffix of the shape: max pooling's window offsets
+  // over rows of 16) is then tiled into scratch, as a row group of period 1.
+  void span_rows_if_flat(RowPlan& plan) {
+    std::map<std::pair<uint32_t, int64_t>, int> tiled;  // (value, period) -> its scratch
+    int64_t pattern = 1;
+    auto tile = [&](Slot& slot) {
+      if (slot.kind != Slot::Suffix) return;
+      auto [it, added] = tiled.try_emplace({slot.value, slot.period}, num_spreads_);
+      if (added) ++num_spreads_;
+      pattern = std::lcm(pattern, slot.period);
+      slot.kind = Slot::Spread;
+      slot.groups = slot.period;
+      slot.period = 1;
+      slot.local = it->second;
+    };
+    auto suffix_of_floats_or_bools = [](const Slot& slot) { return slot.kind == Slot::Suffix && !slot.int64; };
+    auto flat_or_tiled = [&](const Slot& slot) { return flat(slot) || suffix_of_floats_or_bools(slot); };
     for (const Instr& in : plan.instrs)
-      if (!flat(in.out) || !flat(in.a) || !flat(in.b) || !flat(in.c)) return false;
+      if (!flat(in.out) || !flat_or_tiled(in.a) || !flat_or_tiled(in.b) || !flat_or_tiled(in.c)) return;
     for (const RunInstr& run : plan.runs)
-      if (!std::all_of(run.others.begin(), run.others.end(), flat)) return false;
-    return true;
+      if (!std::all_of(run.others.begin(), run.others.end(), flat_or_tiled)) return;
+    for (Instr& in : plan.instrs)
+      for (Slot* slot : {&in.a, &in.b, &in.c}) tile(*slot);
+    for (RunInstr& run : plan.runs)
+      for (Slot& other : run.others) tile(other);
+    plan.span_rows(pattern);
   }
+
+  static bool flat(const Slot& slot) { return slot.kind != Slot::PerRow && slot.kind != Slot::Suffix; }
 
   // Whether the kernel has one output going to memory in full and nothing
   // after its instruction reads it there (its copy may then be deferred).

@@ -758,6 +758,22 @@ TEST_CASE("short-row kernels and their comparisons match the interpreter bit for
     }
 }
 
+// Three steps of `program(ctx, step)`, each with its own values, on `backend`
+// and on the interpreter: bit for bit, from one graph compiled once.
+template <class Program>
+void check_steps_bit_for_bit(Program& program, Backend& backend, Backend& interp, const char* text) {
+  Engine reference_engine(pipeline("lower"), interp);
+  Context reference(reference_engine);
+  Engine engine(pipeline(text), backend);
+  Context ctx(engine);
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    auto want = program(reference, step), got = program(ctx, step);
+    for (size_t k = 0; k < want.size(); ++k) CHECK(values(got[k]) == values(want[k]));
+  }
+  CHECK(engine.metrics().cache_hits >= 2);
+}
+
 // Per-channel values over NCHW (batch norm's mean, scale and shift; a
 // per-channel bool mask; a per-image factor), read in place as groups of
 // rows (ABI 3.10): floats spread along each segment, bools one a row. Small
@@ -790,17 +806,41 @@ TEST_CASE("per-channel values read as groups of rows match the interpreter bit f
       Tensor masked = where(per_channel(ctx.from_vector(keep, {c})), y, ctx.scalar(0.0));
       return std::vector<Tensor>{y, masked, per_channel(ctx.from_vector(scale, {c}))};
     };
-    Engine reference_engine(pipeline("lower"), *interp);
-    Context reference(reference_engine);
-    Engine engine(pipeline("canonicalize,fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
-    Context ctx(engine);
-    for (int step = 0; step < 3; ++step) {
-      CAPTURE(to_string(shape));
-      CAPTURE(step);
-      auto want = program(reference, step), got = program(ctx, step);
-      for (size_t k = 0; k < want.size(); ++k) CHECK(values(got[k]) == values(want[k]));
-    }
-    CHECK(engine.metrics().cache_hits >= 2);  // one graph, compiled once, run with each step's values
+    CAPTURE(to_string(shape));
+    check_steps_bit_for_bit(program, **cpu, *interp, "canonicalize,fuse{strategy=producer-consumer},lower,plan-memory");
+  }
+}
+
+// Values repeating over the leading dims (a suffix of the shape: max
+// pooling's window offsets over rows of 16) keep the loops flat: tiled into
+// scratch per segment, floats and bools, with comparisons and selects as
+// max pooling's backward makes them. Patterns that divide a segment (written
+// once a chunk), that do not, and one longer than a segment; each step's
+// new values must be read.
+TEST_CASE("values repeating over leading dims match the interpreter bit for bit on every step") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  const Dims shapes[] = {{2, 3, 4, 5}, {16, 16, 16, 16}, {3, 7, 9, 7}, {2, 2, 80, 80}};
+  for (const Dims& shape : shapes) {
+    int64_t c = shape[1], h = shape[2], w = shape[3], size = TensorType{DType::F32, shape}.num_elements();
+    auto program = [&](Context& ctx, int step) {
+      std::vector<float> x(size), offsets(h * w), plane(c * h * w);
+      std::vector<uint8_t> keep(h * w);
+      for (int64_t i = 0; i < size; ++i) x[i] = static_cast<float>((i * 5 + step) % 9);
+      for (int64_t i = 0; i < h * w; ++i) {
+        offsets[i] = static_cast<float>((i + step) % 9);
+        keep[i] = static_cast<uint8_t>((i + step) % 4 != 0);
+      }
+      for (int64_t i = 0; i < c * h * w; ++i) plane[i] = static_cast<float>(i % 13) * 0.125f - static_cast<float>(step);
+      Tensor input = ctx.from_vector(x, shape);
+      Tensor offset = broadcast_to(ctx.from_vector(offsets, {h, w}), shape);
+      Tensor chosen = where(eq(input, offset), broadcast_to(ctx.from_vector(plane, {c, h, w}), shape), input * 0.5);
+      Tensor masked = where(broadcast_to(ctx.from_vector(keep, {h, w}), shape), chosen, ctx.scalar(-1.0));
+      return std::vector<Tensor>{chosen, masked, offset + 1.0};
+    };
+    CAPTURE(to_string(shape));
+    check_steps_bit_for_bit(program, **cpu, *interp, "fuse{strategy=producer-consumer},lower,plan-memory");
   }
 }
 
