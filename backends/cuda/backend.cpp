@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "algo_choice.h"
@@ -161,14 +162,21 @@ constexpr int32_t kDLPackCuda = 2;  // DLPack's kDLCUDA
 class DeviceBuffer : public plugin::Buffer {
  public:
   DeviceBuffer(Device& device, uint32_t dtype, std::vector<int64_t> shape, int32_t index)
+      : DeviceBuffer(device, dtype, std::move(shape), index, 0) {}
+  // `adopted`: memory of this size taken from another buffer (donation), or
+  // 0 for new memory.
+  DeviceBuffer(Device& device, uint32_t dtype, std::vector<int64_t> shape, int32_t index, CUdeviceptr adopted)
       : Buffer(dtype, std::move(shape), index),
         device_(device),
-        pointer_(device.allocate(bytes())),
+        pointer_(adopted ? adopted : device.allocate(bytes())),
         serial_(next_serial_.fetch_add(1) + 1) {}
   ~DeviceBuffer() override {
+    if (!pointer_) return;  // given to an output
     device_.bind();
     device_.driver.cuMemFreeAsync(pointer_, device_.stream);  // after the queued work that reads it
   }
+  // Gives the memory up to the caller, who frees it.
+  CUdeviceptr release() { return std::exchange(pointer_, 0); }
   CUdeviceptr pointer() const { return pointer_; }
   uint64_t serial() const { return serial_; }
   DeviceData device_data() const override { return {reinterpret_cast<void*>(pointer_), kDLPackCuda}; }
@@ -521,6 +529,9 @@ class CudaExecutable : public plugin::Executable {
   CudaExecutable(Device& device, int32_t index, const lazylab_program& program, const CodegenOptions& codegen,
                  const CompilerOptions& compiler, bool tf32, GraphPolicy graph)
       : device_(device), index_(index), outputs_(program.outputs, program.outputs + program.num_outputs) {
+    const int32_t* donors = lazylab_program_donors(&program);
+    for (uint32_t i = 0; i < program.num_outputs; ++i) donors_.push_back(donors ? donors[i] : -1);
+    parameters_.assign(program.parameters, program.parameters + program.num_parameters);
     for (uint32_t v = 0; v < program.num_values; ++v) {
       const lazylab_value& value = program.values[v];
       values_.push_back({value.dtype, std::vector<int64_t>(value.shape, value.shape + value.rank), value.kind,
@@ -556,16 +567,19 @@ class CudaExecutable : public plugin::Executable {
                                                        const plugin::ExecuteOptions& options) override {
     const Driver& d = device_.driver;
     device_.bind();
-    std::vector<std::unique_ptr<plugin::Buffer>> outputs;
-    std::vector<CUdeviceptr> output_pointers;
-    for (uint32_t root : outputs_) {
-      auto buffer = std::make_unique<DeviceBuffer>(device_, values_[root].dtype, values_[root].shape, index_);
-      output_pointers.push_back(buffer->pointer());
-      outputs.push_back(std::move(buffer));
-    }
     // Per-kernel times need marks between the launches: those steps launch
     // one by one.
     bool replay = staged_ && !options.profile_kernels;
+    std::vector<int32_t> donor = replay ? donors_taken(parameters, options) : std::vector<int32_t>(outputs_.size(), -1);
+    std::vector<std::unique_ptr<plugin::Buffer>> outputs(outputs_.size());
+    std::vector<CUdeviceptr> output_pointers(outputs_.size(), 0);
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      if (donor[i] >= 0) continue;  // its memory is taken once the parameter is staged
+      const Value& root = values_[outputs_[i]];
+      auto buffer = std::make_unique<DeviceBuffer>(device_, root.dtype, root.shape, index_);
+      output_pointers[i] = buffer->pointer();
+      outputs[i] = std::move(buffer);
+    }
     auto address = [&](uint32_t v) -> CUdeviceptr {
       const Value& value = values_[v];
       if (replay && value.staged) return arena_ + value.stage_offset;
@@ -591,6 +605,7 @@ class CudaExecutable : public plugin::Executable {
       }
       if (!graph_exec_) capture(address);
       check(d, d.cuGraphLaunch(graph_exec_, device_.stream), "cuGraphLaunch");
+      take_donated(parameters, donor, outputs, output_pointers, options);
     } else {
       for (size_t k = 0; k < kernels_.size(); ++k) {
         if (event) event->record_kernel_start(k);
@@ -613,6 +628,46 @@ class CudaExecutable : public plugin::Executable {
   }
 
  private:
+  // Buffer donation (ABI 3.8), in graph replay only: there the kernels
+  // write staged outputs and a copy after the graph moves each one out, so
+  // an output may take its donor's memory whatever the kernels' order and
+  // their __restrict__ pointers. Per output, the parameter whose memory it
+  // takes, or -1: given up by the host, this backend's own, of the output's
+  // size, not taken by another output.
+  std::vector<int32_t> donors_taken(std::span<plugin::Buffer* const> parameters,
+                                    const plugin::ExecuteOptions& options) const {
+    std::vector<int32_t> donor(outputs_.size(), -1);
+    if (options.donated.size() != parameters.size() || options.taken.size() != parameters.size()) return donor;
+    std::vector<bool> claimed(parameters.size(), false);
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      int32_t p = donors_[i];
+      if (p < 0 || static_cast<size_t>(p) >= parameters.size() || !options.donated[p] || options.taken[p] || claimed[p])
+        continue;
+      auto* buffer = dynamic_cast<DeviceBuffer*>(parameters[p]);
+      if (!buffer || !buffer->pointer() || buffer->bytes() != values_[outputs_[i]].bytes) continue;
+      claimed[p] = true;
+      donor[i] = p;
+    }
+    return donor;
+  }
+
+  // After the staging copies and the graph are queued (stream order: the
+  // copies read the memory before the outputs' copies write it).
+  void take_donated(std::span<plugin::Buffer* const> parameters, const std::vector<int32_t>& donor,
+                    std::vector<std::unique_ptr<plugin::Buffer>>& outputs, std::vector<CUdeviceptr>& output_pointers,
+                    const plugin::ExecuteOptions& options) {
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      if (donor[i] < 0) continue;
+      auto* parameter = static_cast<DeviceBuffer*>(parameters[donor[i]]);
+      values_[parameters_[donor[i]]].staged_serial = 0;  // its memory now holds the output
+      const Value& root = values_[outputs_[i]];
+      auto buffer = std::make_unique<DeviceBuffer>(device_, root.dtype, root.shape, index_, parameter->release());
+      output_pointers[i] = buffer->pointer();
+      outputs[i] = std::move(buffer);
+      options.taken[donor[i]] = 1;
+    }
+  }
+
   // The launches recorded once into a graph, at the staged addresses.
   template <class Address>
   void capture(Address& address) {
@@ -729,6 +784,8 @@ class CudaExecutable : public plugin::Executable {
   int32_t index_;
   std::vector<Value> values_;
   std::vector<uint32_t> outputs_;
+  std::vector<uint32_t> parameters_;  // value ids, by ordinal
+  std::vector<int32_t> donors_;       // per output: lazylab_program's output_donors, or -1
   uint64_t arena_bytes_ = 0;
   CUdeviceptr arena_ = 0;
   CUmodule module_ = nullptr;
