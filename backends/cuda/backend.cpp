@@ -570,11 +570,14 @@ class CudaExecutable : public plugin::Executable {
     // Per-kernel times need marks between the launches: those steps launch
     // one by one.
     bool replay = staged_ && !options.profile_kernels;
-    std::vector<int32_t> donor = replay ? donors_taken(parameters, options) : std::vector<int32_t>(outputs_.size(), -1);
+    std::vector<int32_t> donor = donors_taken(parameters, options);
     std::vector<std::unique_ptr<plugin::Buffer>> outputs(outputs_.size());
     std::vector<CUdeviceptr> output_pointers(outputs_.size(), 0);
     for (size_t i = 0; i < outputs_.size(); ++i) {
-      if (donor[i] >= 0) continue;  // its memory is taken once the parameter is staged
+      if (donor[i] >= 0) {  // written into its donor's memory, which it takes once the launches are queued
+        output_pointers[i] = static_cast<DeviceBuffer*>(parameters[donor[i]])->pointer();
+        continue;
+      }
       const Value& root = values_[outputs_[i]];
       auto buffer = std::make_unique<DeviceBuffer>(device_, root.dtype, root.shape, index_);
       output_pointers[i] = buffer->pointer();
@@ -605,7 +608,6 @@ class CudaExecutable : public plugin::Executable {
       }
       if (!graph_exec_) capture(address);
       check(d, d.cuGraphLaunch(graph_exec_, device_.stream), "cuGraphLaunch");
-      take_donated(parameters, donor, outputs, output_pointers, options);
     } else {
       for (size_t k = 0; k < kernels_.size(); ++k) {
         if (event) event->record_kernel_start(k);
@@ -620,6 +622,7 @@ class CudaExecutable : public plugin::Executable {
         check(d, d.cuMemcpyDtoDAsync(output_pointers[i], address(outputs_[i]), value.bytes, device_.stream),
               "cuMemcpyDtoDAsync");
     }
+    take_donated(parameters, donor, outputs);
     if (event) {
       event->record_stop();
       *done = std::move(event);
@@ -628,12 +631,13 @@ class CudaExecutable : public plugin::Executable {
   }
 
  private:
-  // Buffer donation (ABI 3.8), in graph replay only: there the kernels
-  // write staged outputs and a copy after the graph moves each one out, so
-  // an output may take its donor's memory whatever the kernels' order and
-  // their __restrict__ pointers. Per output, the parameter whose memory it
+  // Buffer donation (ABI 3.8). Per output, the parameter whose memory it
   // takes, or -1: given up by the host, this backend's own, of the output's
-  // size, not taken by another output.
+  // size, not taken by another output. The host's plan makes it safe: the
+  // parameter's readers run in earlier kernels (stream order), or in the
+  // output's own elementwise kernel, element for element, whose pointers
+  // are then not __restrict__ (codegen.cpp). In graph replay the kernels
+  // write staging and the copy out lands in the taken memory.
   std::vector<int32_t> donors_taken(std::span<plugin::Buffer* const> parameters,
                                     const plugin::ExecuteOptions& options) const {
     std::vector<int32_t> donor(outputs_.size(), -1);
@@ -647,24 +651,21 @@ class CudaExecutable : public plugin::Executable {
       if (!buffer || !buffer->pointer() || buffer->bytes() != values_[outputs_[i]].bytes) continue;
       claimed[p] = true;
       donor[i] = p;
+      options.taken[p] = 1;
     }
     return donor;
   }
 
-  // After the staging copies and the graph are queued (stream order: the
-  // copies read the memory before the outputs' copies write it).
+  // Once everything reading the parameters is queued, each taken memory
+  // passes to its output's buffer.
   void take_donated(std::span<plugin::Buffer* const> parameters, const std::vector<int32_t>& donor,
-                    std::vector<std::unique_ptr<plugin::Buffer>>& outputs, std::vector<CUdeviceptr>& output_pointers,
-                    const plugin::ExecuteOptions& options) {
+                    std::vector<std::unique_ptr<plugin::Buffer>>& outputs) {
     for (size_t i = 0; i < outputs_.size(); ++i) {
       if (donor[i] < 0) continue;
       auto* parameter = static_cast<DeviceBuffer*>(parameters[donor[i]]);
       values_[parameters_[donor[i]]].staged_serial = 0;  // its memory now holds the output
       const Value& root = values_[outputs_[i]];
-      auto buffer = std::make_unique<DeviceBuffer>(device_, root.dtype, root.shape, index_, parameter->release());
-      output_pointers[i] = buffer->pointer();
-      outputs[i] = std::move(buffer);
-      options.taken[donor[i]] = 1;
+      outputs[i] = std::make_unique<DeviceBuffer>(device_, root.dtype, root.shape, index_, parameter->release());
     }
   }
 

@@ -195,16 +195,31 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
-// The parameter list: every value read (const) then every value written.
+// Whether an output written here may take the memory of a parameter read
+// here (buffer donation, ABI 3.8: an update in place, element for element).
+bool writes_over_a_read(const lazylab_program& program, const std::set<uint32_t>& reads,
+                        const std::set<uint32_t>& writes) {
+  const int32_t* donors = lazylab_program_donors(&program);
+  if (!donors) return false;
+  for (uint32_t i = 0; i < program.num_outputs; ++i)
+    if (donors[i] >= 0 && static_cast<uint32_t>(donors[i]) < program.num_parameters &&
+        writes.count(program.outputs[i]) && reads.count(program.parameters[donors[i]]))
+      return true;
+  return false;
+}
+
+// The parameter list: every value read (const) then every value written;
+// not __restrict__ where an output may be written over a value read.
 std::string parameters(const lazylab_program& program, const std::set<uint32_t>& reads,
                        const std::set<uint32_t>& writes, Launch& launch) {
+  const char* restrict = writes_over_a_read(program, reads, writes) ? "" : "__restrict__ ";
   std::string list;
   for (uint32_t v : reads) {
-    list += fmt::format("const {}* __restrict__ p{}, ", storage_type(program.values[v].dtype), v);
+    list += fmt::format("const {}* {}p{}, ", storage_type(program.values[v].dtype), restrict, v);
     launch.values.push_back(v);
   }
   for (uint32_t v : writes) {
-    list += fmt::format("{}* __restrict__ p{}, ", storage_type(program.values[v].dtype), v);
+    list += fmt::format("{}* {}p{}, ", storage_type(program.values[v].dtype), restrict, v);
     launch.values.push_back(v);
   }
   return list + "long long work";

@@ -4,6 +4,7 @@
 // the cuBLASLt choices kept there.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +12,7 @@
 #include "algo_choice.h"
 #include "codegen.h"
 #include "compiler.h"
+#include "core/donation.h"
 #include "core/fusion_strategy.h"
 #include "core/tensor_ops.h"
 #include "runner/workload.h"
@@ -441,5 +443,28 @@ TEST_CASE("a per-channel value over NCHW is read in place, indexed by its row's 
   cuda::ProgramCode code = generated(module);
   CHECK(count(code.source, "(r_0 / 8LL) % 3LL") + count(code.source, "(row / 8LL) % 3LL") >= 1);
   cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}
+
+TEST_CASE("an update in place is generated without __restrict__ on the pointers it may alias, and compiles") {
+  // SGD with momentum: w' = w - lr (0.9 v + g) takes w's memory where the
+  // host donates it (ABI 3.8), so the kernel that reads w and writes w' may
+  // not promise the compiler that they never alias. Without donors, every
+  // pointer is __restrict__.
+  Context ctx;
+  Tensor x = ctx.from_vector(std::vector<float>(4096, 0.5f), {4096});
+  Tensor w = ctx.from_vector(std::vector<float>(4096, 1.0f), {4096});
+  Tensor velocity = ctx.from_vector(std::vector<float>(4096, 0.0f), {4096});
+  Tensor updated_velocity = velocity * 0.9 + tanh(w * x) * x;
+  Tensor updated_w = w - updated_velocity * 0.05;
+  Module module = lowered(ctx.capture(), "fuse{strategy=producer-consumer},lower,plan-memory");
+  std::string plain = generated(module).source;
+  module.program->output_donors = plan_output_donors(*module.program, module.graph);
+  REQUIRE(std::count(module.program->output_donors.begin(), module.program->output_donors.end(), -1) <
+          static_cast<std::ptrdiff_t>(module.program->output_donors.size()));
+  std::string donating = generated(module).source;
+  CHECK(count(plain, "__restrict__") >= 5);
+  CHECK(count(donating, "__restrict__") == 0);
+  cuda::CompiledModule compiled = cuda::compile_cuda(donating, no_cache());
   CHECK(compiled.cubin.size() > 100);
 }
