@@ -165,6 +165,29 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor residual = c.from_vector<float>(wavy(5 * 9 * 8), {1, 5, 9, 8});
          return std::vector<Tensor>{relu(y * scale + shift + residual)};
        }},
+      {"few output positions, windows packed as rows: a weight gradient's image-sized kernel, asymmetric pads",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(6 * 5 * 9 * 9), {6, 5, 9, 9});
+         Tensor w = c.from_vector<float>(wavy(4 * 5 * 8 * 7), {4, 5, 8, 7});
+         return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {1, 1, 0, 0}, {1, 1}})};  // 3x4 positions
+       }},
+      {"few output positions, windows packed as rows: a strided gradient as dilation, strides, and an epilogue",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(4 * 3 * 8 * 8), {4, 3, 8, 8});
+         Tensor w = c.from_vector<float>(wavy(5 * 3 * 4 * 4), {5, 3, 4, 4});
+         Tensor small = c.from_vector<float>(wavy(3 * 12 * 2 * 2), {3, 12, 2, 2});
+         Tensor filters = c.from_vector<float>(wavy(7 * 12 * 3 * 3), {7, 12, 3, 3});
+         Tensor b = c.from_vector<float>(wavy(7), {1, 7, 1, 1});
+         return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {1, 1, 0, 0}, {2, 2}}),
+                                    conv2d(x, w, {{2, 1}, {1, 1, 0, 2}, {2, 2}}),
+                                    relu(conv2d(small, filters, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) + b)};
+       }},
+      {"few output positions, windows packed as rows: channels in several chunks on each thread",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(32 * 64 * 12 * 12), {32, 64, 12, 12}) * 0.1;
+         Tensor w = c.from_vector<float>(wavy(16 * 64 * 12 * 12), {16, 64, 12, 12});
+         return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}})};
+       }},
       {"depthwise convs, summed directly: stride 2, asymmetric pads, dilation, a channel multiplier",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(2 * 3 * 11 * 10), {2, 3, 11, 10});

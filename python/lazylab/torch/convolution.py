@@ -3,10 +3,10 @@ max_pool2d and avg_pool2d. The backward passes are convolutions too:
 
     grad_input  = conv2d(grad dilated by the stride, the weight flipped and
                   its in/out channels swapped per group, pads d(k-1)-p)
-    grad_weight = per kernel tap, grad times the input's window at that tap
-                  (grouped: conv2d(input with batch and channels swapped,
-                  grad with batch and channels swapped as the weight:
-                  stride and dilation trade places), cut to the kernel's size)
+    grad_weight = conv2d(input with batch and channels swapped, grad with
+                  batch and channels swapped as the weight: stride and
+                  dilation trade places, groups by their images), cut to the
+                  kernel's size
 
 and a max pool's gradient goes to the index max_pool2d_with_indices chose
 (the first maximum of each window, as PyTorch)."""
@@ -115,44 +115,26 @@ def grad_input(grad, w, x_shape, stride, padding, dilation, groups):
 
 
 def grad_weight(grad, x, w_shape, stride, padding, dilation, groups):
-    if groups == 1:
-        return grad_weight_by_products(grad, x, w_shape, stride, padding, dilation)
-    return grad_weight_by_convolution(grad, x, w_shape, stride, padding, dilation, groups)
-
-
-def grad_weight_by_products(grad, x, w_shape, stride, padding, dilation):
-    """One product per kernel tap: dW[:, :, i, j] = grad [O, N*OH*OW] times
-    the input's window at tap (i, j) [N*OH*OW, C]. As a convolution the
-    gradient has an image-sized kernel and a 3x3 output, which backends'
-    convolutions (made for the opposite) ran at 3-16 GFLOP/s on cpu."""
-    n, channels, _, _ = x.shape
-    filters, _, kh, kw = w_shape
-    oh, ow = grad.shape[2:]
-    if any(padding):
-        x = ops.pad(x, low=[0, 0] + padding, high=[0, 0] + padding, value=0)
-    positions = n * oh * ow
-    lhs = grad.transpose(0, 1).reshape(filters, positions)
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            start = [0, 0, i * dilation[0], j * dilation[1]]
-            limit = [n, channels, start[2] + (oh - 1) * stride[0] + 1, start[3] + (ow - 1) * stride[1] + 1]
-            window = ops.slice(x, start=start, limit=limit, stride=[1, 1] + stride)  # [N, C, OH, OW]
-            rhs = window.transpose(0, 1).reshape(channels, positions)
-            taps.append(ops.matmul(lhs, rhs.transpose(0, 1)).reshape(filters, channels, 1))
-    out = taps[0] if len(taps) == 1 else ops.concat(*taps, axis=2)
-    return out.reshape(filters, channels, kh, kw)
-
-
-def grad_weight_by_convolution(grad, x, w_shape, stride, padding, dilation, groups):
+    """One convolution whose kernel is the output's gradient: an image-sized
+    kernel and a 3x3 output, which the backends run as such (cpu: windows
+    packed as rows of one product; it replaced a product per kernel tap,
+    each over a window copied out, and their concat: ResNet-18's training
+    step 1.03-1.07x faster on cpu, 1.38x on an H100, same runs)."""
     n, channels, h, w = x.shape
     _, group_channels, kh, kw = w_shape
     # Batch and channels trade places: [C/g, g*N, H, W] (group-major), and
     # grad as a kernel [O, N, OH, OW] whose groups read their own images.
     inputs = x.reshape(n, groups, group_channels, h, w).permute(2, 1, 0, 3, 4).reshape(group_channels, groups * n, h, w)
     kernel = grad.transpose(0, 1)
-    out = ops.conv2d(inputs, kernel, strides=dilation, pads=padding + padding, dilations=stride, groups=groups)
-    out = ops.slice(out, start=[0, 0, 0, 0], limit=[out.shape[0], out.shape[1], kh, kw], stride=[1, 1, 1, 1])
+    # Bottom and right pads no larger than the kernel's last tap needs: a
+    # larger one only adds positions past it (a strided convolution's
+    # gradient at 16x16 had 4x4, cut to 3x3).
+    ends = [max(0, (k - 1) * d + s * (o - 1) + 1 - size - p)
+            for k, d, s, o, size, p in zip((kh, kw), dilation, stride, grad.shape[2:], (h, w), padding)]
+    ends = [min(e, p) for e, p in zip(ends, padding)]
+    out = ops.conv2d(inputs, kernel, strides=dilation, pads=padding + ends, dilations=stride, groups=groups)
+    if out.shape[2] != kh or out.shape[3] != kw:
+        out = ops.slice(out, start=[0, 0, 0, 0], limit=[out.shape[0], out.shape[1], kh, kw], stride=[1, 1, 1, 1])
     return out.transpose(0, 1)  # [O, C/g, kh, kw]
 
 
