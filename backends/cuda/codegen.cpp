@@ -17,6 +17,12 @@
 namespace lazylab::cuda {
 namespace {
 
+// An opaque reduction of at least this many elements per output, and fewer
+// outputs than the second, takes a block per output (a thread per output
+// otherwise, whose reads of neighbouring outputs' elements coalesce).
+constexpr int64_t kBlockReductionMin = 256;
+constexpr int64_t kBlockReductionMaxOutputs = 16384;
+
 // Helpers every generated function may use: NaN-propagating max and min
 // (the reference's), the reference's double-to-integer conversion, wrapping
 // integer division, and a block-wide reduction.
@@ -994,6 +1000,22 @@ class OpSource {
                                                                      : fmt::format("acc / {}.0", count))
                                                           : "acc";
     launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
+    if (count >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs) {
+      // A block per output element, its threads striding over the reduced
+      // elements: batch norm's statistics are 16-128 sums of 512-16,384
+      // elements each, which a thread apiece summed one after another (ResNet-18's
+      // training step at 32x32: 79 kernels, 4.8 of its 8.6 ms on an H100).
+      launch.block_per_item = true;
+      return fmt::format(
+          "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
+          "  __shared__ {5} shared[32];\n"
+          "  for (long long t = blockIdx.x; t < work; t += gridDim.x) {{\n{4}"
+          "    {5} acc = {6};\n    for (long long k = threadIdx.x; k < {7}LL; k += blockDim.x) {{\n{8}"
+          "      acc = {9}()(acc, ({5})p{2}[at]);\n    }}\n"
+          "    acc = lazylab_block_reduce(acc, shared, {9}());\n"
+          "    if (threadIdx.x == 0) p{3}[t] = ({1})({10});\n  }}\n}}\n",
+          name, storage_type(type), op.operands[0], op.result, kept, acc, init, count, inner, functor, result);
+    }
     return fmt::format(
         "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
         "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"

@@ -468,3 +468,20 @@ TEST_CASE("an update in place is generated without __restrict__ on the pointers 
   cuda::CompiledModule compiled = cuda::compile_cuda(donating, no_cache());
   CHECK(compiled.cubin.size() > 100);
 }
+
+TEST_CASE("a reduction of many elements into few outputs takes a block per output, and compiles") {
+  // Batch norm's statistics: 8 sums of 16 x 32 x 32 elements; a thread per
+  // output summed them one after another. A sum of 4 into 4,096 outputs
+  // keeps a thread per output.
+  Context ctx;
+  Tensor x = ctx.from_vector(std::vector<float>(16 * 8 * 32 * 32, 1.0f), {16, 8, 32, 32});
+  Tensor statistics = sum(x, {0, 2, 3});
+  Tensor peaks = max(cast(x, DType::I64), {0, 2, 3});
+  Tensor few = sum(reshape(x, {4, 4096 * 8}), {0});
+  Module module = lowered(ctx.capture(), "lower");
+  cuda::ProgramCode code = generated(module);
+  CHECK(count(code.source, "lazylab_block_reduce(acc, shared, ") == 2);
+  CHECK(count(code.source, "k < 4LL; ++k") == 1);
+  cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}

@@ -208,6 +208,57 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
   }
 }
 
+// Reductions of many elements into few outputs take a block per output:
+// batch norm's per-channel statistics over [N, C, H, W], a column of a tall
+// matrix (strided reads), in f32, f64, i64 and bool, every reduction, with
+// NaN and infinities propagating as the reference's. Float sums accumulate
+// in double, as the reference's.
+TEST_CASE("reductions of many elements into few outputs match the interpreter") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> wave(16 * 8 * 32 * 32), tall(4096 * 8);
+    for (size_t i = 0; i < wave.size(); ++i) wave[i] = static_cast<float>((i * 37) % 101) * 0.03f - 1.4f;
+    for (size_t i = 0; i < tall.size(); ++i) tall[i] = static_cast<float>((i * 13) % 29) - 14.0f;
+    wave[5000] = NAN;               // channel 0
+    wave[3 * 1024 + 7] = INFINITY;  // channel 3
+    Tensor x = ctx.from_vector(wave, {16, 8, 32, 32});
+    Tensor column = ctx.from_vector(tall, {4096, 8});
+    Tensor whole = cast(column, DType::I64);
+    return std::vector<Tensor>{
+        sum(x, {0, 2, 3}),
+        mean(x, {0, 2, 3}, true),
+        max(x, {0, 2, 3}),
+        min(x, {0, 2, 3}),
+        cast(sum(cast(x, DType::F64), {0, 2, 3}), DType::F32),
+        sum(column, {0}),
+        mean(column, {0}),
+        cast(sum(whole, {0}), DType::F32),
+        cast(max(gt(column, ctx.full(13.5, column.type())), {0}), DType::F32),
+        cast(min(gt(column, ctx.full(-14.5, column.type())), {0}), DType::F32),
+    };
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  std::vector<Tensor> want = program(reference);
+  Engine engine(pipeline("lower"), *cuda);
+  Context ctx(engine);
+  std::vector<Tensor> got = program(ctx);
+  for (size_t o = 0; o < want.size(); ++o) {
+    CAPTURE(o);
+    auto g = values(got[o]), w = values(want[o]);
+    REQUIRE(g.size() == w.size());
+    for (size_t k = 0; k < w.size(); ++k) {
+      if (std::isnan(w[k]))
+        CHECK(std::isnan(g[k]));
+      else if (std::isinf(w[k]))
+        CHECK(g[k] == w[k]);
+      else  // a double sum in another order, rounded to f32: equal but where it lands on a tie
+        CHECK(g[k] == doctest::Approx(w[k]).epsilon(1e-6));
+    }
+  }
+}
+
 TEST_CASE("constants keep their exact values on cuda: integer edges and a negative zero") {
   auto cuda = cuda_backend();
   for (const char* pipeline_text : {"lower", "fuse{strategy=greedy-elementwise},lower"}) {
