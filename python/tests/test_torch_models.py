@@ -76,6 +76,9 @@ def test_batch_norm_updates_its_running_statistics_in_place_and_evaluates_with_t
 CONVOLUTIONS = [  # in, out, kernel, stride, padding, dilation, groups, image
     (3, 4, 3, 1, 1, 1, 1, 8), (4, 6, 3, 2, 1, 1, 1, 9), (4, 4, 1, 2, 0, 1, 1, 8), (4, 8, 3, 2, 1, 1, 2, 8),
     (2, 3, 5, 3, 2, 2, 1, 13), (4, 4, 3, 1, 0, 1, 4, 6),
+    # strided, taken phase by phase: a kernel longer than the stride, pads 0,
+    # and pads past a 1x1 kernel (phases cut from the gradient)
+    (3, 5, 4, 3, 1, 1, 1, 11), (2, 2, 5, 2, 0, 1, 1, 10), (4, 4, 1, 2, 1, 1, 1, 7),
 ]
 
 

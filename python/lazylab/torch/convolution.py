@@ -94,6 +94,8 @@ def grad_input(grad, w, x_shape, stride, padding, dilation, groups):
     # [O, C/g, kh, kw] -> [C, O/g, kh, kw], group by group
     swapped = w.reshape(groups, out_channels // groups, group_channels, kh, kw).transpose(1, 2)
     swapped = flipped(swapped.reshape(channels, out_channels // groups, kh, kw))
+    if list(stride) != [1, 1] and list(dilation) == [1, 1]:
+        return grad_input_by_phases(grad, swapped, x_shape, stride, padding, groups)
     grown = dilated(grad, stride)
     for axis in (0, 1):  # no zeros after the last row and column
         grown = shifted(grown, 2 + axis, 0, (grad.shape[2 + axis] - 1) * stride[axis] + 1)
@@ -112,6 +114,52 @@ def grad_input(grad, w, x_shape, stride, padding, dilation, groups):
             grown = shifted(grown, 2 + axis, 0, grown.shape[2 + axis] + highs[axis])
             highs[axis] = 0
     return ops.conv2d(grown, swapped, strides=[1, 1], pads=lows + highs, dilations=dilation, groups=groups)
+
+
+def grad_input_by_phases(grad, swapped, x_shape, stride, padding, groups):
+    """A strided convolution's input gradient, phase by phase: the input's
+    rows y = g * stride + r (and columns) each take the kernel taps of one
+    class, so each phase is a convolution of the undilated gradient with
+    those taps, and the phases are interleaved once. The gradient dilated
+    by zeros did stride^2 the work (ResNet-18's three 3x3 stride-2 ones:
+    0.47 ms each on cpu)."""
+    n, _, oh, ow = grad.shape
+    channels, _, kh, kw = swapped.shape
+    h, w = x_shape[2:]
+    grid = (-(-h // stride[0]), -(-w // stride[1]))
+    classes = {}
+    for ry in range(stride[0]):
+        for rx in range(stride[1]):
+            phase = [phase_taps(k, s, p, r, g, o)
+                     for k, s, p, r, g, o in zip((kh, kw), stride, padding, (ry, rx), grid, grad.shape[2:])]
+            if any(taps is None for taps in phase):
+                continue  # no tap reaches these rows or columns: zeros
+            (first_y, count_y, low_y, high_y), (first_x, count_x, low_x, high_x) = phase
+            taps = ops.slice(swapped, start=[0, 0, first_y, first_x],
+                             limit=[channels, swapped.shape[1], first_y + (count_y - 1) * stride[0] + 1,
+                                    first_x + (count_x - 1) * stride[1] + 1], stride=[1, 1] + list(stride))
+            g = grad
+            if low_y < 0 or high_y < 0:  # conv2d's pads are >= 0: cut instead
+                g = shifted(g, 2, min(low_y, 0), g.shape[2] + min(low_y, 0) + min(high_y, 0))
+            if low_x < 0 or high_x < 0:
+                g = shifted(g, 3, min(low_x, 0), g.shape[3] + min(low_x, 0) + min(high_x, 0))
+            pads = [max(low_y, 0), max(low_x, 0), max(high_y, 0), max(high_x, 0)]
+            classes[ry, rx] = ops.conv2d(g, taps, strides=[1, 1], pads=pads, dilations=[1, 1], groups=groups)
+    return interleaved(classes, stride, grid, (n, channels), (h, w), grad.context, grad.dtype)
+
+
+def phase_taps(k, s, p, r, grid, size):
+    """Along one dim, rows g * s + r of the input gradient: the flipped
+    kernel's taps a0, a0 + s, ... (first and count) that reach them, and the
+    gradient's pads (low, high; negative: cut) for `grid` outputs; None
+    where no tap does."""
+    low = k - 1 - p  # the dilated form's low pad
+    first = (low - r) % s
+    if first >= k:
+        return None
+    count = -(-(k - first) // s)
+    offset = (r + first - low) // s  # exact: r + first - low is a multiple of s
+    return first, count, -offset, (grid - 1) + (count - 1) + offset - (size - 1)
 
 
 def grad_weight(grad, x, w_shape, stride, padding, dilation, groups):
