@@ -41,22 +41,29 @@ class MaxPool : public KernelPlan {
   }
 
  private:
+  // An output row at a time, a tap at a time across the row (vectorisable):
+  // each output still sees its taps in the reference's order, so the first
+  // of equal values wins (+0 before -0) and a NaN read stays.
   void pool_plane(const float* plane, float* out) const {
-    for (int64_t i = 0; i < out_h_; ++i)
-      for (int64_t j = 0; j < out_w_; ++j) {
-        float best = -INFINITY;
-        for (int64_t p = 0; p < w_.kernel[0]; ++p) {
-          int64_t y = i * w_.strides[0] - w_.pads[0] + p * w_.dilations[0];
-          if (y < 0 || y >= height_) continue;
-          for (int64_t q = 0; q < w_.kernel[1]; ++q) {
-            int64_t x = j * w_.strides[1] - w_.pads[1] + q * w_.dilations[1];
-            if (x < 0 || x >= width_) continue;
-            float v = plane[y * width_ + x];
-            if (!std::isnan(best) && !(v <= best)) best = v;  // a NaN read stays
+    int64_t stride = w_.strides[1];
+    for (int64_t i = 0; i < out_h_; ++i) {
+      float* line = out + i * out_w_;
+      std::fill(line, line + out_w_, -INFINITY);
+      for (int64_t p = 0; p < w_.kernel[0]; ++p) {
+        int64_t y = i * w_.strides[0] - w_.pads[0] + p * w_.dilations[0];
+        if (y < 0 || y >= height_) continue;
+        const float* row = plane + y * width_;
+        for (int64_t q = 0; q < w_.kernel[1]; ++q) {
+          int64_t shift = q * w_.dilations[1] - w_.pads[1];  // column j reads row[j * stride + shift]
+          int64_t first = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
+          int64_t end = width_ - shift <= 0 ? 0 : std::min(out_w_, (width_ - shift - 1) / stride + 1);
+          for (int64_t j = first; j < end; ++j) {
+            float best = line[j], v = row[j * stride + shift];
+            line[j] = best != best || v <= best ? best : v;
           }
         }
-        out[i * out_w_ + j] = best;
       }
+    }
   }
 
   uint32_t in_, out_;

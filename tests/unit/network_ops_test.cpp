@@ -136,6 +136,12 @@ TEST_CASE("max and average pooling; padding is never the maximum and counts only
   Tensor nans = ctx.from_vector<float>({1, NAN, 3, 4, NAN, 2}, {1, 1, 2, 3});
   std::vector<float> pooled = values(max_pool2d(nans, {2, 2}, {{1, 1}, {0, 0, 0, 0}, {1, 1}}));
   CHECK((std::isnan(pooled[0]) && std::isnan(pooled[1])));  // cpu's pool plan: a NaN in the window wins
+  // Equal values: the first in the window's order wins, as the reference's
+  // (+0 before -0 stays +0; -0 before +0 stays -0).
+  Tensor zeros = ctx.from_vector<float>({0.0f, -0.0f, 0.0f, 0.0f, 7.0f, 0.0f}, {1, 1, 2, 3});
+  std::vector<float> firsts = values(max_pool2d(zeros, {1, 2}, {{1, 1}, {0, 0, 0, 0}, {1, 1}}));
+  REQUIRE(firsts.size() == 4);
+  CHECK((!std::signbit(firsts[0]) && std::signbit(firsts[1]) && firsts[2] == 7.0f && firsts[3] == 7.0f));
 }
 
 // Each case's outputs on cpu, through every fusion strategy, against interp.
