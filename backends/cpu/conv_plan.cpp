@@ -33,7 +33,7 @@ class ConvPlan : public KernelPlan {
     int64_t products = s_.images * s_.groups;
     products_in_parallel_ =
         threads_ > 1 && products >= threads_ && s_.group_filters() * s_.positions() * s_.taps() <= kSmallProduct;
-    if (few_positions()) {
+    if (packs_windows()) {
       prepare_packing();
       return;
     }
@@ -45,7 +45,7 @@ class ConvPlan : public KernelPlan {
   void run(const Memory& memory) override {
     if (s_.group_channels() == 1)
       run_depthwise(memory);
-    else if (few_positions())
+    else if (packs_windows())
       run_packed_windows(memory);
     else
       run_unfolded(memory);
@@ -61,7 +61,7 @@ class ConvPlan : public KernelPlan {
   // [16,16,16,16] * 16x16 -> 3x3: 0.27 vs 0.85; [32,16,8,8] * 8x8: 0.22 vs
   // 0.43; but [128,16,2,2] * 2x2: 0.31 vs 0.26, and a forward 3x3 on
   // [16,128,2,2]: 0.39 vs 0.33. Hence few positions and a large kernel.
-  bool few_positions() const {
+  bool packs_windows() const {
     return s_.groups == 1 && s_.positions() < kFewPositions && s_.kernel_h * s_.kernel_w >= kLargeKernel;
   }
 
@@ -79,6 +79,7 @@ class ConvPlan : public KernelPlan {
       if (rows == 0) return;
       float* sums = sums_.data() + first * positions * filters;
       float* packed = packed_.data() + t * packed_per_thread_;
+      if (s_.channels == 0) std::fill(sums, sums + rows * filters, 0.0f);  // no chunk: the sums of nothing
       for (int64_t c = 0; c < s_.channels; c += chunk_channels_) {
         int64_t last = std::min(s_.channels, c + chunk_channels_), taps = (last - c) * window;
         pack_windows(memory.f32(x_), first, end, c, last, packed);
@@ -257,7 +258,8 @@ class ConvPlan : public KernelPlan {
     int64_t window = s_.kernel_h * s_.kernel_w;
     packing_threads_ = arena_ && threads_ > 1 ? std::min<int64_t>(threads_, s_.images) : 1;
     int64_t rows = (s_.images + packing_threads_ - 1) / packing_threads_ * s_.positions();
-    chunk_channels_ = std::clamp<int64_t>(kPackedFloats / std::max<int64_t>(1, rows * window), 1, s_.channels);
+    chunk_channels_ =
+        std::clamp<int64_t>(kPackedFloats / std::max<int64_t>(1, rows * window), 1, std::max<int64_t>(1, s_.channels));
     packed_per_thread_ = rows * chunk_channels_ * window;
     packed_.resize(static_cast<size_t>(packing_threads_ * packed_per_thread_));
     sums_.resize(static_cast<size_t>(s_.images * s_.positions() * s_.filters));

@@ -570,7 +570,7 @@ class CudaExecutable : public plugin::Executable {
     // Per-kernel times need marks between the launches: those steps launch
     // one by one.
     bool replay = staged_ && !options.profile_kernels;
-    std::vector<int32_t> donor = donors_taken(parameters, options);
+    std::vector<int32_t> donor = choose_donors(parameters, options);
     std::vector<std::unique_ptr<plugin::Buffer>> outputs(outputs_.size());
     std::vector<CUdeviceptr> output_pointers(outputs_.size(), 0);
     for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -632,14 +632,14 @@ class CudaExecutable : public plugin::Executable {
 
  private:
   // Buffer donation (ABI 3.8). Per output, the parameter whose memory it
-  // takes, or -1: given up by the host, this backend's own, of the output's
+  // takes (marked taken for the host), or -1: given up by the host, this backend's own, of the output's
   // size, not taken by another output. The host's plan makes it safe: the
   // parameter's readers run in earlier kernels (stream order), or in the
   // output's own elementwise kernel, element for element, whose pointers
   // are then not __restrict__ (codegen.cpp). In graph replay the kernels
   // write staging and the copy out lands in the taken memory.
-  std::vector<int32_t> donors_taken(std::span<plugin::Buffer* const> parameters,
-                                    const plugin::ExecuteOptions& options) const {
+  std::vector<int32_t> choose_donors(std::span<plugin::Buffer* const> parameters,
+                                     const plugin::ExecuteOptions& options) const {
     std::vector<int32_t> donor(outputs_.size(), -1);
     if (options.donated.size() != parameters.size() || options.taken.size() != parameters.size()) return donor;
     std::vector<bool> claimed(parameters.size(), false);

@@ -452,24 +452,10 @@ TEST_CASE("every workload computes the same on cuda with all its inputs given up
       auto workload = make_builtin_workload(name, params);
       REQUIRE(workload.ok());
       auto backend = cuda_backend(std::string("cache=off,") + graph);
+      const std::string text =
+          "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower,plan-memory";
       auto run = [&](bool give_up, uint64_t& donated) {
-        Engine engine(pipeline("canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},"
-                               "lower,plan-memory"),
-                      *backend);
-        Context ctx(engine);
-        std::vector<Tensor> inputs = bind_inputs(ctx, (*workload)->make_inputs(1));
-        for (Tensor& input : inputs) input = neg(input);  // each a buffer of its own (the uploads are taken here)
-        REQUIRE(ctx.mark_step().ok());
-        uint64_t before = engine.metrics().donated_buffers;
-        std::vector<Tensor> kept = give_up ? std::vector<Tensor>{} : inputs;
-        std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
-        inputs.clear();
-        REQUIRE(ctx.mark_step().ok());
-        donated = engine.metrics().donated_buffers - before;
-        std::vector<std::vector<float>> read;
-        for (const Tensor& output : outputs)
-          if (output.dtype() == DType::F32) read.push_back(values(output));
-        return read;
+        return run_giving_up_inputs(*backend, **workload, text, give_up, donated);
       };
       uint64_t donated = 0, held = 0;
       auto got = run(true, donated);

@@ -6,6 +6,7 @@
 #include "core/text_format.h"
 #include "runner/workload.h"
 #include "support.h"
+#include "workload_steps.h"
 
 using namespace lazylab;
 using namespace lazylab::testing;
@@ -161,25 +162,11 @@ TEST_CASE("every built-in workload computes the same with all its inputs given u
       if (std::string(name) == "interp" && input_bytes > (uint64_t{1} << 20)) continue;  // minutes on interp
       auto backend = load_backend(name);
       REQUIRE(backend.ok());
+      // Inputs in the backend's own memory (host data it would alias is
+      // never taken): each one negated by a step of its own.
+      const std::string text = "canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower";
       auto run = [&](bool give_up, uint64_t& donated) {
-        Engine engine(
-            pipeline("canonicalize,cse,decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower"),
-            **backend);
-        Context ctx(engine);
-        // Inputs in the backend's own memory (host data it would alias is
-        // never taken): each one negated by a step of its own.
-        std::vector<Tensor> inputs = bind_inputs(ctx, (*workload)->make_inputs(1));
-        for (Tensor& input : inputs) input = neg(input);
-        REQUIRE(ctx.mark_step().ok());
-        std::vector<Tensor> kept = give_up ? std::vector<Tensor>{} : inputs;
-        std::vector<Tensor> outputs = (*workload)->step(ctx, inputs);
-        inputs.clear();
-        REQUIRE(ctx.mark_step().ok());
-        donated = engine.metrics().donated_buffers;
-        std::vector<std::vector<float>> read;
-        for (const Tensor& output : outputs)
-          if (output.dtype() == DType::F32) read.push_back(values(output));
-        return read;
+        return run_giving_up_inputs(**backend, **workload, text, give_up, donated);
       };
       uint64_t donated = 0, held = 0;
       auto got = run(true, donated);

@@ -188,6 +188,12 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
                                     conv2d(x, w, {{2, 1}, {1, 1, 0, 2}, {2, 2}}),
                                     relu(conv2d(small, filters, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) + b)};
        }},
+      {"few output positions, windows packed as rows: no input channels (zeros)",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>({}, {2, 0, 6, 6});
+         Tensor w = c.from_vector<float>({}, {3, 0, 4, 4});
+         return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {0, 0, 0, 0}, {1, 1}}) + 1.0};
+       }},
       {"few output positions, windows packed as rows: channels in several chunks on each thread",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(32 * 64 * 12 * 12), {32, 64, 12, 12}) * 0.1;
