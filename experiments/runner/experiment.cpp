@@ -145,7 +145,7 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
         if (item["capture"]) {
           // The exporter knows the capture styles (lazylab.torch.export) and
           // names them when it is given one it does not know.
-          auto capture = r.scalar<std::string>(item["capture"], at + ".capture", "a capture style (lazy, fx)");
+          auto capture = r.scalar<std::string>(item["capture"], at + ".capture", "a capture style (lazy, fx, dynamo)");
           if (!capture) return capture.error();
           entry.capture = *capture;
         }

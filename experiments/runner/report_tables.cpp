@@ -372,6 +372,8 @@ const std::vector<ReportColumn<CaptureRow>>& capture_columns() {
   static const std::vector<ReportColumn<Row>> columns = {
       {"workload", "workload", kEverywhere, false, [](const Row& r) { return report_text(r.workload); }},
       {"capture", "capture", kEverywhere, false, [](const Row& r) { return report_text(r.capture->capture.style); }},
+      {"graphs", "graphs", kEverywhere, true,
+       [](const Row& r) { return report_count(static_cast<uint64_t>(r.capture->capture.graphs)); }},
       {"aten ops/step", "aten_ops_per_step", kEverywhere, true,
        [](const Row& r) { return report_number(r.capture->capture.aten_ops_per_step, 0); }},
       {"capture ms", "capture_ms", kEverywhere, true,

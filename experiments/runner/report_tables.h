@@ -42,8 +42,10 @@ struct CaptureRow {
 std::vector<CaptureRow> capture_rows(const ExperimentResult& result);
 // What the captures table's columns mean.
 inline constexpr const char* kCaptureNote =
-    "capture ms: the host's time to capture the step (the program's Python, autograd and the capture), paid "
-    "each step (lazy) or once (fx); baked reads: tensors read into Python numbers that became constants of the "
+    "graphs: what the step ran as (dynamo: one per graph break, the model's forward and backward apart), "
+    "stitched into the one the cells run; capture ms: the host's time to capture the step (the program's "
+    "Python, autograd and the capture), paid each step (lazy, or dynamo where a guard fails each step) or once "
+    "(fx, dynamo); baked reads: tensors read into Python numbers that became constants of the "
     "graph (it is that step's only); loss vs eager: relative; state vs eager: the tensors the step leaves "
     "(weights, optimizer state), largest difference over largest magnitude, both against eager PyTorch's step "
     "on the same inputs; host ms/step: what a loop pays each step beside the graph (the capture; or binding "

@@ -244,6 +244,7 @@ json device_ceilings_to_json(const ExperimentResult& result) {
 
 nlohmann::json capture_to_json(const TorchCapture& c) {
   return {{"capture", c.style},
+          {"graphs", c.graphs},
           {"aten_ops_per_step", c.aten_ops_per_step},
           {"capture_ms", c.capture_ms},
           {"capture_every_step", c.every_step},
@@ -260,6 +261,7 @@ Expected<TorchCapture> capture_from_json(const nlohmann::json& j) {
   try {
     TorchCapture c;
     c.style = j.at("capture").get<std::string>();
+    c.graphs = j.value("graphs", int64_t{1});  // records before the dynamo capture ran as one graph
     c.aten_ops_per_step = j.at("aten_ops_per_step").get<double>();
     c.capture_ms = j.at("capture_ms").get<double>();
     c.every_step = j.at("capture_every_step").get<bool>();

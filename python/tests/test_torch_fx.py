@@ -272,6 +272,51 @@ def test_the_exporter_saves_an_fx_step_with_its_capture_record(tmp_path):
     assert export.main([program, "--out", str(tmp_path), "--capture", "dynamite"]) == 1
 
 
+@pytest.mark.parametrize("name, sizes", [
+    ("mlp_sgd", {"batch": 8, "features": 16, "hidden": 32}),
+    ("gpt_adamw", {"batch": 2, "tokens": 8, "vocab": 32, "channels": 16, "layers": 1}),
+    ("resnet_sgd", {"batch": 2, "image": 16, "width": 4}),
+])
+def test_a_step_under_torch_compile_stitched_into_one_graph_matches_the_eager_step(name, sizes):
+    """The dynamo capture (torch 2.x): the graphs one step called (forward,
+    backward, the optimizer's), stitched where one's output is another's
+    input, give eager PyTorch's loss, gradients, weights, buffers and
+    optimizer state from the same state and batch."""
+    pytest.importorskip("torch._dynamo")
+    from lazylab.torch import export, step_dynamo
+
+    step, record = step_dynamo.capture(training_program(name), steps=3, params=sizes)
+    got = step.run()
+    check = export.check(got[0], step.eager[0], got[1:], step.eager[1:])
+    assert check["pass"], (check, record)
+    assert record["graphs"] >= 2, record  # the graph break at backward(): forward and backward apart at least
+    assert record["aten_ops_per_step"] > 20 and record["host_ms_per_step"] > 0, record
+    if name != "gpt_adamw":  # autograd's seed gradient of the loss at most; AdamW on CPU tensors reads its step
+        assert record["constants"] <= 1, record  # count with .item(), a graph break: values of this step's own
+    changed = [index for index, output in enumerate(step.state) if output is not None]
+    assert len(changed) >= len(step.state) // 2, step.state  # weights, gradients and optimizer state
+    again = step.run()  # the stitched graph is a graph: the same step again
+    np.testing.assert_array_equal(again[0], got[0])
+
+
+def test_the_exporter_saves_a_dynamo_step_or_says_what_it_needs(tmp_path, capsys):
+    import json
+
+    from lazylab.torch import export
+
+    program = os.path.join(os.path.dirname(__file__), "..", "..", "experiments", "training", "mlp_sgd.py")
+    status = export.main([program, "--out", str(tmp_path), "--capture", "dynamo", "--param", "batch=8",
+                          "--param", "hidden=16"])
+    if not hasattr(torch, "compile"):
+        assert status == 1 and "needs torch 2.x's TorchDynamo" in capsys.readouterr().err
+        return
+    assert status == 0, capsys.readouterr().err
+    record = json.load(open(tmp_path / "capture.json"))
+    assert record["capture"] == "dynamo" and record["graphs"] >= 2 and record["eager_check"]["pass"], record
+    name, graph = lazylab.read_lzir(str(tmp_path / "step.lzir"))
+    assert len(os.listdir(tmp_path / "step.weights")) == graph.num_parameters
+
+
 def test_foreach_ops_lower_as_their_per_tensor_op_on_each_tensor():
     """What torch 2.x's clip_grad_norm_ calls on plain tensors (so what make_fx
     records there): a norm per tensor, then each scaled in place."""

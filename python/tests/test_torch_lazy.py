@@ -136,6 +136,32 @@ def test_in_place_ops_through_aliases_and_views_keep_pytorchs_meaning():
     np.testing.assert_allclose(lazy.numpy(), want[0].numpy())
 
 
+def test_a_number_to_a_tensors_power_is_a_float_tensor_as_in_pytorch():
+    """aten::pow.Scalar: Adam's bias corrections (beta ** step) as
+    torch.compile's optimizer graph computes them."""
+    for exponent in (torch.tensor([0.0, 1.0, 2.5, 7.0]), torch.tensor([0, 1, 3, 9])):
+        want = 0.9 ** exponent
+        got = 0.9 ** lt.to_lazy(exponent)
+        assert got.dtype == want.dtype == torch.float32
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    integers = torch.tensor([1, 4, 9])
+    for want, got in [(integers ** 0.5, lt.to_lazy(integers) ** 0.5),
+                      (torch.full((3,), 2.0) ** integers, lt.to_lazy(torch.full((3,), 2.0)) ** lt.to_lazy(integers))]:
+        assert got.dtype == want.dtype == torch.float32
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_prims_convert_element_type_casts_as_pytorch_does():
+    """What AOTAutograd's graphs on torch 2.x call for a cast (AdamW's step
+    under torch.compile)."""
+    x = torch.tensor([1.5, -2.25, 3.0, -0.5])
+    for dtype in (torch.float64, torch.int64, torch.int32, torch.bool):
+        want = torch.ops.prims.convert_element_type(x, dtype)
+        got = torch.ops.prims.convert_element_type(lt.to_lazy(x), dtype)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_a_write_through_a_view_without_an_inverse_is_an_error_not_a_wrong_answer():
     x = lt.to_lazy(torch.ones(1, 3))
     with pytest.raises(lazylab.Error, match=r"aten::add_.Tensor writes through a view made by aten::expand"):

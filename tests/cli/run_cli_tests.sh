@@ -814,7 +814,7 @@ for c in captures.values():
     assert c['aten_ops_per_step'] > 20 and c['capture_ms'] > 0 and c['host_ms_per_step'] > 0, c
 assert [c['status'] for c in report['cells']] == ['ok', 'ok'], report['cells']
 print('ok')"
-  check "the captures table is in the report" 0 "mlp-fx +fx +[0-9]+ +[0-9.]+ +once " -- "$lazylab" report "$work/torch.json" --format console
+  check "the captures table is in the report" 0 "mlp-fx +fx +1 +[0-9]+ +[0-9.]+ +once " -- "$lazylab" report "$work/torch.json" --format console
   check "reports with captures follow the JSON schema" 0 "valid: 1" -- "${schema_python:-python3}" -c "
 import json, jsonschema, sys
 validator = jsonschema.Draft202012Validator(json.load(open('experiments/report.schema.json')))
@@ -822,8 +822,14 @@ validator.validate(json.load(open('$work/torch.json')))
 print('valid: 1')"
   experiment "$work/torch-capture.yaml" "name: t" "workloads: [{torch: $src/experiments/training/mlp_sgd.py, capture: dynamite}]" \
     "pipelines: {p: lower}" "backends: [interp]"
-  check "an unknown capture is named with the known ones" 1 "unknown capture 'dynamite' \\(one of lazy, fx\\)" -- \
+  check "an unknown capture is named with the known ones" 1 "unknown capture 'dynamite' \\(one of lazy, fx, dynamo\\)" -- \
     "$lazylab" run "$work/torch-capture.yaml"
+  if /usr/bin/python3 -c "import torch, sys; sys.exit(hasattr(torch, 'compile'))"; then  # torch 1.x: no TorchDynamo
+    experiment "$work/torch-dynamo.yaml" "name: t" "workloads: [{torch: $src/experiments/training/mlp_sgd.py, capture: dynamo}]" \
+      "pipelines: {p: lower}" "backends: [interp]"
+    check "the dynamo capture on torch 1.x says what it needs" 1 "capture=dynamo.*needs torch 2.x's TorchDynamo" -- \
+      "$lazylab" run "$work/torch-dynamo.yaml"
+  fi
   experiment "$work/capture-key.yaml" "name: t" "workloads: [{name: softmax, capture: fx}]" "pipelines: {p: lower}" "backends: [interp]"
   check "capture is a torch workload's key only" 1 "workloads\\[0\\].capture: says how a PyTorch program" -- \
     "$lazylab" run "$work/capture-key.yaml"

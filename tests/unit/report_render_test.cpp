@@ -176,11 +176,12 @@ TEST_CASE("a torch workload's capture is reported beside its fastest cell and su
   std::string markdown = render_report(report, ReportFormat::Markdown);
   std::vector<std::string> table = markdown_table_after(markdown, "## PyTorch captures");
   REQUIRE(table.size() == 3);
-  CHECK(has(table[0], "| workload | capture | aten ops/step | capture ms | paid |"));
-  CHECK(has(table[2], "| lazy | 76 | 1.50 | each step | 19.7 | 0 | 1.0e-07 | 2.5e-07 |"));
+  CHECK(has(table[0], "| workload | capture | graphs | aten ops/step | capture ms | paid |"));
+  CHECK(has(table[2], "| lazy | 1 | 76 | 1.50 | each step | 19.7 | 0 | 1.0e-07 | 2.5e-07 |"));
   nlohmann::json again = report_json(result, report.info);
   CHECK(again["captures"][0]["workload_entry"] == 0);
   CHECK(again["captures"][0]["eager_check"]["state_tolerance"] == 1e-3);
+  CHECK(again["captures"][0]["graphs"] == 1);
   auto read_back = report_from_json(again, "again");
   REQUIRE(read_back.ok());
   REQUIRE(read_back->captures.size() == 1);
@@ -192,6 +193,16 @@ TEST_CASE("a torch workload's capture is reported beside its fastest cell and su
   REQUIRE_FALSE(refused.ok());
   CHECK(has(refused.error().message, "broken.json: a capture record is malformed"));
   CHECK(has(refused.error().message, "eager_check"));
+  // A dynamo capture ran as several graphs, stitched into the one saved; a
+  // record from before the count existed reads as one graph.
+  TorchCapture dynamo{"dynamo", 90, 800, false, 2.0, 0, 1e-7, 2.5e-7, 1e-4, 1e-3, 3};
+  report.captures = {{0, dynamo}};
+  CHECK(has(markdown_table_after(render_report(report, ReportFormat::Markdown), "## PyTorch captures")[2],
+            "| dynamo | 3 | 90 | 800.00 | once |"));
+  nlohmann::json dynamo_json = report_json(report.result(), report.info);
+  CHECK(report_from_json(dynamo_json, "d.json")->captures[0].capture.graphs == 3);
+  dynamo_json["captures"][0].erase("graphs");
+  CHECK(report_from_json(dynamo_json, "d.json")->captures[0].capture.graphs == 1);
 }
 
 // A column flagged hidden_when_blank leaves the tables people read where no

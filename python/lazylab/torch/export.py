@@ -1,4 +1,4 @@
-"""python3 -m lazylab.torch.export PROGRAM.py --out DIR [--capture lazy|fx]
+"""python3 -m lazylab.torch.export PROGRAM.py --out DIR [--capture lazy|fx|dynamo]
 [--param NAME=INT]... [--steps N] [--backend B]: captures a training
 program's (lazylab/torch/loop.py's protocol) steady-state step and saves it
 as DIR/step.lzir with its inputs as DIR/step.weights/N.npy, and what the
@@ -8,10 +8,13 @@ pipeline then run the saved step.
 
 Captures: "lazy" runs the program on the lazy device for N steps and saves
 the last (its capture is paid every step); "fx" runs N-1 steps eagerly and
-traces step N once with torch.fx's make_fx (step_trace.py). Either step is
-checked against eager PyTorch's from the same weights, optimizer state and
-batch: the lazy step against eager PyTorch's step from the lazy loop's
-state, the fx graph against the eager step make_fx ran as it traced. A
+traces step N once with torch.fx's make_fx (step_trace.py); "dynamo" (torch
+2.x) runs N steps of the step function under torch.compile with lazylab's
+dynamo backend and saves the last step's graphs stitched into one
+(step_dynamo.py). Each step is checked against eager PyTorch's from the
+same weights, optimizer state and batch: the lazy and dynamo steps against
+eager PyTorch's step from their loop's state, the fx graph against the
+eager step make_fx ran as it traced. A
 capture that differs by more than the tolerances below is an error
 (capture.json says by how much).
 """
@@ -28,7 +31,7 @@ import numpy as np
 
 from . import loop, runtime
 
-CAPTURES = ("lazy", "fx")
+CAPTURES = ("lazy", "fx", "dynamo")
 # How closely a capture's step must match eager PyTorch's on the same
 # inputs: the loss relatively, every tensor the step leaves (weights,
 # gradients, buffers, optimizer state) by its largest difference over its
@@ -131,6 +134,19 @@ def capture_fx(program, params, steps, backend, out):
     }
 
 
+def capture_dynamo(program, params, steps, backend, out):
+    """steps-1 steps under torch.compile, then the last recorded and its
+    graphs stitched into one (step_dynamo.py); that graph's step against
+    eager PyTorch's from the same state and batch."""
+    from . import step_dynamo
+
+    step, record = step_dynamo.capture(program, steps=steps, params=params, backend=backend)
+    graph_hash = runtime.save_graph(out, "step", step.graph, step.inputs)
+    got = step.run()
+    return {"graph_hash": graph_hash, "baked_reads": 0, **record,
+            "eager_check": check(got[0], step.eager[0], got[1:], step.eager[1:])}
+
+
 def program_line(error, path):
     """' at FILE:LINE in FUNCTION': the innermost frame of the program's own
     file in `error`'s traceback, or '' where it has none."""
@@ -156,7 +172,7 @@ def main(argv=None):
     try:
         program = loop.load(args.program)
         params = dict(item.split("=", 1) for item in args.param)
-        capture = {"lazy": capture_lazy, "fx": capture_fx}[args.capture]
+        capture = {"lazy": capture_lazy, "fx": capture_fx, "dynamo": capture_dynamo}[args.capture]
         record = capture(program, params, args.steps, args.backend, args.out)
     except (ValueError, FileNotFoundError, runtime.lazylab.Error) as error:
         return fail(error)

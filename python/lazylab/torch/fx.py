@@ -231,9 +231,13 @@ def compile(fn, example_inputs, backend="cpu", pipeline=None, options="", output
     return compiled
 
 
-def dynamo_backend(backend="cpu", pipeline=None, options=""):
+def dynamo_backend(backend="cpu", pipeline=None, options="", call=None):
     """A TorchDynamo backend (torch 2.x): AOTAutograd's forward and backward
-    aten graphs each become a Compiled lazylab graph on `backend`."""
+    aten graphs each become a Compiled lazylab graph on `backend`. An input
+    a graph writes (an optimizer's weights and state, batch norm's running
+    statistics) is written in the graph, so Compiled writes it back (not
+    AOTAutograd's wrapper after the call). call(compiled, args), where
+    given, makes each call in its place (step_dynamo.py records them)."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
@@ -241,12 +245,13 @@ def dynamo_backend(backend="cpu", pipeline=None, options=""):
 
     def compiler(module, example_inputs):
         device = shared[0] if shared else None
-        graphs.append(Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options,
-                               device=device))
-        shared[:] = [graphs[-1].device]
-        return make_boxed_func(graphs[-1])
+        compiled = Compiled(module, example_inputs, backend=backend, pipeline=pipeline, options=options, device=device)
+        compiled.aten_ops = sum(1 for node in module.graph.nodes if isinstance(node.target, torch._ops.OpOverload))
+        graphs.append(compiled)
+        shared[:] = [compiled.device]
+        return make_boxed_func(compiled if call is None else (lambda *args: call(compiled, args)))
 
-    aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+    aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler, keep_inference_input_mutations=True)
     aot.graphs = graphs  # each Compiled graph (forward, backward) as dynamo hands them over: their metrics()
     aot.metrics_report = lambda: dynamo_report(graphs)
     return aot

@@ -9,7 +9,9 @@ step(model, optimizer, schedule, x, y) -> loss, written as for eager PyTorch.
 
 Captures: "eager" (PyTorch as written), "lazy" (lazylab.torch: the step
 traced below autograd, cut at mark_step), "ltc" (PyTorch's own Lazy Tensor
-Core with its TorchScript backend, device "lazy").
+Core with its TorchScript backend, device "lazy"), "dynamo" (torch 2.x: the
+step function under torch.compile with lazylab's dynamo backend, its
+tensors PyTorch's own on the CPU).
 """
 
 import importlib.util
@@ -19,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-CAPTURES = ("eager", "lazy", "ltc")
+CAPTURES = ("eager", "lazy", "ltc", "dynamo")
 
 
 def load(path):
@@ -58,12 +60,16 @@ class Loop:
     """A program's model, optimizer, schedule and batches under one capture,
     seeded so that every capture starts from the same weights and sees the
     same batches. backend, pipeline and save_graphs are
-    lazylab.torch.device's (the lazy capture's)."""
+    lazylab.torch.device's (the lazy capture's); backend, pipeline and
+    call are fx.dynamo_backend's (the dynamo capture's, whose backend is
+    then `dynamo`)."""
 
     def __init__(self, program, capture="eager", steps=20, params=None, seed=0, backend="cpu", pipeline=None,
-                 save_graphs=None):
+                 save_graphs=None, call=None):
         if capture not in CAPTURES:
             raise ValueError(f"unknown capture '{capture}' (one of {', '.join(CAPTURES)})")
+        if capture == "dynamo" and not hasattr(torch, "compile"):
+            raise ValueError(f"the dynamo capture needs torch 2.x's TorchDynamo (this is torch {torch.__version__})")
         self.program, self.capture = program, capture
         self.params = sizes(program, params)
         torch.manual_seed(seed)
@@ -72,6 +78,12 @@ class Loop:
         self.model = self.move(model)
         self.optimizer, self.schedule = program.optimizer(self.model, self.params, steps)
         self.generator = torch.Generator().manual_seed(seed + 1)
+        self._step = program.step
+        if capture == "dynamo":
+            from .fx import dynamo_backend
+
+            self.dynamo = dynamo_backend(backend=backend, pipeline=pipeline, call=call)
+            self._step = torch.compile(program.step, backend=self.dynamo)
 
     def batch(self, size=None):
         """The next batch, on the CPU (`size` rows, default the program's)."""
@@ -80,7 +92,7 @@ class Loop:
     def step(self, x, y):
         """One step on the batch, not yet synchronized: its loss."""
         x, y = self.move(x), self.move(y)
-        return self.program.step(self.model, self.optimizer, self.schedule, x, y)
+        return self._step(self.model, self.optimizer, self.schedule, x, y)
 
     def state(self):
         """Every tensor a step reads and may write, each once, in an order
@@ -140,7 +152,7 @@ def host(tensor):
 
 
 def _capture(capture, backend, pipeline, save_graphs):
-    if capture == "eager":
+    if capture in ("eager", "dynamo"):
         return (lambda value: value), (lambda: None)
     if capture == "lazy":
         import lazylab.torch as lt

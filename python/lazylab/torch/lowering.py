@@ -55,7 +55,7 @@ class Op:
     def __init__(self, func):
         self.func = func  # held, so that its id (OPS's key) stays its own
         self.rule = TABLE.get(func.__name__) or TABLE.get(func.overloadpacket.__name__)
-        self.name = f"aten::{func.__name__}"
+        self.name = f"{func._schema.name.split('::')[0]}::{func.__name__}"  # aten::, or prims:: (AOTAutograd's)
         arguments = func._schema.arguments
         self.names = [argument.name for argument in arguments]
         self.defaults = {a.name: a.default_value for a in arguments if a.has_default_value()}
@@ -258,6 +258,14 @@ def clone(c):
     return c.new(c.value("self"))
 
 
+@lowers("convert_element_type")
+def convert_element_type(c):
+    """prims::convert_element_type, in AOTAutograd's graphs on torch 2.x
+    (AdamW's step under torch.compile)."""
+    value, dtype = c.value("a"), runtime.DTYPES[c.get("dtype")]
+    return c.new(value if value.dtype == dtype else value.astype(dtype))
+
+
 @lowers("_to_copy")
 def to_copy(c):
     value = c.value("self")
@@ -358,9 +366,26 @@ def reciprocal(c):
     return c.new(c.device.context.full(1, [], x.dtype) / x)
 
 
-@lowers("pow.Tensor_Scalar", "pow.Tensor_Tensor")
+FLOATS = (lazylab.f32, lazylab.f64)
+
+
+@lowers("pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar")
 def pow_(c):
-    return c.new(ops.pow(c.value("self"), c.value("exponent")))
+    """self ** exponent, either of them a number (0.9 ** step: Adam's bias
+    corrections in torch.compile's optimizer graph). A float with an
+    integer is a float, as torch promotes them."""
+    tensors = [value for value in c.args.values() if isinstance(value, torch.Tensor)]
+    integral = not any(t.dtype.is_floating_point for t in tensors)
+    like = lazylab.f32 if integral and any(isinstance(c.args[n], float) for n in ("self", "exponent")) else None
+    base, exponent = c.value("self", like), c.value("exponent", like)
+    if base.dtype != exponent.dtype:
+        if base.dtype in FLOATS and exponent.dtype not in FLOATS:
+            exponent = ops.cast(exponent, dtype=base.dtype)
+        elif exponent.dtype in FLOATS and base.dtype not in FLOATS:
+            base = ops.cast(base, dtype=exponent.dtype)
+        else:
+            raise lazylab.Error(f"a power of {base.dtype} and {exponent.dtype}: lazylab.torch does not promote them")
+    return c.new(ops.pow(base, exponent))
 
 
 @lowers("threshold_backward")
