@@ -162,6 +162,37 @@ def test_prims_convert_element_type_casts_as_pytorch_does():
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+def test_a_view_whose_base_nothing_else_reaches_stands_alone_and_views_sharing_a_base_still_share_writes():
+    """Autograd gives .grad a linear layer's weight gradient as a transposed
+    view of its product: the step keeps that gradient alone, not its base
+    beside it (one graph output per tensor the loop holds). Views that share
+    a base still see each other's writes."""
+    model = lt.to_lazy(mlp())
+    optimizer = OPTIMIZERS["SGD"](model.parameters())
+    for x, y in batches(3):
+        loss = torch.nn.functional.cross_entropy(model(lt.to_lazy(x)), lt.to_lazy(y))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        outputs = lt.runtime.current().context.capture().num_outputs
+        lt.mark_step()
+    parameters = len(list(model.parameters()))
+    assert outputs == 1 + 3 * parameters  # the loss; each weight, its gradient and its momentum
+    base = lt.to_lazy(torch.arange(6.0).reshape(2, 3)) * 1.0
+    transposed, flat = base.t(), base.view(6)
+    del base
+    transposed.add_(10.0)  # the base is shared: flat sees the write
+    np.testing.assert_array_equal(flat.numpy(), np.arange(6.0) + 10.0)
+    held = lt.to_lazy(torch.zeros(3, 4))
+    column = held.t()[1]  # a view of a view of `held`: the middle one nothing else reaches, `held` is
+    column.add_(1.0)
+    np.testing.assert_array_equal(held.numpy(), [[0.0, 1.0, 0.0, 0.0]] * 3)
+    alone = (lt.to_lazy(torch.arange(6.0).reshape(2, 3)) * 2.0).t()
+    alone.mul_(0.5)
+    alone.add_(1.0)
+    np.testing.assert_array_equal(alone.numpy(), np.arange(6.0).reshape(2, 3).T + 1.0)
+
+
 def test_a_write_through_a_view_without_an_inverse_is_an_error_not_a_wrong_answer():
     x = lt.to_lazy(torch.ones(1, 3))
     with pytest.raises(lazylab.Error, match=r"aten::add_.Tensor writes through a view made by aten::expand"):

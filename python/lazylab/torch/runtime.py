@@ -122,6 +122,9 @@ class Device:
         return save_graph(folder, name, graph, inputs)
 
     def mark_step(self):
+        from .cells import release_unreachable_bases
+
+        release_unreachable_bases()
         if self.save_graphs is not None and self.context.pending_nodes:
             graph_hash = self.context.capture().hash
             if graph_hash not in self.saved:
