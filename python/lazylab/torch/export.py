@@ -31,7 +31,6 @@ import numpy as np
 
 from . import loop, runtime
 
-CAPTURES = ("lazy", "fx", "dynamo")
 # How closely a capture's step must match eager PyTorch's on the same
 # inputs: the loss relatively, every tensor the step leaves (weights,
 # gradients, buffers, optimizer state) by its largest difference over its
@@ -147,6 +146,9 @@ def capture_dynamo(program, params, steps, backend, out):
             "eager_check": check(got[0], step.eager[0], got[1:], step.eager[1:])}
 
 
+CAPTURES = {"lazy": capture_lazy, "fx": capture_fx, "dynamo": capture_dynamo}  # --capture's styles
+
+
 def program_line(error, path):
     """' at FILE:LINE in FUNCTION': the innermost frame of the program's own
     file in `error`'s traceback, or '' where it has none."""
@@ -172,7 +174,7 @@ def main(argv=None):
     try:
         program = loop.load(args.program)
         params = dict(item.split("=", 1) for item in args.param)
-        capture = {"lazy": capture_lazy, "fx": capture_fx, "dynamo": capture_dynamo}[args.capture]
+        capture = CAPTURES[args.capture]
         record = capture(program, params, args.steps, args.backend, args.out)
     except (ValueError, FileNotFoundError, runtime.lazylab.Error) as error:
         return fail(error)

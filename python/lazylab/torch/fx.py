@@ -265,7 +265,7 @@ def dynamo_report(graphs):
     from torch._dynamo import utils
 
     lines = [f"Metric: DynamoGraphs (forward and backward, handed to lazylab)\n  Value: {len(graphs)}"]
-    breaks = utils.counters["graph_break"]
+    breaks = graph_breaks()
     lines.append(f"Counter: GraphBreaks\n  Value: {sum(breaks.values())}")
     for reason, count in breaks.most_common():
         lines.append(f"GraphBreak: {count}x {reason}")
@@ -279,6 +279,13 @@ def dynamo_report(graphs):
     device_lines = [line for device in devices for line in device.metrics_report().splitlines()
                     if not line.startswith("Recompile: ")]
     return "\n".join(lines + device_lines) + "\n"
+
+
+def graph_breaks():
+    """TorchDynamo's graph breaks in this process: a Counter by reason."""
+    from torch._dynamo import utils
+
+    return utils.counters["graph_break"]
 
 
 def register_dynamo_backend():

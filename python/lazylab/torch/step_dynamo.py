@@ -32,6 +32,7 @@ from torch.utils import _pytree as pytree
 import lazylab
 
 from . import loop
+from .fx import graph_breaks
 
 
 def _key(tensor):
@@ -208,7 +209,7 @@ def capture(program, steps=3, params=None, seed=0, backend="cpu", pipeline=None)
         "host_ms_per_step": steady,
         "compiles_per_step": compiles,
         "constants": recorder.constants([x, y] + before),
-        "graph_breaks": _graph_breaks(),
+        "graph_breaks": {str(reason): count for reason, count in graph_breaks().items()},
     }
     return step, record
 
@@ -220,9 +221,3 @@ def _left(recorder, tensor, what):
                             "saved as one graph")
     return symbol
 
-
-def _graph_breaks():
-    """TorchDynamo's graph breaks in this process, by reason."""
-    from torch._dynamo import utils
-
-    return {str(reason): count for reason, count in utils.counters["graph_break"].items()}
