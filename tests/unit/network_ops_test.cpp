@@ -162,6 +162,12 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor b = c.from_vector<float>(wavy(5), {1, 5, 1, 1});
          return std::vector<Tensor>{relu(conv2d(x, w, {{2, 1}, {2, 0, 1, 3}, {2, 3}}) + b)};
        }},
+      {"images unfolded side by side in two chunks (4 MiB of columns each), padded: one sgemm a chunk",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(12 * 32 * 20 * 20), {12, 32, 20, 20}) * 0.1;
+         Tensor w = c.from_vector<float>(wavy(8 * 32 * 3 * 3), {8, 32, 3, 3});
+         return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}})};
+       }},
       {"one image: batch norm, residual and relu as the convolution's epilogue",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 9 * 8), {1, 3, 9, 8});
@@ -194,7 +200,7 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor w = c.from_vector<float>({}, {3, 0, 4, 4});
          return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {0, 0, 0, 0}, {1, 1}}) + 1.0};
        }},
-      {"few output positions, windows packed as rows: channels in several chunks on each thread",
+      {"few output positions, windows packed as rows: channels in several chunks, summed",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(32 * 64 * 12 * 12), {32, 64, 12, 12}) * 0.1;
          Tensor w = c.from_vector<float>(wavy(16 * 64 * 12 * 12), {16, 64, 12, 12});
