@@ -70,7 +70,9 @@ Expected<std::vector<HostTensor>> data_set_inputs(const OnnxModel& model) {
 Expected<std::unique_ptr<Workload>> make_onnx_workload(const std::string& path, const WorkloadParams& params) {
   OnnxImportOptions options;
   options.dims = params;
-  auto model = import_onnx_file(path, options);
+  OnnxUnsupported unsupported;
+  auto model = import_onnx_file(path, options, &unsupported);
+  if (!model && !unsupported.reason.empty()) return make_failed_workload(path, params, model.error().message);
   if (!model) return model.error();
   for (const auto& [name, value] : params)
     if (!model->symbolic_dims.count(name))

@@ -320,8 +320,10 @@ Expected<Resolved> resolve(const Experiment& e, const RunOptions& options) {
     const WorkloadEntry& entry = e.workloads[w];
     auto workload = make_workload(entry.name, entry.params, entry.weights, entry.capture);
     if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
-    LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
-    if (!options.only_cell) LAZYLAB_TRY(check_footprint(**workload, entry, engine_options(e)));
+    if (!(*workload)->failure()) {
+      LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
+      if (!options.only_cell) LAZYLAB_TRY(check_footprint(**workload, entry, engine_options(e)));
+    }
     r.workloads.push_back(std::move(*workload));
   }
   LAZYLAB_TRY(resolve_backends(e, options, r));
@@ -485,18 +487,20 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
       }
     }
   // The cells of contained backends, one after another in children; those
-  // of a backend that could not be created, failed with why.
+  // of a backend that could not be created, or of a workload that could not
+  // be made, failed with why.
   for (size_t i = 0; i < pending.size();) {
     size_t b = pending_at[i].first;
-    if (!r.contained[b]) {
+    if (!r.contained[b] && !workload.failure()) {
       ++i;
       continue;
     }
     if (options.progress)
       options.progress->working_on(
           fmt::format("{} / {} / {}", pending[i].workload_shown, pending[i].pipeline, pending[i].backend_shown));
-    CellResult cell = r.unusable[b].empty() ? options.run_elsewhere(pending[i])
-                                            : CellResult::failure(CellStatus::Crashed, r.unusable[b]);
+    CellResult cell = workload.failure()      ? CellResult::failure(CellStatus::Failed, *workload.failure())
+                      : r.unusable[b].empty() ? options.run_elsewhere(pending[i])
+                                              : CellResult::failure(CellStatus::Crashed, r.unusable[b]);
     static_cast<CellIdentity&>(cell) = pending[i];
     report_cell(options.progress, cell);
     done.emplace(pending_at[i], std::move(cell));

@@ -25,6 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr int kExporterUsageError = 2;  // lazylab.torch.export's, as argparse's
+
 // A fresh folder under the temporary directory, removed when it goes.
 struct ScratchFolder {
   fs::path path;
@@ -84,20 +86,25 @@ Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& progr
   std::string path = package_python_path();
   if (!path.empty()) options.set_environment.push_back("PYTHONPATH=" + path);
   ChildOutcome outcome = run_child(argv, options);
+  auto failed = [&](const std::string& why) { return make_failed_workload(program, params, why); };
   if (!outcome.succeeded()) {
     std::string why = last_lines(options.stderr_file, 3);
-    return make_error(fmt::format("{}: capturing its step with `{} -m lazylab.torch.export{}` {}{}", program, argv[0],
-                                  capture.empty() ? "" : " --capture=" + capture, outcome.describe(argv[0]),
-                                  why.empty() ? "" : ": " + why));
+    std::string message = fmt::format("{}: capturing its step with `{} -m lazylab.torch.export{}` {}{}", program,
+                                      argv[0], capture.empty() ? "" : " --capture=" + capture,
+                                      outcome.describe(argv[0]), why.empty() ? "" : ": " + why);
+    // The exporter's usage errors (exit 2): the entry's parameters or
+    // capture are wrong, which stops the run like any mistake in the file.
+    if (outcome.exit_code == kExporterUsageError) return make_error(message);
+    return failed(message);
   }
   fs::path record_file = scratch.path / "capture.json";
   std::ifstream in(record_file);
   nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
-  if (!in || json.is_discarded()) return make_error(fmt::format("{}: the exporter wrote no capture record", program));
+  if (!in || json.is_discarded()) return failed(fmt::format("{}: the exporter wrote no capture record", program));
   auto record = capture_from_json(json);
-  if (!record) return make_error(fmt::format("{}: {}", program, record.error().message));
+  if (!record) return failed(fmt::format("{}: {}", program, record.error().message));
   auto step = make_file_workload((scratch.path / "step.lzir").string(), (scratch.path / "step.weights").string());
-  if (!step) return step.error();
+  if (!step) return failed(step.error().message);
   return std::unique_ptr<Workload>(std::make_unique<TorchWorkload>(std::move(*step), std::move(*record)));
 }
 

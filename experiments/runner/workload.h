@@ -39,6 +39,10 @@ class Workload {
   virtual int64_t ops_per_step() const { return 0; }
   // A `torch:` workload's capture; null for every other kind.
   virtual const TorchCapture* torch_capture() const { return nullptr; }
+  // Why the workload has no step: a program whose capture failed, a model
+  // using what lazylab lacks. Its cells fail with this and the run goes on
+  // (a mistake in the experiment file stops it instead). Null where it has one.
+  virtual const std::string* failure() const { return nullptr; }
 };
 
 struct WorkloadInfo {
@@ -60,16 +64,21 @@ Expected<std::unique_ptr<Workload>> make_file_workload(const std::string& path, 
 std::unique_ptr<Workload> make_graph_workload(std::string name, Graph graph);
 
 // An ONNX model (experiments/onnx); `params` bind its symbolic dimensions.
+// A model using what lazylab lacks gives a failed workload; a malformed one
+// an error.
 Expected<std::unique_ptr<Workload>> make_onnx_workload(const std::string& path, const WorkloadParams& params);
 
 // A PyTorch training program (lazylab/torch/loop.py's protocol): its
 // steady-state step, captured in a Python child process (LAZYLAB_PYTHON,
 // default the Python the package is built for) by `capture` (the lazy
 // device where empty; the exporter names the others); `params` override
-// the program's PARAMS.
+// the program's PARAMS. A capture that fails gives a failed workload; a
+// mistake in the entry (an unknown parameter or capture) an error.
 Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& program, const WorkloadParams& params,
                                                         const std::string& capture = "");
 
+// A workload that could not be made, for `why` (see Workload::failure).
+std::unique_ptr<Workload> make_failed_workload(std::string name, WorkloadParams params, std::string why);
 // A file (ends in .lzir, .onnx or .py) or a built-in name; `capture` is a
 // .py program's only.
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,

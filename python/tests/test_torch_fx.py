@@ -269,7 +269,11 @@ def test_the_exporter_saves_an_fx_step_with_its_capture_record(tmp_path):
     assert record["host_ms_per_step"] > 0 and record["host_ms_per_step_torch_state"] > 0
     name, graph = lazylab.read_lzir(str(tmp_path / "step.lzir"))
     assert len(os.listdir(tmp_path / "step.weights")) == graph.num_parameters
-    assert export.main([program, "--out", str(tmp_path), "--capture", "dynamite"]) == 1
+    # A wrong request is a usage error (2), which stops `lazylab run`; a
+    # capture that fails (1) fails only its workload's cells.
+    assert export.main([program, "--out", str(tmp_path), "--capture", "dynamite"]) == 2
+    assert export.main([program, "--out", str(tmp_path), "--param", "batches=8"]) == 2
+    assert export.main([program + ".missing", "--out", str(tmp_path)]) == 2
 
 
 @pytest.mark.parametrize("name, sizes", [

@@ -757,10 +757,16 @@ print('ok')\""
     "pipelines: {p: 'decompose,lower'}" "backends: [interp]"
   check "an ONNX parameter that is no symbolic dimension" 1 "test_Linear/model.onnx: the model has no symbolic dimension 'batch' \\(it has: none\\)" -- \
     "$lazylab" run "$work/onnx-dim.yaml"
-  experiment "$work/onnx-elu.yaml" "name: t" "workloads: [{onnx: $onnx_data/pytorch-converted/test_ELU/model.onnx}]" \
-    "pipelines: {p: 'decompose,lower'}" "backends: [interp]"
-  check "an ONNX op lazylab lacks names the file, node, op and opset" 1 "onnx-elu.yaml:2: workloads\\[0\\]: .*test_ELU/model.onnx: node #0 \\(Elu, opset 13\\): lazylab does not implement this op" -- \
+  experiment "$work/onnx-elu.yaml" "name: t" \
+    "workloads: [{onnx: $onnx_data/pytorch-converted/test_ELU/model.onnx}, {onnx: $onnx_data/node/test_relu/model.onnx}]" \
+    "pipelines: {p: 'decompose,lower'}" "backends: [interp]" "repeat: {warmup: 0, runs: 1}" "report: {json: $work/onnx-elu.json}"
+  check "an ONNX op lazylab lacks fails that model's cells, naming the file, node, op and opset" 4 "test_ELU/model.onnx / p / interp: FAILED: .*test_ELU/model.onnx: node #0 \\(Elu, opset 13\\): lazylab does not implement this op" -- \
     "$lazylab" run "$work/onnx-elu.yaml"
+  check "... and the run goes on: the other model's cells run, the report is written" 0 "ok" -- python3 -c "
+import json
+cells = json.load(open('$work/onnx-elu.json'))['cells']
+assert [c['status'] for c in cells] == ['failed', 'ok'] and 'Elu' in cells[0]['error'], cells
+print('ok')"
   experiment "$work/onnx-key.yaml" "name: t" "workloads: [{onnx: model.lzir}]" "pipelines: {p: lower}" "backends: [interp]"
   check "the onnx key wants an .onnx file" 1 "workloads\\[0\\].onnx: expected a path ending in .onnx" -- "$lazylab" run "$work/onnx-key.yaml"
   check "import writes a .lzir graph and .npy weights" 0 "wrote .*/imported/model.lzir \\(7 nodes, 1 inputs\\) and 2 weights" -- \
@@ -827,9 +833,21 @@ print('valid: 1')"
   if /usr/bin/python3 -c "import torch, sys; sys.exit(hasattr(torch, 'compile'))"; then  # torch 1.x: no TorchDynamo
     experiment "$work/torch-dynamo.yaml" "name: t" "workloads: [{torch: $src/experiments/training/mlp_sgd.py, capture: dynamo}]" \
       "pipelines: {p: lower}" "backends: [interp]"
-    check "the dynamo capture on torch 1.x says what it needs" 1 "capture=dynamo.*needs torch 2.x's TorchDynamo" -- \
+    check "the dynamo capture on torch 1.x says what it needs" 4 "FAILED: .*capture=dynamo.*needs torch 2.x's TorchDynamo" -- \
       "$lazylab" run "$work/torch-dynamo.yaml"
   fi
+  # A program whose capture fails fails its own cells; the others run.
+  sed 's/^def step(model, optimizer, schedule, x, y):$/&\n    raise RuntimeError("a step that fails on purpose")/' \
+    "$src/experiments/training/mlp_sgd.py" > "$work/broken_step.py"
+  experiment "$work/torch-broken.yaml" "name: t" \
+    "workloads: [{torch: broken_step.py, label: broken}, {torch: $src/experiments/training/mlp_sgd.py, params: {batch: 8, hidden: 16}, label: mlp}]" \
+    "pipelines: {p: lower}" "backends: [interp]" "repeat: {warmup: 0, runs: 1}"
+  check "a program whose capture fails fails its cells, naming its line; the others run" 4 \
+    "broken / p / interp: FAILED: .*broken_step.py:[0-9]+ in step: a step that fails on purpose" -- "$lazylab" run "$work/torch-broken.yaml"
+  check "... the program that captures still runs and is checked" 4 "mlp / p / interp: .* ok" -- "$lazylab" run "$work/torch-broken.yaml"
+  experiment "$work/torch-missing.yaml" "name: t" "workloads: [{torch: no_such_program.py}]" "pipelines: {p: lower}" "backends: [interp]"
+  check "a torch: program that is not there stops the run" 1 "torch-missing.yaml:2: workloads\\[0\\]: .*no_such_program.py: no such program" -- \
+    "$lazylab" run "$work/torch-missing.yaml"
   experiment "$work/capture-key.yaml" "name: t" "workloads: [{name: softmax, capture: fx}]" "pipelines: {p: lower}" "backends: [interp]"
   check "capture is a torch workload's key only" 1 "workloads\\[0\\].capture: says how a PyTorch program" -- \
     "$lazylab" run "$work/capture-key.yaml"

@@ -166,16 +166,25 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="steps run; the last one is saved (default 3)")
     parser.add_argument("--backend", default="cpu", help="where the lazy steps run (default cpu)")
     args = parser.parse_args(argv)
-    fail = lambda why: print(f"lazylab.torch.export: {args.program}: {why}", file=sys.stderr) or 1  # noqa: E731
+    # Exit 2 where the request is wrong (as argparse's own), 1 where the
+    # program's capture failed: `lazylab run` stops on the first and fails
+    # the workload's cells on the second.
+    say = lambda why: print(f"lazylab.torch.export: {args.program}: {why}", file=sys.stderr)  # noqa: E731
+    usage = lambda why: say(why) or 2  # noqa: E731
+    fail = lambda why: say(why) or 1  # noqa: E731
     if args.capture not in CAPTURES:
-        return fail(f"unknown capture '{args.capture}' (one of {', '.join(CAPTURES)})")
+        return usage(f"unknown capture '{args.capture}' (one of {', '.join(CAPTURES)})")
     if args.steps < 2:
-        return fail("--steps must be at least 2 (the saved step is a steady one: the optimizer has its state)")
+        return usage("--steps must be at least 2 (the saved step is a steady one: the optimizer has its state)")
+    if not os.path.isfile(args.program):
+        return usage("no such program")
     try:
         program = loop.load(args.program)
         params = dict(item.split("=", 1) for item in args.param)
         capture = CAPTURES[args.capture]
         record = capture(program, params, args.steps, args.backend, args.out)
+    except loop.ParameterError as error:
+        return usage(error)
     except (ValueError, FileNotFoundError, runtime.lazylab.Error) as error:
         return fail(error)
     except RuntimeError as error:  # PyTorch's own, from the program's eager steps or make_fx

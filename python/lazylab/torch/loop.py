@@ -38,11 +38,16 @@ def load(path):
     return module
 
 
+class ParameterError(ValueError):
+    """A parameter the program does not have: the caller's mistake, not the
+    program's."""
+
+
 def sizes(program, overrides):
     params = dict(program.PARAMS)
     for key, value in (overrides or {}).items():
         if key not in params:
-            raise ValueError(f"unknown parameter '{key}' (the program has {', '.join(sorted(params))})")
+            raise ParameterError(f"unknown parameter '{key}' (the program has {', '.join(sorted(params))})")
         params[key] = int(value)
     return params
 
