@@ -1,15 +1,17 @@
-// 2-D convolution through OpenBLAS. The input's windows are unfolded into
-// columns (im2col, skipped for 1x1 kernels at stride 1 without padding,
-// where the input already is that matrix) and sgemm multiplies the filters
-// by them: one product per image and group where an image has many output
-// positions; for few positions (a small image's late stages) the images'
-// columns side by side in one product, which OpenBLAS blocks far better
-// than a product a few columns wide per image; and for a weight gradient's
-// image-sized kernel, every window packed as a row. The unfolded matrix is
-// KH*KW times the input: memory traded for sgemm's blocking, which a direct
-// loop nest would have to reproduce. Depthwise convolutions (one input
-// channel per filter) are summed directly: there each product would be an
-// sgemm with one row.
+// 2-D convolution, mostly through OpenBLAS. The input's windows are
+// unfolded into columns (im2col, skipped for 1x1 kernels at stride 1
+// without padding, where the input already is that matrix) and sgemm
+// multiplies the filters by them: one product per image and group where an
+// image has many output positions; for few positions (a small image's late
+// stages) the images' columns side by side in one product, which OpenBLAS
+// blocks far better than a product a few columns wide per image; and for a
+// weight gradient's image-sized kernel, every window packed as a row. The
+// unfolded matrix is KH*KW times the input: memory traded for sgemm's
+// blocking. Small products at stride 1 whose output rows fill AVX registers
+// are computed directly instead (direct_conv.h), where the unfolding and
+// OpenBLAS's packing of it cost more than the product. Depthwise
+// convolutions (one input channel per filter) are summed directly: there
+// each product would be an sgemm with one row.
 #pragma once
 
 #include <memory>

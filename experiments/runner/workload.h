@@ -79,6 +79,7 @@ Expected<std::unique_ptr<Workload>> make_torch_workload(const std::string& progr
 
 // A workload that could not be made, for `why` (see Workload::failure).
 std::unique_ptr<Workload> make_failed_workload(std::string name, WorkloadParams params, std::string why);
+
 // A file (ends in .lzir, .onnx or .py) or a built-in name; `capture` is a
 // .py program's only.
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,

@@ -168,6 +168,17 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor w = c.from_vector<float>(wavy(8 * 32 * 3 * 3), {8, 32, 3, 3});
          return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}})};
        }},
+      {"stride 1, rows of whole registers: computed directly; a block of six filters and part of one, asymmetric pads",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(3 * 7 * 5 * 15), {3, 7, 5, 15});
+         Tensor w = c.from_vector<float>(wavy(8 * 7 * 3 * 2), {8, 7, 3, 2});
+         Tensor b = c.from_vector<float>(wavy(8), {1, 8, 1, 1});
+         Tensor small = c.from_vector<float>(wavy(2 * 4 * 5 * 8), {2, 4, 5, 8});
+         Tensor filters = c.from_vector<float>(wavy(3 * 4 * 3 * 3), {3, 4, 3, 3});
+         // 10 registers of output a plane (tiles of 2), and 5 (2, 2, 1); 6 filters a block
+         return std::vector<Tensor>{relu(conv2d(x, w, {{1, 1}, {2, 1, 0, 1}, {1, 1}}) + b),   // [3, 8, 5, 16]
+                                    conv2d(small, filters, {{1, 1}, {1, 1, 1, 1}, {1, 1}})};  // [2, 3, 5, 8]
+       }},
       {"one image: batch norm, residual and relu as the convolution's epilogue",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 9 * 8), {1, 3, 9, 8});
