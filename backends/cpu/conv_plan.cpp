@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "direct_conv.h"
+#include "large_kernel_conv.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -42,17 +43,26 @@ class ConvPlan : public KernelPlan {
       : s_(shape), x_(x), w_(w), out_(out), epilogue_(std::move(epilogue)), arena_(options.arena), blas_(blas) {
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     bool small = s_.group_filters() * s_.positions() * s_.taps() <= kSmallProduct;
+    auto unit_stride = unit_stride_shape();
     if (s_.group_channels() == 1) {
       path_ = Path::kDepthwise;
+    } else if (s_.groups == 1 && s_.positions() < kFewPositions && unit_stride &&
+               LargeKernelConv::takes(*unit_stride)) {
+      // A stride-1 weight gradient: each output one dot product (ms on this
+      // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
+      // 0.24 vs 0.66, 8x8 0.27 vs 0.49, 4x4 0.27 vs 0.50, the stem's 32x32
+      // 0.20 vs 0.64; 2x2 0.51 against 0.53 batched).
+      path_ = Path::kLargeKernel;
+      large_kernel_ = std::make_unique<LargeKernelConv>(*unit_stride);
     } else if (s_.groups == 1 && packs_windows()) {
       path_ = Path::kPackedWindows;
       prepare_packing();
     } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions) {
       path_ = Path::kBatched;
       prepare_batching();
-    } else if (s_.groups == 1 && small && !s_.pointwise() && direct_shape() && DirectConv::takes(*direct_shape())) {
+    } else if (s_.groups == 1 && small && !s_.pointwise() && unit_stride && DirectConv::takes(*unit_stride)) {
       path_ = Path::kDirect;
-      direct_ = std::make_unique<DirectConv>(*direct_shape());
+      direct_ = std::make_unique<DirectConv>(*unit_stride);
     } else {
       path_ = Path::kPerImage;
       int64_t products = s_.images * s_.groups;
@@ -68,13 +78,14 @@ class ConvPlan : public KernelPlan {
       case Path::kPackedWindows: run_packed_windows(memory); break;
       case Path::kBatched: run_batched(memory); break;
       case Path::kDirect: direct_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
+      case Path::kLargeKernel: large_kernel_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
       case Path::kPerImage: run_per_image(memory); break;
     }
     if (epilogue_) epilogue_->run(memory);
   }
 
  private:
-  enum class Path { kDepthwise, kPackedWindows, kBatched, kDirect, kPerImage };
+  enum class Path { kDepthwise, kLargeKernel, kPackedWindows, kBatched, kDirect, kPerImage };
 
   // The shape DirectConv computes: stride and dilation 1 (a ResNet's 3x3s
   // at 16x16 and 8x8, its stem, its backward's stride-1 convolutions). Its
@@ -84,17 +95,19 @@ class ConvPlan : public KernelPlan {
   // unfolded against direct in alternating runs: 3x3 at 16x16 0.49-0.50 vs
   // 0.29-0.45, at 8x8 0.46-0.48 vs 0.26-0.42, the stem 0.45-0.59 vs
   // 0.24-0.40.
-  std::optional<DirectConvShape> direct_shape() const {
+  std::optional<UnitStrideShape> unit_stride_shape() const {
     if (s_.stride[0] != 1 || s_.stride[1] != 1 || s_.dilation[0] != 1 || s_.dilation[1] != 1) return std::nullopt;
-    return DirectConvShape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel_h, s_.kernel_w,
+    return UnitStrideShape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel_h, s_.kernel_w,
                            s_.pad[0], s_.pad[1],   s_.pad[2], s_.pad[3], s_.out_h,   s_.out_w};
   }
 
-  // A weight gradient's convolution: an output of a few positions (3x3)
-  // and a kernel as large as the image (the output's gradient), which makes
-  // each image's product [filters, taps] x [taps, positions] a few columns
-  // wide. Packed rows against the images unfolded side by side, ms on a
-  // 2-core EPYC, [images, channels, H, W] * [filters, ., kh, kw] -> 3x3:
+  // A weight gradient's convolution that LargeKernelConv does not take (a
+  // strided convolution's, dilated here; kernel rows of other widths): an
+  // output of a few positions (3x3) and a kernel as large as the image (the
+  // output's gradient), which makes each image's product [filters, taps] x
+  // [taps, positions] a few columns wide. Packed rows against the images
+  // unfolded side by side, ms on a 2-core EPYC (before LargeKernelConv),
+  // [images, channels, H, W] * [filters, ., kh, kw] -> 3x3:
   // [16,16,16,16] * 16x16: 0.45 vs 1.0; [32,16,8,8] * 8x8: 0.48 vs 0.58;
   // [64,16,4,4] * 4x4: 0.49 vs 0.55; [3,16,32,32] * 32x32: 0.57 vs 0.83.
   // But for small kernels (a 2x2 image's 2x2 gradient, a forward 3x3 at
@@ -112,7 +125,7 @@ class ConvPlan : public KernelPlan {
     int64_t window = s_.kernel_h * s_.kernel_w, rows = s_.images * s_.positions();
     for (int64_t c = 0; c < s_.channels; c += chunk_channels_) {
       int64_t last = std::min(s_.channels, c + chunk_channels_), taps = (last - c) * window;
-      each_in_parallel(s_.images, [&](int64_t first, int64_t end) {
+      each_in_parallel(arena_, s_.images, [&](int64_t first, int64_t end) {
         pack_windows(memory.f32(x_), first, end, c, last, columns_.data() + first * s_.positions() * taps);
       });
       blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s_.filters, rows, taps, 1.0f, memory.f32(w_) + c * window,
@@ -162,7 +175,7 @@ class ConvPlan : public KernelPlan {
     const float* x = memory.f32(x_);
     const float* w = memory.f32(w_);
     float* out = memory.f32(out_);
-    each_in_parallel(s_.images * s_.filters, [&](int64_t first, int64_t end) {
+    each_in_parallel(arena_, s_.images * s_.filters, [&](int64_t first, int64_t end) {
       for (int64_t at = first; at < end; ++at) {
         int64_t image = at / s_.filters, f = at % s_.filters, channel = f / s_.group_filters();
         const float* input = x + (image * s_.channels + channel) * s_.height * s_.width;
@@ -204,7 +217,7 @@ class ConvPlan : public KernelPlan {
   void run_batched(const Memory& memory) {
     for (int64_t first = 0; first < s_.images; first += chunk_images_) {
       int64_t end = std::min(s_.images, first + chunk_images_), columns = (end - first) * s_.positions();
-      each_in_parallel(s_.taps(), [&](int64_t first_row, int64_t end_row) {
+      each_in_parallel(arena_, s_.taps(), [&](int64_t first_row, int64_t end_row) {
         for (int64_t image = first; image < end; ++image)
           unfold(memory.f32(x_) + image * s_.channels * s_.height * s_.width, first_row, end_row,
                  columns_.data() + (image - first) * s_.positions(), columns);
@@ -219,7 +232,7 @@ class ConvPlan : public KernelPlan {
   // for images [first, end).
   void scatter_products(float* out, int64_t first, int64_t end) {
     int64_t positions = s_.positions(), stride = (end - first) * positions;
-    each_in_parallel(s_.filters, [&](int64_t first_filter, int64_t end_filter) {
+    each_in_parallel(arena_, s_.filters, [&](int64_t first_filter, int64_t end_filter) {
       for (int64_t f = first_filter; f < end_filter; ++f)
         for (int64_t image = first; image < end; ++image) {
           const float* from = products_.data() + f * stride + (image - first) * positions;
@@ -257,7 +270,7 @@ class ConvPlan : public KernelPlan {
     if (!s_.pointwise()) {
       auto rows = [&](int64_t first, int64_t end) { unfold(input, first, end, columns, positions); };
       if (unfold_in_parallel)
-        each_in_parallel(s_.taps(), rows);
+        each_in_parallel(arena_, s_.taps(), rows);
       else
         rows(0, s_.taps());
       unfolded = columns;
@@ -323,16 +336,6 @@ class ConvPlan : public KernelPlan {
     }
   }
 
-  // chunk(first, end) over [0, count), on the arena's threads where there
-  // are several.
-  template <class Chunk>
-  void each_in_parallel(int64_t count, const Chunk& chunk) {
-    if (arena_ && threads_ > 1)
-      parallel_chunks(*arena_, 0, count, 1, chunk);
-    else
-      chunk(0, count);
-  }
-
   // Where an output row is a few floats, copying its lines costs more
   // than their bytes: each tap's source offsets, -1 outside the input, are
   // worked out once here and unfolding gathers by them. (ResNet-18's 2x2
@@ -382,6 +385,7 @@ class ConvPlan : public KernelPlan {
   uint32_t x_, w_, out_;
   std::unique_ptr<RowKernelPlan> epilogue_;
   std::unique_ptr<DirectConv> direct_;
+  std::unique_ptr<LargeKernelConv> large_kernel_;
   Path path_ = Path::kPerImage;
   std::vector<float> columns_;        // unfolded or packed windows (per image: one matrix per thread)
   std::vector<float> products_;       // batched and packed: [filters, images x positions]

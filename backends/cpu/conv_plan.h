@@ -9,7 +9,8 @@
 // unfolded matrix is KH*KW times the input: memory traded for sgemm's
 // blocking. Small products at stride 1 whose output rows fill AVX registers
 // are computed directly instead (direct_conv.h), where the unfolding and
-// OpenBLAS's packing of it cost more than the product. Depthwise
+// OpenBLAS's packing of it cost more than the product, and so are stride-1
+// weight gradients, each output a dot product (large_kernel_conv.h). Depthwise
 // convolutions (one input channel per filter) are summed directly: there
 // each product would be an sgemm with one row.
 #pragma once

@@ -22,7 +22,7 @@ constexpr int64_t kRuns = 2;     // registers of output a tile
 // over every channel and tap; the first `valid` filters stored at `outs`
 // (filter f's at outs[r] + f * plane).
 template <int Runs>
-void tile(const float* input, const float* taps, const int64_t* starts, const DirectConvShape& s, int64_t padded_h,
+void tile(const float* input, const float* taps, const int64_t* starts, const UnitStrideShape& s, int64_t padded_h,
           int64_t padded_w, float* const* outs, int64_t plane, int64_t valid) {
   using Sum = float __attribute__((vector_size(32)));
   Sum sums[kFilters][Runs];
@@ -52,7 +52,7 @@ void tile(const float* input, const float* taps, const int64_t* starts, const Di
 
 }  // namespace
 
-bool DirectConv::takes(const DirectConvShape& shape) {
+bool DirectConv::takes(const UnitStrideShape& shape) {
 #if defined(LAZYLAB_DIRECT_CONV)
   return shape.out_w % kLanes == 0 && shape.out_h > 0 && shape.channels > 0 && shape.filters > 0;
 #else
@@ -61,41 +61,21 @@ bool DirectConv::takes(const DirectConvShape& shape) {
 #endif
 }
 
-DirectConv::DirectConv(const DirectConvShape& shape)
+DirectConv::DirectConv(const UnitStrideShape& shape)
     : s_(shape),
-      padded_h_(shape.height + shape.pad_top + shape.pad_bottom),
-      padded_w_(shape.width + shape.pad_left + shape.pad_right),
+      padded_h_(shape.padded_h()),
+      padded_w_(shape.padded_w()),
       blocks_((shape.filters + kFilters - 1) / kFilters),
-      padded_(static_cast<size_t>(shape.images * shape.channels * padded_h_ * padded_w_), 0.0f),
+      padded_(shape),
       packed_(static_cast<size_t>(blocks_ * shape.channels * shape.kernel_h * shape.kernel_w * kFilters), 0.0f) {}
 
 void DirectConv::run(const float* x, const float* w, float* out, tbb::task_arena* arena) {
-  pad_inputs(x, arena);
+  const float* padded = padded_.fill(x, arena);
   pack_weights(w);
   auto tasks = [&](int64_t first, int64_t end) {
-    for (int64_t task = first; task < end; ++task) run_block(task / blocks_, task % blocks_, out);
+    for (int64_t task = first; task < end; ++task) run_block(padded, task / blocks_, task % blocks_, out);
   };
-  if (arena && arena->max_concurrency() > 1)
-    parallel_chunks(*arena, 0, s_.images * blocks_, 1, tasks);
-  else
-    tasks(0, s_.images * blocks_);
-}
-
-// Each plane's rows into the middle of its padded copy; the borders stay
-// the zeros they were made with.
-void DirectConv::pad_inputs(const float* x, tbb::task_arena* arena) {
-  auto planes = [&](int64_t first, int64_t end) {
-    for (int64_t plane = first; plane < end; ++plane) {
-      const float* from = x + plane * s_.height * s_.width;
-      float* to = padded_.data() + plane * padded_h_ * padded_w_ + s_.pad_top * padded_w_ + s_.pad_left;
-      for (int64_t y = 0; y < s_.height; ++y)
-        std::copy(from + y * s_.width, from + (y + 1) * s_.width, to + y * padded_w_);
-    }
-  };
-  if (arena && arena->max_concurrency() > 1)
-    parallel_chunks(*arena, 0, s_.images * s_.channels, 1, planes);
-  else
-    planes(0, s_.images * s_.channels);
+  each_in_parallel(arena, s_.images * blocks_, tasks);
 }
 
 // packed [block, tap, f] = w [block * 6 + f, tap]; 0 past the last filter.
@@ -107,10 +87,10 @@ void DirectConv::pack_weights(const float* w) {
   }
 }
 
-void DirectConv::run_block(int64_t image, int64_t block, float* out) const {
+void DirectConv::run_block(const float* padded, int64_t image, int64_t block, float* out) const {
 #if defined(LAZYLAB_DIRECT_CONV)
   int64_t plane = s_.out_h * s_.out_w, registers = plane / kLanes;
-  const float* input = padded_.data() + image * s_.channels * padded_h_ * padded_w_;
+  const float* input = padded + image * s_.channels * padded_h_ * padded_w_;
   const float* taps = packed_.data() + block * s_.channels * s_.kernel_h * s_.kernel_w * kFilters;
   float* first_filter = out + (image * s_.filters + block * kFilters) * plane;
   int64_t valid = std::min(kFilters, s_.filters - block * kFilters);
@@ -136,7 +116,7 @@ void DirectConv::run_block(int64_t image, int64_t block, float* out) const {
       tile<1>(input, taps, starts, s_, padded_h_, padded_w_, outs, plane, valid);
   }
 #else
-  (void)image, (void)block, (void)out;
+  (void)padded, (void)image, (void)block, (void)out;
 #endif
 }
 

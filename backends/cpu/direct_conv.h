@@ -15,34 +15,28 @@
 #include <cstdint>
 #include <vector>
 
-namespace lazylab::cpu {
+#include "padded_input.h"
 
-struct DirectConvShape {
-  int64_t images, channels, height, width;  // x
-  int64_t filters, kernel_h, kernel_w;      // w
-  int64_t pad_top, pad_left, pad_bottom, pad_right;
-  int64_t out_h, out_w;
-};
+namespace lazylab::cpu {
 
 class DirectConv {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape:
   // rows of whole registers (out_w a multiple of 8); stride, dilation and
   // groups of 1 are the caller's to check.
-  static bool takes(const DirectConvShape& shape);
+  static bool takes(const UnitStrideShape& shape);
 
-  explicit DirectConv(const DirectConvShape& shape);
+  explicit DirectConv(const UnitStrideShape& shape);
   // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
   void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
 
  private:
-  void pad_inputs(const float* x, tbb::task_arena* arena);
   void pack_weights(const float* w);
-  void run_block(int64_t image, int64_t block, float* out) const;
+  void run_block(const float* padded, int64_t image, int64_t block, float* out) const;
 
-  DirectConvShape s_;
+  UnitStrideShape s_;
   int64_t padded_h_, padded_w_, blocks_;
-  std::vector<float> padded_;  // [images, channels, padded_h, padded_w], borders zero
+  PaddedInput padded_;
   std::vector<float> packed_;  // [blocks, channels * kh * kw, 6]: six filters' tap side by side
 };
 

@@ -39,4 +39,14 @@ void parallel_chunks(tbb::task_arena& arena, int64_t begin, int64_t end, int64_t
 #endif
 }
 
+// chunk(first, end) over [0, count), a chunk per item on the arena's threads
+// where there is an arena of several, else all of it on this thread.
+template <class Chunk>
+void each_in_parallel(tbb::task_arena* arena, int64_t count, const Chunk& chunk) {
+  if (arena && arena->max_concurrency() > 1)
+    parallel_chunks(*arena, 0, count, 1, chunk);
+  else
+    chunk(0, count);
+}
+
 }  // namespace lazylab::cpu

@@ -205,6 +205,26 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
                                     conv2d(x, w, {{2, 1}, {1, 1, 0, 2}, {2, 2}}),
                                     relu(conv2d(small, filters, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) + b)};
        }},
+      {"few output positions and a large kernel, each output one dot product: kernel rows of 16, 8, 4 and 2 floats",
+       [](Context& c) {
+         // 5 columns (tasks of 3 and 2), 6 filters (a block of four and part
+         // of one), two registers a row, an epilogue; 160 rows of 8 (the sums
+         // in three chunks); rows of 4 two to a register, 9 filters; rows of 2
+         // four to a register, crossing channels.
+         Tensor wide = c.from_vector<float>(wavy(3 * 5 * 9 * 18), {3, 5, 9, 18});
+         Tensor w16 = c.from_vector<float>(wavy(6 * 5 * 8 * 16), {6, 5, 8, 16});
+         Tensor b = c.from_vector<float>(wavy(6), {1, 6, 1, 1});
+         Tensor deep = c.from_vector<float>(wavy(2 * 20 * 9 * 9), {2, 20, 9, 9});
+         Tensor w8 = c.from_vector<float>(wavy(3 * 20 * 8 * 8), {3, 20, 8, 8});
+         Tensor small = c.from_vector<float>(wavy(4 * 3 * 4 * 4), {4, 3, 4, 4});
+         Tensor w4 = c.from_vector<float>(wavy(9 * 3 * 4 * 4), {9, 3, 4, 4});
+         Tensor tiny = c.from_vector<float>(wavy(5 * 6 * 2 * 2), {5, 6, 2, 2});
+         Tensor w2 = c.from_vector<float>(wavy(3 * 6 * 2 * 2), {3, 6, 2, 2});
+         return std::vector<Tensor>{relu(conv2d(wide, w16, {{1, 1}, {1, 1, 0, 1}, {1, 1}}) + b),  // [3, 6, 3, 5]
+                                    conv2d(deep, w8, {{1, 1}, {0, 0, 0, 1}, {1, 1}}),             // [2, 3, 2, 3]
+                                    conv2d(small, w4, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),            // [4, 9, 3, 3]
+                                    conv2d(tiny, w2, {{1, 1}, {1, 1, 1, 1}, {1, 1}})};            // [5, 3, 3, 3]
+       }},
       {"few output positions, windows packed as rows: no input channels (zeros)",
        [](Context& c) {
          Tensor x = c.from_vector<float>({}, {2, 0, 6, 6});

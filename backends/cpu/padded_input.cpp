@@ -1,0 +1,25 @@
+#include "padded_input.h"
+
+#include <algorithm>
+
+#include "parallel.h"
+
+namespace lazylab::cpu {
+
+PaddedInput::PaddedInput(const UnitStrideShape& shape)
+    : s_(shape), planes_(static_cast<size_t>(shape.images * shape.channels * shape.padded_h() * shape.padded_w())) {}
+
+const float* PaddedInput::fill(const float* x, tbb::task_arena* arena) {
+  int64_t padded_w = s_.padded_w(), plane_size = s_.padded_h() * padded_w;
+  each_in_parallel(arena, s_.images * s_.channels, [&](int64_t first, int64_t end) {
+    for (int64_t plane = first; plane < end; ++plane) {
+      const float* from = x + plane * s_.height * s_.width;
+      float* to = planes_.data() + plane * plane_size + s_.pad_top * padded_w + s_.pad_left;
+      for (int64_t y = 0; y < s_.height; ++y)
+        std::copy(from + y * s_.width, from + (y + 1) * s_.width, to + y * padded_w);
+    }
+  });
+  return planes_.data();
+}
+
+}  // namespace lazylab::cpu

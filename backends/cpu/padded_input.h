@@ -1,0 +1,36 @@
+// What the cpu's direct convolutions share: the shape of a convolution at
+// stride and dilation 1, and its input copied into zero-bordered planes, so
+// that no window tests a border.
+#pragma once
+
+#include <tbb/task_arena.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace lazylab::cpu {
+
+struct UnitStrideShape {
+  int64_t images, channels, height, width;  // x
+  int64_t filters, kernel_h, kernel_w;      // w
+  int64_t pad_top, pad_left, pad_bottom, pad_right;
+  int64_t out_h, out_w;
+
+  int64_t padded_h() const { return height + pad_top + pad_bottom; }
+  int64_t padded_w() const { return width + pad_left + pad_right; }
+};
+
+// x [images, channels, H, W] in the middle of [images, channels, padded_h,
+// padded_w] planes whose borders stay the zeros they were made with.
+class PaddedInput {
+ public:
+  explicit PaddedInput(const UnitStrideShape& shape);
+  // Copies x in (the planes on the arena's threads) and returns the copy.
+  const float* fill(const float* x, tbb::task_arena* arena);
+
+ private:
+  UnitStrideShape s_;
+  std::vector<float> planes_;
+};
+
+}  // namespace lazylab::cpu
