@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "direct_conv.h"
+#include "few_positions_conv.h"
 #include "large_kernel_conv.h"
 #include "parallel.h"
 
@@ -47,16 +48,26 @@ class ConvPlan : public KernelPlan {
     if (s_.group_channels() == 1) {
       path_ = Path::kDepthwise;
     } else if (s_.groups == 1 && s_.positions() < kFewPositions && unit_stride &&
-               LargeKernelConv::takes(*unit_stride)) {
+               s_.kernel_h * s_.kernel_w >= kLargeKernel && LargeKernelConv::takes(*unit_stride)) {
       // A stride-1 weight gradient: each output one dot product (ms on this
       // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
       // 0.24 vs 0.66, 8x8 0.27 vs 0.49, 4x4 0.27 vs 0.50, the stem's 32x32
-      // 0.20 vs 0.64; 2x2 0.51 against 0.53 batched).
+      // 0.20 vs 0.64). A smaller kernel (2x2's, 2x2) sums too few taps an
+      // output for lanes of them: FewPositionsConv's 0.27-0.35 against
+      // 0.57-0.74.
       path_ = Path::kLargeKernel;
       large_kernel_ = std::make_unique<LargeKernelConv>(*unit_stride);
     } else if (s_.groups == 1 && packs_windows()) {
       path_ = Path::kPackedWindows;
       prepare_packing();
+    } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions && unit_stride &&
+               FewPositionsConv::takes(*unit_stride)) {
+      // Few positions at stride 1: the filters in the lanes (ms on this
+      // machine's EPYC against the images unfolded side by side, ResNet-18
+      // at 32x32: 3x3 at 4x4 0.21-0.29 vs 0.31-0.39, at 2x2 0.27-0.33 vs
+      // 0.31-0.47, the 2x2 weight gradient 0.27-0.35 vs 0.51-0.64).
+      path_ = Path::kFewPositions;
+      few_positions_ = std::make_unique<FewPositionsConv>(*unit_stride);
     } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions) {
       path_ = Path::kBatched;
       prepare_batching();
@@ -78,6 +89,7 @@ class ConvPlan : public KernelPlan {
       case Path::kPackedWindows: run_packed_windows(memory); break;
       case Path::kBatched: run_batched(memory); break;
       case Path::kDirect: direct_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
+      case Path::kFewPositions: few_positions_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
       case Path::kLargeKernel: large_kernel_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
       case Path::kPerImage: run_per_image(memory); break;
     }
@@ -85,7 +97,7 @@ class ConvPlan : public KernelPlan {
   }
 
  private:
-  enum class Path { kDepthwise, kLargeKernel, kPackedWindows, kBatched, kDirect, kPerImage };
+  enum class Path { kDepthwise, kLargeKernel, kPackedWindows, kFewPositions, kBatched, kDirect, kPerImage };
 
   // The shape DirectConv computes: stride and dilation 1 (a ResNet's 3x3s
   // at 16x16 and 8x8, its stem, its backward's stride-1 convolutions). Its
@@ -386,6 +398,7 @@ class ConvPlan : public KernelPlan {
   std::unique_ptr<RowKernelPlan> epilogue_;
   std::unique_ptr<DirectConv> direct_;
   std::unique_ptr<LargeKernelConv> large_kernel_;
+  std::unique_ptr<FewPositionsConv> few_positions_;
   Path path_ = Path::kPerImage;
   std::vector<float> columns_;        // unfolded or packed windows (per image: one matrix per thread)
   std::vector<float> products_;       // batched and packed: [filters, images x positions]

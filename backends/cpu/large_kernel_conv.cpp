@@ -115,8 +115,7 @@ LargeKernelConv::LargeKernelConv(const UnitStrideShape& shape)
       column_blocks_((shape.out_w + kColumns - 1) / kColumns),
       padded_(shape) {
   for (int64_t c = 0; c < s_.channels; ++c)
-    for (int64_t p = 0; p < s_.kernel_h; ++p)
-      row_starts_.push_back((c * s_.padded_h() + p) * s_.padded_w());
+    for (int64_t p = 0; p < s_.kernel_h; ++p) row_starts_.push_back((c * s_.padded_h() + p) * s_.padded_w());
 }
 
 void LargeKernelConv::run(const float* x, const float* w, float* out, tbb::task_arena* arena) {
