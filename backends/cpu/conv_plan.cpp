@@ -1,7 +1,6 @@
 #include "conv_plan.h"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -44,11 +43,11 @@ class ConvPlan : public KernelPlan {
       : s_(shape), x_(x), w_(w), out_(out), epilogue_(std::move(epilogue)), arena_(options.arena), blas_(blas) {
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     bool small = s_.group_filters() * s_.positions() * s_.taps() <= kSmallProduct;
-    auto unit_stride = unit_stride_shape();
+    DirectShape direct = direct_shape();
     if (s_.group_channels() == 1) {
       path_ = Path::kDepthwise;
-    } else if (s_.groups == 1 && s_.positions() < kFewPositions && unit_stride &&
-               s_.kernel_h * s_.kernel_w >= kLargeKernel && LargeKernelConv::takes(*unit_stride)) {
+    } else if (s_.groups == 1 && s_.positions() < kFewPositions && s_.kernel_h * s_.kernel_w >= kLargeKernel &&
+               LargeKernelConv::takes(direct)) {
       // A stride-1 weight gradient: each output one dot product (ms on this
       // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
       // 0.24 vs 0.66, 8x8 0.27 vs 0.49, 4x4 0.27 vs 0.50, the stem's 32x32
@@ -56,24 +55,23 @@ class ConvPlan : public KernelPlan {
       // output for lanes of them: FewPositionsConv's 0.27-0.35 against
       // 0.57-0.74.
       path_ = Path::kLargeKernel;
-      large_kernel_ = std::make_unique<LargeKernelConv>(*unit_stride);
-    } else if (s_.groups == 1 && packs_windows()) {
-      path_ = Path::kPackedWindows;
-      prepare_packing();
-    } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions && unit_stride &&
-               FewPositionsConv::takes(*unit_stride)) {
+      large_kernel_ = std::make_unique<LargeKernelConv>(direct);
+    } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions && FewPositionsConv::takes(direct)) {
       // Few positions at stride 1: the filters in the lanes (ms on this
       // machine's EPYC against the images unfolded side by side, ResNet-18
       // at 32x32: 3x3 at 4x4 0.21-0.29 vs 0.31-0.39, at 2x2 0.27-0.33 vs
       // 0.31-0.47, the 2x2 weight gradient 0.27-0.35 vs 0.51-0.64).
       path_ = Path::kFewPositions;
-      few_positions_ = std::make_unique<FewPositionsConv>(*unit_stride);
+      few_positions_ = std::make_unique<FewPositionsConv>(direct);
+    } else if (s_.groups == 1 && packs_windows()) {
+      path_ = Path::kPackedWindows;
+      prepare_packing();
     } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions) {
       path_ = Path::kBatched;
       prepare_batching();
-    } else if (s_.groups == 1 && small && !s_.pointwise() && unit_stride && DirectConv::takes(*unit_stride)) {
+    } else if (s_.groups == 1 && small && !s_.pointwise() && DirectConv::takes(direct)) {
       path_ = Path::kDirect;
-      direct_ = std::make_unique<DirectConv>(*unit_stride);
+      direct_ = std::make_unique<DirectConv>(direct);
     } else {
       path_ = Path::kPerImage;
       int64_t products = s_.images * s_.groups;
@@ -99,25 +97,21 @@ class ConvPlan : public KernelPlan {
  private:
   enum class Path { kDepthwise, kLargeKernel, kPackedWindows, kFewPositions, kBatched, kDirect, kPerImage };
 
-  // The shape DirectConv computes: stride and dilation 1 (a ResNet's 3x3s
-  // at 16x16 and 8x8, its stem, its backward's stride-1 convolutions). Its
-  // small products only (with many positions, an unfolded product per image
-  // keeps OpenBLAS busy), and not a pointwise one (whose input already is
-  // the product's matrix): on this machine's EPYC, ms, ResNet-18 at 32x32,
-  // unfolded against direct in alternating runs: 3x3 at 16x16 0.49-0.50 vs
-  // 0.29-0.45, at 8x8 0.46-0.48 vs 0.26-0.42, the stem 0.45-0.59 vs
-  // 0.24-0.40.
-  std::optional<UnitStrideShape> unit_stride_shape() const {
-    if (s_.stride[0] != 1 || s_.stride[1] != 1 || s_.dilation[0] != 1 || s_.dilation[1] != 1) return std::nullopt;
-    return UnitStrideShape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel_h, s_.kernel_w,
-                           s_.pad[0], s_.pad[1],   s_.pad[2], s_.pad[3], s_.out_h,   s_.out_w};
+  // The shape the direct convolutions take (each checks what else it
+  // needs).
+  DirectShape direct_shape() const {
+    DirectShape shape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel_h, s_.kernel_w,
+                      s_.pad[0], s_.pad[1],   s_.pad[2], s_.pad[3], s_.out_h,   s_.out_w};
+    for (int d = 0; d < 2; ++d) shape.stride[d] = s_.stride[d], shape.dilation[d] = s_.dilation[d];
+    return shape;
   }
 
-  // A weight gradient's convolution that LargeKernelConv does not take (a
-  // strided convolution's, dilated here; kernel rows of other widths): an
-  // output of a few positions (3x3) and a kernel as large as the image (the
-  // output's gradient), which makes each image's product [filters, taps] x
-  // [taps, positions] a few columns wide. Packed rows against the images
+  // A weight gradient's convolution that LargeKernelConv and
+  // FewPositionsConv do not take (a strided convolution's, dilated here;
+  // kernel rows of other widths; too large; no AVX): an output of a few
+  // positions (3x3) and a kernel as large as the image (the output's
+  // gradient), which makes each image's product [filters, taps] x [taps,
+  // positions] a few columns wide. Packed rows against the images
   // unfolded side by side, ms on a 2-core EPYC (before LargeKernelConv),
   // [images, channels, H, W] * [filters, ., kh, kw] -> 3x3:
   // [16,16,16,16] * 16x16: 0.45 vs 1.0; [32,16,8,8] * 8x8: 0.48 vs 0.58;

@@ -22,7 +22,7 @@ constexpr int64_t kRuns = 2;     // registers of output a tile
 // over every channel and tap; the first `valid` filters stored at `outs`
 // (filter f's at outs[r] + f * plane).
 template <int Runs>
-void tile(const float* input, const float* taps, const int64_t* starts, const UnitStrideShape& s, int64_t padded_h,
+void tile(const float* input, const float* taps, const int64_t* starts, const DirectShape& s, int64_t padded_h,
           int64_t padded_w, float* const* outs, int64_t plane, int64_t valid) {
   using Sum = float __attribute__((vector_size(32)));
   Sum sums[kFilters][Runs];
@@ -52,16 +52,16 @@ void tile(const float* input, const float* taps, const int64_t* starts, const Un
 
 }  // namespace
 
-bool DirectConv::takes(const UnitStrideShape& shape) {
+bool DirectConv::takes(const DirectShape& shape) {
 #if defined(LAZYLAB_DIRECT_CONV)
-  return shape.out_w % kLanes == 0 && shape.out_h > 0 && shape.channels > 0 && shape.filters > 0;
+  return shape.unit_stride() && shape.out_w % kLanes == 0 && shape.out_h > 0 && shape.channels > 0 && shape.filters > 0;
 #else
   (void)shape;
   return false;
 #endif
 }
 
-DirectConv::DirectConv(const UnitStrideShape& shape)
+DirectConv::DirectConv(const DirectShape& shape)
     : s_(shape),
       padded_h_(shape.padded_h()),
       padded_w_(shape.padded_w()),

@@ -22,11 +22,11 @@ namespace lazylab::cpu {
 class DirectConv {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape:
-  // rows of whole registers (out_w a multiple of 8); stride, dilation and
+  // stride and dilation 1, rows of whole registers (out_w a multiple of 8);
   // groups of 1 are the caller's to check.
-  static bool takes(const UnitStrideShape& shape);
+  static bool takes(const DirectShape& shape);
 
-  explicit DirectConv(const UnitStrideShape& shape);
+  explicit DirectConv(const DirectShape& shape);
   // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
   void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
 
@@ -34,7 +34,7 @@ class DirectConv {
   void pack_weights(const float* w);
   void run_block(const float* padded, int64_t image, int64_t block, float* out) const;
 
-  UnitStrideShape s_;
+  DirectShape s_;
   int64_t padded_h_, padded_w_, blocks_;
   PaddedInput padded_;
   std::vector<float> packed_;  // [blocks, channels * kh * kw, 6]: six filters' tap side by side

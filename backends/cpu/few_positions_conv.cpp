@@ -53,16 +53,16 @@ void tile(const float* image, const int64_t* corners, const int64_t* tap_starts,
 
 }  // namespace
 
-bool FewPositionsConv::takes(const UnitStrideShape& shape) {
+bool FewPositionsConv::takes(const DirectShape& shape) {
 #if defined(LAZYLAB_FEW_POSITIONS_CONV)
-  return shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0;
+  return shape.unit_stride() && shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0;
 #else
   (void)shape;
   return false;
 #endif
 }
 
-FewPositionsConv::FewPositionsConv(const UnitStrideShape& shape)
+FewPositionsConv::FewPositionsConv(const DirectShape& shape)
     : s_(shape),
       taps_(shape.channels * shape.kernel_h * shape.kernel_w),
       blocks_((shape.filters + kFilters - 1) / kFilters),

@@ -1,6 +1,7 @@
 // A 2-D convolution at stride 1 with few output positions an image (a
 // ResNet's last stages at 32x32: 4x4 and 2x2 images, [16, 64, 4, 4] (*)
-// [64, 64, 3, 3]) computed directly, the filters in the vector lanes: a
+// [64, 64, 3, 3], and the 2x2 stage's weight gradient) computed directly,
+// the filters in the vector lanes: a
 // task takes an image, sixteen filters (two registers) and up to six output
 // positions, and for every tap (channel, p, q) loads the sixteen filters'
 // weights once and multiplies them by each position's input value,
@@ -23,11 +24,13 @@ namespace lazylab::cpu {
 class FewPositionsConv {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape
-  // (any with an output: stride, dilation and groups of 1 are the caller's
-  // to check).
-  static bool takes(const UnitStrideShape& shape);
+  // (stride and dilation 1, an output; groups of 1 are the caller's to
+  // check). Strided and dilated ones (ResNet-18's downsampling and their
+  // weight gradients) measured faster alone but slowed its training step
+  // (6 of 8 alternating runs), so they are not taken.
+  static bool takes(const DirectShape& shape);
 
-  explicit FewPositionsConv(const UnitStrideShape& shape);
+  explicit FewPositionsConv(const DirectShape& shape);
   // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
   void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
 
@@ -35,7 +38,7 @@ class FewPositionsConv {
   void pack_weights(const float* w, tbb::task_arena* arena);
   void run_task(const float* padded, int64_t task, float* out) const;
 
-  UnitStrideShape s_;
+  DirectShape s_;
   int64_t taps_, blocks_, position_blocks_;
   PaddedInput padded_;
   std::vector<float> packed_;        // [blocks, taps, 16]: sixteen filters' tap side by side, 0 past the last

@@ -98,18 +98,19 @@ void tile_of(int64_t columns, const float* window, const int64_t* starts, const 
 
 }  // namespace
 
-bool LargeKernelConv::takes(const UnitStrideShape& shape) {
+bool LargeKernelConv::takes(const DirectShape& shape) {
 #if defined(LAZYLAB_LARGE_KERNEL_CONV)
   int64_t width = shape.kernel_w, rows = shape.channels * shape.kernel_h;
   bool whole = width % kLanes == 0 || (width == 4 && rows % 2 == 0) || (width == 2 && rows % 4 == 0);
-  return whole && width > 0 && shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0 && rows > 0;
+  return shape.unit_stride() && whole && width > 0 && shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0 &&
+         rows > 0;
 #else
   (void)shape;
   return false;
 #endif
 }
 
-LargeKernelConv::LargeKernelConv(const UnitStrideShape& shape)
+LargeKernelConv::LargeKernelConv(const DirectShape& shape)
     : s_(shape),
       blocks_((shape.filters + kFilters - 1) / kFilters),
       column_blocks_((shape.out_w + kColumns - 1) / kColumns),

@@ -30,19 +30,19 @@ namespace lazylab::cpu {
 class LargeKernelConv {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape:
-  // kernel rows of 2, 4 or a multiple of 8 floats (rows of 2 or 4: a
-  // register's rows never run past the last channel); stride, dilation and
+  // stride and dilation 1, kernel rows of 2, 4 or a multiple of 8 floats
+  // (rows of 2 or 4: a register's rows never run past the last channel);
   // groups of 1 are the caller's to check.
-  static bool takes(const UnitStrideShape& shape);
+  static bool takes(const DirectShape& shape);
 
-  explicit LargeKernelConv(const UnitStrideShape& shape);
+  explicit LargeKernelConv(const DirectShape& shape);
   // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
   void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
 
  private:
   void run_task(const float* padded, const float* w, int64_t task, float* out) const;
 
-  UnitStrideShape s_;
+  DirectShape s_;
   int64_t blocks_, column_blocks_;
   PaddedInput padded_;
   std::vector<int64_t> row_starts_;  // kernel row (channel, p)'s first float in an image's padded planes

@@ -6,7 +6,7 @@
 
 namespace lazylab::cpu {
 
-PaddedInput::PaddedInput(const UnitStrideShape& shape)
+PaddedInput::PaddedInput(const DirectShape& shape)
     : s_(shape), planes_(static_cast<size_t>(shape.images * shape.channels * shape.padded_h() * shape.padded_w())) {}
 
 const float* PaddedInput::fill(const float* x, tbb::task_arena* arena) {

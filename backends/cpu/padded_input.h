@@ -1,6 +1,6 @@
-// What the cpu's direct convolutions share: the shape of a convolution at
-// stride and dilation 1, and its input copied into zero-bordered planes, so
-// that no window tests a border.
+// What the cpu's direct convolutions share: the shape of a convolution
+// (groups of 1), and its input copied into zero-bordered planes, so that no
+// window tests a border.
 #pragma once
 
 #include <tbb/task_arena.h>
@@ -10,12 +10,14 @@
 
 namespace lazylab::cpu {
 
-struct UnitStrideShape {
+struct DirectShape {
   int64_t images, channels, height, width;  // x
   int64_t filters, kernel_h, kernel_w;      // w
   int64_t pad_top, pad_left, pad_bottom, pad_right;
   int64_t out_h, out_w;
+  int64_t stride[2] = {1, 1}, dilation[2] = {1, 1};
 
+  bool unit_stride() const { return stride[0] == 1 && stride[1] == 1 && dilation[0] == 1 && dilation[1] == 1; }
   int64_t padded_h() const { return height + pad_top + pad_bottom; }
   int64_t padded_w() const { return width + pad_left + pad_right; }
 };
@@ -24,12 +26,12 @@ struct UnitStrideShape {
 // padded_w] planes whose borders stay the zeros they were made with.
 class PaddedInput {
  public:
-  explicit PaddedInput(const UnitStrideShape& shape);
+  explicit PaddedInput(const DirectShape& shape);
   // Copies x in (the planes on the arena's threads) and returns the copy.
   const float* fill(const float* x, tbb::task_arena* arena);
 
  private:
-  UnitStrideShape s_;
+  DirectShape s_;
   std::vector<float> planes_;
 };
 
