@@ -51,9 +51,9 @@ class ConvPlan : public KernelPlan {
       // A stride-1 weight gradient: each output one dot product (ms on this
       // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
       // 0.24 vs 0.66, 8x8 0.27 vs 0.49, 4x4 0.27 vs 0.50, the stem's 32x32
-      // 0.20 vs 0.64). A smaller kernel (2x2's, 2x2) sums too few taps an
-      // output for lanes of them: FewPositionsConv's 0.27-0.35 against
-      // 0.57-0.74.
+      // 0.20 vs 0.64). A smaller kernel (the 2x2 stage's, 2x2) sums too few
+      // taps an output for lanes of them: FewPositionsConv's 0.27-0.35
+      // against 0.57-0.74.
       path_ = Path::kLargeKernel;
       large_kernel_ = std::make_unique<LargeKernelConv>(direct);
     } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions && FewPositionsConv::takes(direct)) {
@@ -70,6 +70,12 @@ class ConvPlan : public KernelPlan {
       path_ = Path::kBatched;
       prepare_batching();
     } else if (s_.groups == 1 && small && !s_.pointwise() && DirectConv::takes(direct)) {
+      // Small products only (with many positions, an unfolded product per
+      // image keeps OpenBLAS busy), and not a pointwise one (whose input
+      // already is the product's matrix): on this machine's EPYC, ms,
+      // ResNet-18 at 32x32, unfolded against direct in alternating runs: 3x3
+      // at 16x16 0.49-0.50 vs 0.29-0.45, at 8x8 0.46-0.48 vs 0.26-0.42, the
+      // stem 0.45-0.59 vs 0.24-0.40.
       path_ = Path::kDirect;
       direct_ = std::make_unique<DirectConv>(direct);
     } else {
@@ -95,7 +101,7 @@ class ConvPlan : public KernelPlan {
   }
 
  private:
-  enum class Path { kDepthwise, kLargeKernel, kPackedWindows, kFewPositions, kBatched, kDirect, kPerImage };
+  enum class Path { kDepthwise, kLargeKernel, kFewPositions, kPackedWindows, kBatched, kDirect, kPerImage };
 
   // The shape the direct convolutions take (each checks what else it
   // needs).
