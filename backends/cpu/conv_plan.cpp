@@ -54,15 +54,15 @@ class ConvPlan : public KernelPlan {
       // 0.20 vs 0.64). A smaller kernel (the 2x2 stage's, 2x2) sums too few
       // taps an output for lanes of them: FewPositionsConv's 0.27-0.35
       // against 0.57-0.74.
-      path_ = Path::kLargeKernel;
-      large_kernel_ = std::make_unique<LargeKernelConv>(direct);
+      path_ = Path::kDirect;
+      direct_ = std::make_unique<LargeKernelConv>(direct);
     } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions && FewPositionsConv::takes(direct)) {
       // Few positions at stride 1: the filters in the lanes (ms on this
       // machine's EPYC against the images unfolded side by side, ResNet-18
       // at 32x32: 3x3 at 4x4 0.21-0.29 vs 0.31-0.39, at 2x2 0.27-0.33 vs
       // 0.31-0.47, the 2x2 weight gradient 0.27-0.35 vs 0.51-0.64).
-      path_ = Path::kFewPositions;
-      few_positions_ = std::make_unique<FewPositionsConv>(direct);
+      path_ = Path::kDirect;
+      direct_ = std::make_unique<FewPositionsConv>(direct);
     } else if (s_.groups == 1 && packs_windows()) {
       path_ = Path::kPackedWindows;
       prepare_packing();
@@ -93,15 +93,13 @@ class ConvPlan : public KernelPlan {
       case Path::kPackedWindows: run_packed_windows(memory); break;
       case Path::kBatched: run_batched(memory); break;
       case Path::kDirect: direct_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
-      case Path::kFewPositions: few_positions_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
-      case Path::kLargeKernel: large_kernel_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
       case Path::kPerImage: run_per_image(memory); break;
     }
     if (epilogue_) epilogue_->run(memory);
   }
 
  private:
-  enum class Path { kDepthwise, kLargeKernel, kFewPositions, kPackedWindows, kBatched, kDirect, kPerImage };
+  enum class Path { kDepthwise, kDirect, kPackedWindows, kBatched, kPerImage };
 
   // The shape the direct convolutions take (each checks what else it
   // needs).
@@ -396,9 +394,7 @@ class ConvPlan : public KernelPlan {
   ConvShape s_;
   uint32_t x_, w_, out_;
   std::unique_ptr<RowKernelPlan> epilogue_;
-  std::unique_ptr<DirectConv> direct_;
-  std::unique_ptr<LargeKernelConv> large_kernel_;
-  std::unique_ptr<FewPositionsConv> few_positions_;
+  std::unique_ptr<DirectKernel> direct_;
   Path path_ = Path::kPerImage;
   std::vector<float> columns_;        // unfolded or packed windows (per image: one matrix per thread)
   std::vector<float> products_;       // batched and packed: [filters, images x positions]

@@ -15,11 +15,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "padded_input.h"
+#include "direct_kernel.h"
 
 namespace lazylab::cpu {
 
-class DirectConv {
+class DirectConv : public DirectKernel {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape:
   // stride and dilation 1, rows of whole registers (out_w a multiple of 8);
@@ -27,8 +27,7 @@ class DirectConv {
   static bool takes(const DirectShape& shape);
 
   explicit DirectConv(const DirectShape& shape);
-  // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
-  void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
+  void run(const float* x, const float* w, float* out, tbb::task_arena* arena) override;
 
  private:
   void pack_weights(const float* w);

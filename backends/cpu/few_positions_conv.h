@@ -17,11 +17,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "padded_input.h"
+#include "direct_kernel.h"
 
 namespace lazylab::cpu {
 
-class FewPositionsConv {
+class FewPositionsConv : public DirectKernel {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape
   // (stride and dilation 1, an output; groups of 1 are the caller's to
@@ -31,8 +31,7 @@ class FewPositionsConv {
   static bool takes(const DirectShape& shape);
 
   explicit FewPositionsConv(const DirectShape& shape);
-  // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
-  void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
+  void run(const float* x, const float* w, float* out, tbb::task_arena* arena) override;
 
  private:
   void pack_weights(const float* w, tbb::task_arena* arena);

@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "padded_input.h"
+#include "direct_kernel.h"
 
 namespace lazylab::cpu {
 
-class LargeKernelConv {
+class LargeKernelConv : public DirectKernel {
  public:
   // Whether this build has the kernel (AVX and FMA) and it takes the shape:
   // stride and dilation 1, kernel rows of 2, 4 or a multiple of 8 floats
@@ -36,8 +36,7 @@ class LargeKernelConv {
   static bool takes(const DirectShape& shape);
 
   explicit LargeKernelConv(const DirectShape& shape);
-  // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
-  void run(const float* x, const float* w, float* out, tbb::task_arena* arena);
+  void run(const float* x, const float* w, float* out, tbb::task_arena* arena) override;
 
  private:
   void run_task(const float* padded, const float* w, int64_t task, float* out) const;

@@ -1,4 +1,4 @@
-#include "padded_input.h"
+#include "direct_kernel.h"
 
 #include <algorithm>
 

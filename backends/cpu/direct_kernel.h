@@ -1,6 +1,7 @@
-// What the cpu's direct convolutions share: the shape of a convolution
-// (groups of 1), and its input copied into zero-bordered planes, so that no
-// window tests a border.
+// What the cpu's direct convolutions (direct_conv.h, large_kernel_conv.h,
+// few_positions_conv.h) share: the shape of a convolution (groups of 1),
+// their interface, and the input copied into zero-bordered planes, so that
+// no window tests a border.
 #pragma once
 
 #include <tbb/task_arena.h>
@@ -20,6 +21,15 @@ struct DirectShape {
   bool unit_stride() const { return stride[0] == 1 && stride[1] == 1 && dilation[0] == 1 && dilation[1] == 1; }
   int64_t padded_h() const { return height + pad_top + pad_bottom; }
   int64_t padded_w() const { return width + pad_left + pad_right; }
+};
+
+// A convolution computed without unfolding or OpenBLAS. Each kind says, by
+// a static takes(const DirectShape&), which shapes it computes.
+class DirectKernel {
+ public:
+  virtual ~DirectKernel() = default;
+  // out [images, filters, out_h, out_w] = x [images, channels, H, W] (*) w.
+  virtual void run(const float* x, const float* w, float* out, tbb::task_arena* arena) = 0;
 };
 
 // x [images, channels, H, W] in the middle of [images, channels, padded_h,
