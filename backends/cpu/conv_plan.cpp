@@ -50,8 +50,8 @@ class ConvPlan : public KernelPlan {
                LargeKernelConv::takes(direct)) {
       // A stride-1 weight gradient: each output one dot product (ms on this
       // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
-      // 0.24 vs 0.66, 8x8 0.27 vs 0.49, 4x4 0.27 vs 0.50, the stem's 32x32
-      // 0.20 vs 0.64). A smaller kernel (the 2x2 stage's, 2x2) sums too few
+      // 0.24-0.43 vs 0.64-0.66, 8x8 0.25-0.27 vs 0.49, 4x4 0.27-0.37 vs
+      // 0.50, the stem's 32x32 0.20 vs 0.58-0.64). A smaller kernel (the 2x2 stage's, 2x2) sums too few
       // taps an output for lanes of them: FewPositionsConv's 0.27-0.35
       // against 0.57-0.74.
       path_ = Path::kDirect;
