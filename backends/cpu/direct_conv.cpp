@@ -4,9 +4,8 @@
 
 #include "parallel.h"
 
-#if defined(__AVX__) && defined(__FMA__)
+#if defined(LAZYLAB_DIRECT_KERNELS)
 #include <immintrin.h>
-#define LAZYLAB_DIRECT_CONV 1
 #endif
 
 namespace lazylab::cpu {
@@ -16,7 +15,7 @@ constexpr int64_t kFilters = 6;  // filters a task and a tile
 constexpr int64_t kLanes = 8;    // floats a register
 constexpr int64_t kRuns = 2;     // registers of output a tile
 
-#if defined(LAZYLAB_DIRECT_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
 // One tile: `Runs` registers of output (at `starts` in the padded plane,
 // where their windows' corners are) for the block's six filters, summed
 // over every channel and tap; the first `valid` filters stored at `outs`
@@ -53,7 +52,7 @@ void tile(const float* input, const float* taps, const int64_t* starts, const Di
 }  // namespace
 
 bool DirectConv::takes(const DirectShape& shape) {
-#if defined(LAZYLAB_DIRECT_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
   return shape.unit_stride() && shape.out_w % kLanes == 0 && shape.out_h > 0 && shape.channels > 0 && shape.filters > 0;
 #else
   (void)shape;
@@ -88,7 +87,7 @@ void DirectConv::pack_weights(const float* w) {
 }
 
 void DirectConv::run_block(const float* padded, int64_t image, int64_t block, float* out) const {
-#if defined(LAZYLAB_DIRECT_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
   int64_t plane = s_.out_h * s_.out_w, registers = plane / kLanes;
   const float* input = padded + image * s_.channels * padded_h_ * padded_w_;
   const float* taps = packed_.data() + block * s_.channels * s_.kernel_h * s_.kernel_w * kFilters;

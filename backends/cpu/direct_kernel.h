@@ -9,6 +9,12 @@
 #include <cstdint>
 #include <vector>
 
+// Their vector code needs AVX and FMA at build time; without them every
+// kind's takes() refuses and ConvPlan unfolds instead.
+#if defined(__AVX__) && defined(__FMA__)
+#define LAZYLAB_DIRECT_KERNELS 1
+#endif
+
 namespace lazylab::cpu {
 
 struct DirectShape {

@@ -4,9 +4,8 @@
 
 #include "parallel.h"
 
-#if defined(__AVX__) && defined(__FMA__)
+#if defined(LAZYLAB_DIRECT_KERNELS)
 #include <immintrin.h>
-#define LAZYLAB_FEW_POSITIONS_CONV 1
 #endif
 
 namespace lazylab::cpu {
@@ -17,7 +16,7 @@ constexpr int64_t kFilters = 2 * kLanes;  // filters a task: two registers
 constexpr int64_t kPositions = 6;         // output positions a task
 constexpr int64_t kTapsAChunk = 256;      // taps summed before the sums join the totals
 
-#if defined(LAZYLAB_FEW_POSITIONS_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
 // Positions output positions (windows at `image` + corners[at]) for the
 // block's sixteen filters, summed over every tap; the first `valid` filters
 // stored at outs + f * plane + position. A lane sums kTapsAChunk products
@@ -54,7 +53,7 @@ void tile(const float* image, const int64_t* corners, const int64_t* tap_starts,
 }  // namespace
 
 bool FewPositionsConv::takes(const DirectShape& shape) {
-#if defined(LAZYLAB_FEW_POSITIONS_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
   return shape.unit_stride() && shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0;
 #else
   (void)shape;
@@ -105,7 +104,7 @@ void FewPositionsConv::pack_weights(const float* w, tbb::task_arena* arena) {
 
 // Task (image, block, position block).
 void FewPositionsConv::run_task(const float* padded, int64_t task, float* out) const {
-#if defined(LAZYLAB_FEW_POSITIONS_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
   int64_t position_block = task % position_blocks_, block = task / position_blocks_ % blocks_;
   int64_t image = task / position_blocks_ / blocks_, plane = s_.out_h * s_.out_w;
   int64_t first = position_block * kPositions, positions = std::min(kPositions, plane - first);

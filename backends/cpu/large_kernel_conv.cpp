@@ -4,9 +4,8 @@
 
 #include "parallel.h"
 
-#if defined(__AVX__) && defined(__FMA__)
+#if defined(LAZYLAB_DIRECT_KERNELS)
 #include <immintrin.h>
-#define LAZYLAB_LARGE_KERNEL_CONV 1
 #endif
 
 namespace lazylab::cpu {
@@ -16,7 +15,7 @@ constexpr int64_t kFilters = 4;  // filters a task
 constexpr int64_t kColumns = 3;  // output positions (of one row) a task
 constexpr int64_t kLanes = 8;    // floats a register
 
-#if defined(LAZYLAB_LARGE_KERNEL_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
 using Vec = __m256;
 
 // The 8 floats of kernel rows r .. r + 8 / Width - 1 of one window: Width
@@ -99,7 +98,7 @@ void tile_of(int64_t columns, const float* window, const int64_t* starts, const 
 }  // namespace
 
 bool LargeKernelConv::takes(const DirectShape& shape) {
-#if defined(LAZYLAB_LARGE_KERNEL_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
   int64_t width = shape.kernel_w, rows = shape.channels * shape.kernel_h;
   bool whole = width % kLanes == 0 || (width == 4 && rows % 2 == 0) || (width == 2 && rows % 4 == 0);
   return shape.unit_stride() && whole && width > 0 && shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0 &&
@@ -129,7 +128,7 @@ void LargeKernelConv::run(const float* x, const float* w, float* out, tbb::task_
 // Task (image, block, i, column block): output row i's columns of the
 // block's filters.
 void LargeKernelConv::run_task(const float* padded, const float* w, int64_t task, float* out) const {
-#if defined(LAZYLAB_LARGE_KERNEL_CONV)
+#if defined(LAZYLAB_DIRECT_KERNELS)
   int64_t column_block = task % column_blocks_, i = task / column_blocks_ % s_.out_h;
   int64_t block = task / column_blocks_ / s_.out_h % blocks_, image = task / column_blocks_ / s_.out_h / blocks_;
   int64_t first_column = column_block * kColumns, columns = std::min(kColumns, s_.out_w - first_column);
