@@ -22,6 +22,7 @@ class ConcatCopy : public KernelPlan {
     for (uint32_t operand : operands_) sources.push_back(static_cast<const std::byte*>(memory.address(operand)));
     auto* out = static_cast<std::byte*>(memory.address(out_));
     auto body = [&](int64_t begin, int64_t end) {
+      if (interleaves_pairs()) return interleave_pairs(sources, out, begin, end);
       for (int64_t row = begin; row < end; ++row) {
         std::byte* dst = out + row * row_bytes_;
         for (size_t k = 0; k < sources.size(); ++k) {
@@ -35,6 +36,22 @@ class ConcatCopy : public KernelPlan {
   }
 
  private:
+  // Two operands of one float a row: the phases of a stride-2 gradient
+  // interleaved on a new last axis. A loop the compiler vectorizes (a call
+  // per float ran at 2.5 GB/s).
+  bool interleaves_pairs() const { return blocks_.size() == 2 && blocks_[0] == 4 && blocks_[1] == 4; }
+
+  static void interleave_pairs(const std::vector<const std::byte*>& sources, std::byte* out, int64_t begin,
+                               int64_t end) {
+    auto* even = reinterpret_cast<const uint32_t*>(sources[0]);
+    auto* odd = reinterpret_cast<const uint32_t*>(sources[1]);
+    auto* target = reinterpret_cast<uint32_t*>(out);
+    for (int64_t row = begin; row < end; ++row) {
+      target[2 * row] = even[row];
+      target[2 * row + 1] = odd[row];
+    }
+  }
+
   // One float, as often as not (taps stacked on a new last axis): no call.
   static void copy_block(std::byte* dst, const std::byte* src, int64_t bytes) {
     if (bytes == 4)

@@ -561,10 +561,13 @@ TEST_CASE("chains of layout ops copy what the ops one by one would") {
   }
 }
 
-// Transposes of the last two dims copy tile by tile: sizes that are not a
-// multiple of the tile, batches of them, and one read through a slice (an
-// offset and strides of its own).
-TEST_CASE("transposes of the last two dims copy what the interpreter does, in tiles") {
+// Transposes of the last two dims copy tile by tile, and so do transposes
+// of two dims above a short contiguous one (a weight's channels swapped, its
+// 3x3 taps a unit): sizes that are not a multiple of the tile, batches of
+// them, units of 3 to 16 elements, and each read through a slice (an offset
+// and strides of its own; sliced units are no longer whole rows and go row
+// by row).
+TEST_CASE("transposes copy what the interpreter does, in tiles") {
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
@@ -572,8 +575,16 @@ TEST_CASE("transposes of the last two dims copy what the interpreter does, in ti
     Dims shape;
     std::vector<int64_t> perm;
   };
-  const Case cases[] = {{{256, 256}, {1, 0}},           {{37, 50}, {1, 0}},   {{3, 37, 50}, {0, 2, 1}},
-                        {{2, 3, 40, 17}, {0, 1, 3, 2}}, {{300, 500}, {1, 0}}, {{5, 16, 16}, {0, 2, 1}}};
+  const Case cases[] = {{{256, 256}, {1, 0}},
+                        {{37, 50}, {1, 0}},
+                        {{3, 37, 50}, {0, 2, 1}},
+                        {{2, 3, 40, 17}, {0, 1, 3, 2}},
+                        {{300, 500}, {1, 0}},
+                        {{5, 16, 16}, {0, 2, 1}},
+                        {{128, 128, 3, 3}, {1, 0, 2, 3}},
+                        {{20, 37, 5}, {1, 0, 2}},
+                        {{2, 17, 40, 3}, {0, 2, 1, 3}},
+                        {{33, 16, 16}, {1, 0, 2}}};
   for (const Case& c : cases)
     for (bool sliced : {false, true}) {
       auto program = [&](Context& ctx) {
@@ -888,32 +899,35 @@ TEST_CASE("casts between floats and i64 in fused kernels match the interpreter b
   }
 }
 
-// Concats along every axis, of operands of different sizes and dtypes,
-// with a block of one element (taps stacked on a new last axis).
+// Concats along every axis, of two or three operands of different sizes
+// and dtypes, with a block of one element (taps stacked on a new last axis;
+// two floats: a stride-2 gradient's phases interleaved).
 TEST_CASE("concats along any axis copy what the interpreter does") {
   auto cpu = load_backend("cpu");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
   for (int64_t axis : {0, 1, 2})
-    for (DType dtype : {DType::F32, DType::I64}) {
-      auto program = [&](Context& ctx) {
-        std::vector<Tensor> parts;
-        for (int64_t k = 1; k <= 3; ++k) {
-          Dims shape{40, 30, 1};
-          shape[axis] = axis == 2 ? 1 : k * 7;
-          std::vector<float> x(TensorType{DType::F32, shape}.num_elements());
-          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * k % 97);
-          parts.push_back(cast(ctx.from_vector(x, shape), dtype));
-        }
-        return cast(concat(parts, axis), DType::F32);
-      };
-      Engine reference_engine(pipeline("lower"), *interp);
-      Context reference(reference_engine);
-      Engine engine(pipeline("lower,plan-memory"), **cpu);
-      Context ctx(engine);
-      CAPTURE(axis);
-      CHECK(values(program(ctx)) == values(program(reference)));
-    }
+    for (int64_t count : {2, 3})
+      for (DType dtype : {DType::F32, DType::I64}) {
+        auto program = [&](Context& ctx) {
+          std::vector<Tensor> parts;
+          for (int64_t k = 1; k <= count; ++k) {
+            Dims shape{40, 30, 1};
+            shape[axis] = axis == 2 ? 1 : k * 7;
+            std::vector<float> x(TensorType{DType::F32, shape}.num_elements());
+            for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * k % 97);
+            parts.push_back(cast(ctx.from_vector(x, shape), dtype));
+          }
+          return cast(concat(parts, axis), DType::F32);
+        };
+        Engine reference_engine(pipeline("lower"), *interp);
+        Context reference(reference_engine);
+        Engine engine(pipeline("lower,plan-memory"), **cpu);
+        Context ctx(engine);
+        CAPTURE(axis);
+        CAPTURE(count);
+        CHECK(values(program(ctx)) == values(program(reference)));
+      }
 }
 
 // Gathers along each axis, with negative indices, match the interpreter;
