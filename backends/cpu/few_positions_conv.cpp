@@ -13,40 +13,57 @@ namespace {
 
 constexpr int64_t kLanes = 8;             // floats a register
 constexpr int64_t kFilters = 2 * kLanes;  // filters a task: two registers
-constexpr int64_t kPositions = 6;         // output positions a task
+constexpr int64_t kRows = 6;              // output positions (or images) a task
 constexpr int64_t kTapsAChunk = 256;      // taps summed before the sums join the totals
+constexpr int64_t kImagesToList = 2;      // fewer images: by positions, padding and all
+constexpr double kMostListed = 0.8;       // inside taps' share of all, at most, to go by images
 
 #if defined(LAZYLAB_DIRECT_KERNELS)
-// Positions output positions (windows at `image` + corners[at]) for the
-// block's sixteen filters, summed over every tap; the first `valid` filters
-// stored at outs + f * plane + position. A lane sums kTapsAChunk products
-// before they join its total: a long running sum drifts from the
-// interpreter's where the products cancel (large_kernel_conv.cpp).
-template <int Positions>
-void tile(const float* image, const int64_t* corners, const int64_t* tap_starts, const float* taps, int64_t tap_count,
-          float* outs, int64_t plane, int64_t valid) {
-  alignas(32) float totals[Positions][kFilters] = {};
+// Rows outputs of the block's sixteen filters, row r's input at bases[r]:
+// for each tap k, the sixteen weights at weights + taps[k].first * 16 times
+// the float at bases[r] + taps[k].second, broadcast; the first `valid`
+// filters stored at outs + r * row_stride + f * plane. A row is an output
+// position (bases: its window's corner in a padded image; taps: all) or an
+// image (bases: the image; taps: one position's inside its input). A lane
+// sums kTapsAChunk products before they join its total: a long running sum
+// drifts from the interpreter's where the products cancel
+// (large_kernel_conv.cpp).
+template <int Rows>
+void tile(const float* const* bases, const FewPositionsConv::Tap* taps, int64_t tap_count, const float* weights,
+          float* outs, int64_t row_stride, int64_t plane, int64_t valid) {
+  alignas(32) float totals[Rows][kFilters] = {};
   for (int64_t first = 0; first < tap_count; first += kTapsAChunk) {
-    __m256 sums[Positions][2];
+    __m256 sums[Rows][2];
     for (auto& row : sums) row[0] = row[1] = _mm256_setzero_ps();
-    const float* windows[Positions];
-    for (int at = 0; at < Positions; ++at) windows[at] = image + corners[at];
-    for (int64_t t = first, end = std::min(tap_count, first + kTapsAChunk); t < end; ++t) {
-      __m256 low = _mm256_loadu_ps(taps + t * kFilters), high = _mm256_loadu_ps(taps + t * kFilters + kLanes);
-      int64_t start = tap_starts[t];
-      for (int at = 0; at < Positions; ++at) {
-        __m256 value = _mm256_broadcast_ss(windows[at] + start);
-        sums[at][0] = _mm256_fmadd_ps(low, value, sums[at][0]);
-        sums[at][1] = _mm256_fmadd_ps(high, value, sums[at][1]);
+    for (int64_t k = first, end = std::min(tap_count, first + kTapsAChunk); k < end; ++k) {
+      const float* w = weights + taps[k].first * kFilters;
+      __m256 low = _mm256_loadu_ps(w), high = _mm256_loadu_ps(w + kLanes);
+      int64_t at = taps[k].second;
+      for (int r = 0; r < Rows; ++r) {
+        __m256 value = _mm256_broadcast_ss(bases[r] + at);
+        sums[r][0] = _mm256_fmadd_ps(low, value, sums[r][0]);
+        sums[r][1] = _mm256_fmadd_ps(high, value, sums[r][1]);
       }
     }
-    for (int at = 0; at < Positions; ++at) {
-      _mm256_store_ps(totals[at], _mm256_add_ps(_mm256_load_ps(totals[at]), sums[at][0]));
-      _mm256_store_ps(totals[at] + kLanes, _mm256_add_ps(_mm256_load_ps(totals[at] + kLanes), sums[at][1]));
+    for (int r = 0; r < Rows; ++r) {
+      _mm256_store_ps(totals[r], _mm256_add_ps(_mm256_load_ps(totals[r]), sums[r][0]));
+      _mm256_store_ps(totals[r] + kLanes, _mm256_add_ps(_mm256_load_ps(totals[r] + kLanes), sums[r][1]));
     }
   }
   for (int64_t f = 0; f < valid; ++f)
-    for (int at = 0; at < Positions; ++at) outs[f * plane + at] = totals[at][f];
+    for (int r = 0; r < Rows; ++r) outs[r * row_stride + f * plane] = totals[r][f];
+}
+
+void tile_of(int64_t rows, const float* const* bases, const FewPositionsConv::Tap* taps, int64_t tap_count,
+             const float* weights, float* outs, int64_t row_stride, int64_t plane, int64_t valid) {
+  switch (rows) {
+    case 6: return tile<6>(bases, taps, tap_count, weights, outs, row_stride, plane, valid);
+    case 5: return tile<5>(bases, taps, tap_count, weights, outs, row_stride, plane, valid);
+    case 4: return tile<4>(bases, taps, tap_count, weights, outs, row_stride, plane, valid);
+    case 3: return tile<3>(bases, taps, tap_count, weights, outs, row_stride, plane, valid);
+    case 2: return tile<2>(bases, taps, tap_count, weights, outs, row_stride, plane, valid);
+    default: return tile<1>(bases, taps, tap_count, weights, outs, row_stride, plane, valid);
+  }
 }
 #endif
 
@@ -64,23 +81,52 @@ bool FewPositionsConv::takes(const DirectShape& shape) {
 FewPositionsConv::FewPositionsConv(const DirectShape& shape)
     : s_(shape),
       taps_(shape.channels * shape.kernel_h * shape.kernel_w),
+      plane_(shape.out_h * shape.out_w),
       blocks_((shape.filters + kFilters - 1) / kFilters),
-      position_blocks_((shape.out_h * shape.out_w + kPositions - 1) / kPositions),
-      padded_(shape),
       packed_(static_cast<size_t>(blocks_ * taps_ * kFilters), 0.0f) {
+  list_inside_taps();
+  if (by_images_) return;
+  padded_.emplace(shape);
   int64_t padded_w = s_.padded_w();
-  for (int64_t c = 0; c < s_.channels; ++c)
+  for (int64_t c = 0, t = 0; c < s_.channels; ++c)
     for (int64_t p = 0; p < s_.kernel_h; ++p)
-      for (int64_t q = 0; q < s_.kernel_w; ++q) tap_starts_.push_back((c * s_.padded_h() + p) * padded_w + q);
+      for (int64_t q = 0; q < s_.kernel_w; ++q) all_taps_.emplace_back(t++, (c * s_.padded_h() + p) * padded_w + q);
   for (int64_t i = 0; i < s_.out_h; ++i)
     for (int64_t j = 0; j < s_.out_w; ++j) corners_.push_back(i * padded_w + j);
 }
 
+// Each position's taps whose window element lies in the input, not its
+// zero border; by images when they are few enough to pay for a schedule
+// that reads no padding (a 3x3 over a 2x2 image: 4 of 9 taps an output, 16
+// of 36 for a 2x2 kernel at 3x3 positions; 4x4: 25 of 36).
+void FewPositionsConv::list_inside_taps() {
+  int64_t listed = 0;
+  position_taps_.resize(static_cast<size_t>(plane_));
+  for (int64_t i = 0; i < s_.out_h; ++i)
+    for (int64_t j = 0; j < s_.out_w; ++j) {
+      auto& taps = position_taps_[static_cast<size_t>(i * s_.out_w + j)];
+      for (int64_t c = 0; c < s_.channels; ++c)
+        for (int64_t p = 0; p < s_.kernel_h; ++p)
+          for (int64_t q = 0; q < s_.kernel_w; ++q) {
+            int64_t row = i + p - s_.pad_top, column = j + q - s_.pad_left;
+            if (row < 0 || row >= s_.height || column < 0 || column >= s_.width) continue;
+            taps.emplace_back((c * s_.kernel_h + p) * s_.kernel_w + q, (c * s_.height + row) * s_.width + column);
+          }
+      listed += static_cast<int64_t>(taps.size());
+    }
+  by_images_ =
+      s_.images >= kImagesToList && static_cast<double>(listed) <= kMostListed * static_cast<double>(taps_ * plane_);
+  if (!by_images_) position_taps_.clear();
+}
+
 void FewPositionsConv::run(const float* x, const float* w, float* out, tbb::task_arena* arena) {
-  const float* padded = padded_.fill(x, arena);
   pack_weights(w, arena);
-  each_in_parallel(arena, s_.images * blocks_ * position_blocks_, [&](int64_t first, int64_t end) {
-    for (int64_t task = first; task < end; ++task) run_task(padded, task, out);
+  const float* input = by_images_ ? x : padded_->fill(x, arena);
+  int64_t row_blocks = ((by_images_ ? s_.images : plane_) + kRows - 1) / kRows;
+  int64_t tasks = (by_images_ ? plane_ : s_.images) * blocks_ * row_blocks;
+  each_in_parallel(arena, tasks, [&](int64_t first, int64_t end) {
+    for (int64_t task = first; task < end; ++task)
+      by_images_ ? run_images(input, task, out) : run_positions(input, task, out);
   });
 }
 
@@ -102,27 +148,40 @@ void FewPositionsConv::pack_weights(const float* w, tbb::task_arena* arena) {
   });
 }
 
-// Task (image, block, position block).
-void FewPositionsConv::run_task(const float* padded, int64_t task, float* out) const {
+// Task (image, block, position block): up to six positions of one image,
+// every tap, in the padded input.
+void FewPositionsConv::run_positions(const float* padded, int64_t task, float* out) const {
 #if defined(LAZYLAB_DIRECT_KERNELS)
-  int64_t position_block = task % position_blocks_, block = task / position_blocks_ % blocks_;
-  int64_t image = task / position_blocks_ / blocks_, plane = s_.out_h * s_.out_w;
-  int64_t first = position_block * kPositions, positions = std::min(kPositions, plane - first);
-  int64_t valid = std::min(kFilters, s_.filters - block * kFilters);
+  int64_t position_blocks = (plane_ + kRows - 1) / kRows;
+  int64_t position_block = task % position_blocks, block = task / position_blocks % blocks_;
+  int64_t image = task / position_blocks / blocks_;
+  int64_t first = position_block * kRows, positions = std::min(kRows, plane_ - first);
   const float* input = padded + image * s_.channels * s_.padded_h() * s_.padded_w();
-  const float* taps = packed_.data() + block * taps_ * kFilters;
-  float* outs = out + (image * s_.filters + block * kFilters) * plane + first;
-  const int64_t* corners = corners_.data() + first;
-  switch (positions) {
-    case 6: return tile<6>(input, corners, tap_starts_.data(), taps, taps_, outs, plane, valid);
-    case 5: return tile<5>(input, corners, tap_starts_.data(), taps, taps_, outs, plane, valid);
-    case 4: return tile<4>(input, corners, tap_starts_.data(), taps, taps_, outs, plane, valid);
-    case 3: return tile<3>(input, corners, tap_starts_.data(), taps, taps_, outs, plane, valid);
-    case 2: return tile<2>(input, corners, tap_starts_.data(), taps, taps_, outs, plane, valid);
-    default: return tile<1>(input, corners, tap_starts_.data(), taps, taps_, outs, plane, valid);
-  }
+  const float* bases[kRows];
+  for (int64_t r = 0; r < positions; ++r) bases[r] = input + corners_[static_cast<size_t>(first + r)];
+  tile_of(positions, bases, all_taps_.data(), taps_, packed_.data() + block * taps_ * kFilters,
+          out + (image * s_.filters + block * kFilters) * plane_ + first, 1, plane_,
+          std::min(kFilters, s_.filters - block * kFilters));
 #else
   (void)padded, (void)task, (void)out;
+#endif
+}
+
+// Task (image block, block, position): one position of up to six images,
+// its inside taps, in the input as it is.
+void FewPositionsConv::run_images(const float* x, int64_t task, float* out) const {
+#if defined(LAZYLAB_DIRECT_KERNELS)
+  int64_t position = task % plane_, block = task / plane_ % blocks_;
+  int64_t first = task / plane_ / blocks_ * kRows, images = std::min(kRows, s_.images - first);
+  int64_t image_floats = s_.channels * s_.height * s_.width, image_outs = s_.filters * plane_;
+  const float* bases[kRows];
+  for (int64_t r = 0; r < images; ++r) bases[r] = x + (first + r) * image_floats;
+  const auto& taps = position_taps_[static_cast<size_t>(position)];
+  tile_of(images, bases, taps.data(), static_cast<int64_t>(taps.size()), packed_.data() + block * taps_ * kFilters,
+          out + first * image_outs + block * kFilters * plane_ + position, image_outs, plane_,
+          std::min(kFilters, s_.filters - block * kFilters));
+#else
+  (void)x, (void)task, (void)out;
 #endif
 }
 

@@ -225,11 +225,15 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
                                     conv2d(small, w4, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),            // [4, 9, 3, 3]
                                     conv2d(tiny, w2, {{1, 1}, {0, 1, 0, 1}, {1, 1}})};            // [5, 3, 2, 4]
        }},
-      {"few output positions at stride 1, the filters in the lanes: tiles of 6 to 1 positions, blocks of 16 filters",
+      {"few output positions at stride 1, the filters in the lanes: tiles of 6 to 1 positions or images, blocks of "
+       "16 filters",
        [](Context& c) {
-         // 16 positions (6, 6, 4) and 20 filters (16 and 4), an epilogue; 4
-         // positions over 360 taps (the sums in two chunks), 17 filters; a 2x2
-         // kernel at 3x3 (6, 3); 5, 1 and 11 (6, 5) positions.
+         // By images (most taps over the border): 16 positions of 3 images
+         // and 20 filters (16 and 4), an epilogue; 2x2 of 2 images, 17
+         // filters; a 2x2 kernel at 3x3 of 5 images; 2x2 of 7 images (6 and
+         // 1) over 320 inside taps (the sums in two chunks). By positions:
+         // one image at 4x4 (6, 6, 4) over its border; 5, 1 and 11 (6, 5)
+         // positions.
          Tensor x = c.from_vector<float>(wavy(3 * 20 * 4 * 4), {3, 20, 4, 4});
          Tensor w = c.from_vector<float>(wavy(20 * 20 * 3 * 3), {20, 20, 3, 3});
          Tensor b = c.from_vector<float>(wavy(20), {1, 20, 1, 1});
@@ -241,7 +245,12 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor w18 = c.from_vector<float>(wavy(18 * 8 * 3 * 3), {18, 8, 3, 3});
          Tensor five = c.from_vector<float>(wavy(2 * 8 * 3 * 7), {2, 8, 3, 7});
          Tensor one = c.from_vector<float>(wavy(2 * 8 * 3 * 3), {2, 8, 3, 3});
+         Tensor seven = c.from_vector<float>(wavy(7 * 80 * 2 * 2), {7, 80, 2, 2});
+         Tensor w80 = c.from_vector<float>(wavy(17 * 80 * 3 * 3), {17, 80, 3, 3});
+         Tensor lone = c.from_vector<float>(wavy(20 * 4 * 4), {1, 20, 4, 4});
          return std::vector<Tensor>{relu(conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) + b),  // [3, 20, 4, 4]
+                                    conv2d(seven, w80, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),      // [7, 17, 2, 2]
+                                    conv2d(lone, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),         // [1, 20, 4, 4]
                                     conv2d(deep, w17, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),       // [2, 17, 2, 2]
                                     conv2d(tiny, w2, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),        // [5, 3, 3, 3]
                                     conv2d(row, w18, {{1, 1}, {0, 0, 0, 0}, {1, 1}}),        // [2, 18, 1, 11]
