@@ -100,6 +100,9 @@ def call_split(backend, steps):
             **{key[4:-2].lower() + "_ms_per_step": total[key] / steps / 1e6 for key in total if key.endswith("Ns")}}
 
 
+CHILD = "LAZYLAB_TRAINING_PEER_CHILD"  # set in the children each_in_its_own_process starts
+
+
 def each_in_its_own_process(programs):
     """Runs this peer once per program, so one that kills its process (LTC
     aborts on some programs with a failed check) costs only its own cell."""
@@ -120,7 +123,7 @@ def each_in_its_own_process(programs):
         with tempfile.TemporaryDirectory() as folder:
             out = os.path.join(folder, "cells.json")
             child = subprocess.run([sys.executable, __file__, *argv, f"--workloads={path}", f"--out={out}"],
-                                   stderr=subprocess.PIPE, text=True)
+                                   stderr=subprocess.PIPE, text=True, env={**os.environ, CHILD: "1"})
             if child.returncode == 0:
                 cells += json.load(open(out))["cells"]
             else:
@@ -135,8 +138,11 @@ def main():
     from lazylab.torch import loop
 
     programs = [w for w in args.workloads.split(",") if w.endswith(".py")]
-    cells = each_in_its_own_process(programs) if len(programs) > 1 else []
-    for path in programs if len(programs) == 1 else []:
+    # LTC's abort kills the process even for one program (peer-rounds gives
+    # a peer one workload at a time): its child dies, the report stands.
+    apart = len(programs) > 1 or (args.mode == "ltc" and not os.environ.get(CHILD))
+    cells = each_in_its_own_process(programs) if apart else []
+    for path in programs if not apart else []:
         program = loop.load(path)
         try:
             times, metrics = timed_steps(program, params.get(path, {}), args)

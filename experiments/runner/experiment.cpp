@@ -318,6 +318,11 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
                                  "runs {2}, profile {3}",
                                  kMaxSteps, e.warmup, e.runs, e.profile_steps));
   }
+  // After repeat: a round is at least one of its runs.
+  LAZYLAB_TRY(read_optional(r, root, "", "peer-rounds", "an integer", e.peer_rounds));
+  if (e.peer_rounds < 0 || e.peer_rounds > e.runs)
+    return r.error(root["peer-rounds"], "peer-rounds",
+                   fmt::format("must be between 0 and repeat.runs ({}), got {}", e.runs, e.peer_rounds));
   if (YAML::Node ref = root["reference"]) {
     LAZYLAB_TRY(r.expect_keys(ref, "reference", {"backend", "pipeline", "rtol", "atol"}));
     e.reference.line = line_of(ref);
@@ -357,7 +362,7 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   LAZYLAB_TRY(r.expect_keys(
       root, "",
       {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat", "reference", "report",
-       "cache", "peers", "peer-timeout", "openblas-core", "limits", "plugins", "prepare"}));
+       "cache", "peers", "peer-timeout", "peer-rounds", "openblas-core", "limits", "plugins", "prepare"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));

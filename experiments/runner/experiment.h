@@ -70,6 +70,11 @@ struct Experiment {
   };
   std::vector<Plugin> plugins;
   double peer_timeout_s = 3600;  // a peer still running then is killed and reported
+  // `peer-rounds: R`: each peer times each workload in R rounds, one before
+  // each R-th of the workload's timed rounds, so that a peer and the cells
+  // it is set beside see the machine of the same minutes (runner.h). 0: the
+  // peers run once, after every cell.
+  int64_t peer_rounds = 0;
   int64_t warmup = 2;
   int64_t runs = 10;
   // Steps after the timed ones with each kernel timed (a backend's per-kernel

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "statistics.h"
 #include "workload.h"
 
 namespace lazylab {
@@ -34,20 +35,16 @@ std::string peer_name(const WorkloadEntry& w) {
   return is_builtin(w.name) ? w.name : fs::absolute(w.name, ec).lexically_normal().string();
 }
 
-std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path& out) {
+std::vector<std::string> protocol_arguments(const Experiment& e, const fs::path& out, const PeerRound* round) {
   std::vector<std::string> names, args;
-  for (const WorkloadEntry& w : e.workloads) {
-    // .lzir files have no peer definition (ONNX models and PyTorch programs
-    // do: a peer may rebuild the network or run the program); a workload listed again (a sweep)
-    // is given to the peer once, with its first entry's parameters.
-    bool peer_can_know = is_builtin(w.name) || w.name.ends_with(".onnx") || w.name.ends_with(".py");
-    if (!peer_can_know || std::find(names.begin(), names.end(), peer_name(w)) != names.end()) continue;
+  for (size_t index : round ? std::vector<size_t>{round->workload} : peer_workloads(e)) {
+    const WorkloadEntry& w = e.workloads[index];
     names.push_back(peer_name(w));
     for (auto& [key, value] : w.params) args.push_back(fmt::format("--param={}.{}={}", peer_name(w), key, value));
   }
   args.insert(args.begin(), "--workloads=" + fmt::format("{}", fmt::join(names, ",")));
   args.push_back(fmt::format("--warmup={}", e.warmup));
-  args.push_back(fmt::format("--runs={}", e.runs));
+  args.push_back(fmt::format("--runs={}", round ? round->runs : e.runs));
   args.push_back(fmt::format("--threads={}", std::max(1u, std::thread::hardware_concurrency())));
   args.push_back(fmt::format("--seed={}", e.seed));
   args.push_back("--out=" + out.string());
@@ -67,8 +64,11 @@ std::string read_report(const fs::path& file, PeerResult& result) {
     result.clock = clock == "device" ? PeerClock::Device : PeerClock::Host;
     for (const nlohmann::json& cell : report.at("cells")) {
       const nlohmann::json& ms = cell.at("step_ms");
-      result.cells.push_back({cell.at("workload").get<std::string>(), ms.at("median").get<double>(),
-                              ms.at("min").get<double>(), ms.at("max").get<double>()});
+      result.cells.push_back({cell.at("workload").get<std::string>(),
+                              ms.at("median").get<double>(),
+                              ms.at("min").get<double>(),
+                              ms.at("max").get<double>(),
+                              {}});
     }
   } catch (const nlohmann::json::exception& ex) {
     result.cells.clear();
@@ -97,7 +97,51 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
-PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core) {
+std::vector<size_t> peer_workloads(const Experiment& experiment) {
+  std::vector<size_t> given;
+  std::vector<std::string> names;
+  for (size_t index = 0; index < experiment.workloads.size(); ++index) {
+    const WorkloadEntry& w = experiment.workloads[index];
+    // .lzir files have no peer definition (ONNX models and PyTorch programs
+    // do: a peer may rebuild the network or run the program); a workload
+    // listed again (a sweep) is given to the peer once, with its first
+    // entry's parameters.
+    bool peer_can_know = is_builtin(w.name) || w.name.ends_with(".onnx") || w.name.ends_with(".py");
+    if (!peer_can_know || std::find(names.begin(), names.end(), peer_name(w)) != names.end()) continue;
+    names.push_back(peer_name(w));
+    given.push_back(index);
+  }
+  return given;
+}
+
+void add_round(PeerResult& total, PeerResult round) {
+  if (total.command.empty()) {
+    total.command = std::move(round.command);
+    total.description = round.description;
+    total.clock = round.clock;
+  }
+  if (total.description.empty()) total.description = round.description;
+  if (!round.error.empty() && total.error.empty()) {
+    total.error = std::move(round.error);
+    total.stderr_text = std::move(round.stderr_text);
+  }
+  for (PeerCell& cell : round.cells) {
+    auto same = std::find_if(total.cells.begin(), total.cells.end(),
+                             [&](const PeerCell& c) { return c.workload == cell.workload; });
+    if (same == total.cells.end()) {
+      cell.round_ms = {cell.median_ms};
+      total.cells.push_back(std::move(cell));
+      continue;
+    }
+    same->round_ms.push_back(cell.median_ms);
+    same->min_ms = std::min(same->min_ms, cell.min_ms);
+    same->max_ms = std::max(same->max_ms, cell.max_ms);
+    same->median_ms = spread_of(same->round_ms).median;
+  }
+}
+
+PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core,
+                    const PeerRound* round) {
   PeerResult result{peer.name, peer.command, "", "", "", {}};
   std::error_code ec;
   fs::path scratch = fs::temp_directory_path(ec) / fmt::format("lazylab-peer-{}-{}", getpid(), peer.name);
@@ -107,7 +151,7 @@ PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const s
     return result;
   }
   fs::path out = scratch / "report.json";
-  for (std::string& arg : protocol_arguments(experiment, out)) result.command.push_back(std::move(arg));
+  for (std::string& arg : protocol_arguments(experiment, out, round)) result.command.push_back(std::move(arg));
   fs::path folder = fs::path(experiment.path).parent_path();
   ChildOptions options;
   options.folder = folder.empty() ? "." : folder.string();

@@ -32,6 +32,9 @@ std::string_view clock_name(PeerClock clock);
 struct PeerCell {
   std::string workload;
   double median_ms = 0, min_ms = 0, max_ms = 0;
+  // In rounds (peer-rounds): each round's median, in the order they ran;
+  // median_ms is theirs. Empty when the peer ran once.
+  std::vector<double> round_ms;
 };
 
 struct PeerResult {
@@ -44,7 +47,25 @@ struct PeerResult {
   PeerClock clock = PeerClock::Host;  // what its cells' step_ms measure
 };
 
+// The workload entries a peer is given: ONNX models, PyTorch programs and
+// built-in workloads (not .lzir files), each name's first entry only.
+std::vector<size_t> peer_workloads(const Experiment& experiment);
+
+// One round of peer-rounds: the peer times one workload entry, `runs` steps
+// after its warm-up.
+struct PeerRound {
+  size_t workload;
+  int64_t runs;
+};
+
 // Never fails the experiment: a peer that cannot run reports why in `error`.
-PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core);
+// Every workload of peer_workloads with repeat.runs steps, or one round.
+PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core,
+                    const PeerRound* round = nullptr);
+
+// Adds a round's result to the peer's (an empty `total` takes its name,
+// command, description and clock): its cell joins the workload's rounds;
+// the first round that fails gives its error and stderr.
+void add_round(PeerResult& total, PeerResult round);
 
 }  // namespace lazylab

@@ -60,6 +60,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
           {"workload", row.peer_cell->workload},
           {"step_ms",
            {{"median", row.peer_cell->median_ms}, {"min", row.peer_cell->min_ms}, {"max", row.peer_cell->max_ms}}}};
+      if (!row.peer_cell->round_ms.empty()) cell["rounds_ms"] = row.peer_cell->round_ms;
       if (row.best)
         cell["best_lazylab"] = {{"pipeline", row.best->pipeline},
                                 {"backend", row.best->backend},
@@ -67,6 +68,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
                                 {"step_ms", row.lazylab_ms},
                                 {"timed_on_device", row.lazylab_on_device},
                                 {"peer_over_lazylab", row.ratio()}};
+      if (row.best && !row.round_ratios.empty()) cell["best_lazylab"]["round_ratios"] = row.round_ratios;
       cells.push_back(std::move(cell));
     }
     peers.push_back({{"name", peer.name},
@@ -169,6 +171,7 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
             {"runs", e.runs},
             {"profile_steps", e.profile_steps},
             {"interleave", e.interleave},
+            {"peer_rounds", e.peer_rounds},
             {"flush_bytes", e.flush_bytes},
             {"overrides", overrides_json(e)},
             {"shard", result.shard},
@@ -345,6 +348,7 @@ void read_experiment(const nlohmann::json& experiment, LoadedReport& report) {
   e.runs = experiment.value("runs", int64_t{0});
   e.profile_steps = experiment.value("profile_steps", int64_t{0});
   e.interleave = experiment.value("interleave", false);
+  e.peer_rounds = experiment.value("peer_rounds", int64_t{0});
   e.flush_bytes = experiment.value("flush_bytes", int64_t{0});
   e.overrides = report.overrides;
   nlohmann::json reference = experiment.value("reference", nlohmann::json::object());
@@ -402,8 +406,8 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::s
       peer.clock = p.value("clock", "host") == "device" ? PeerClock::Device : PeerClock::Host;
       for (const nlohmann::json& c : p.value("cells", nlohmann::json::array())) {
         nlohmann::json step = c.value("step_ms", nlohmann::json::object());
-        peer.cells.push_back(
-            {c.value("workload", ""), step.value("median", 0.0), step.value("min", 0.0), step.value("max", 0.0)});
+        peer.cells.push_back({c.value("workload", ""), step.value("median", 0.0), step.value("min", 0.0),
+                              step.value("max", 0.0), c.value("rounds_ms", std::vector<double>{})});
       }
       report.peers.push_back(std::move(peer));
     }

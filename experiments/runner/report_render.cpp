@@ -42,6 +42,17 @@ std::string peers_text(const ExperimentResult& result, ReportFormat format) {
                                "time against a peer timed by device events, the host step (trace, sync and wait) "
                                "against one timed on the host.\n\n"
                              : "\n";
+  bool in_rounds = std::any_of(result.peers.begin(), result.peers.end(), [](const PeerResult& peer) {
+    return std::any_of(peer.cells.begin(), peer.cells.end(), [](const PeerCell& c) { return !c.round_ms.empty(); });
+  });
+  if (markdown && in_rounds) {
+    int64_t rounds = std::max<int64_t>(1, result.experiment.peer_rounds);
+    out += fmt::format(
+        "Each peer timed each workload in {} rounds beside its cells, {} steps a round after its warm-up, a round "
+        "before each of {} equal shares of the cells' timed rounds: its median is the rounds' median, and each "
+        "round's ratio is to the fastest cell's steps in the share that followed it.\n\n",
+        rounds, std::max<int64_t>(1, result.experiment.runs / rounds), rounds);
+  }
   for (const PeerResult& peer : result.peers) {
     std::string name = markdown ? "- `" + peer.name + "`: " : "peer " + peer.name + ": ";
     std::string failed = markdown ? "**not run**: " : "NOT RUN: ";

@@ -89,6 +89,22 @@ std::string outcome_summary(const ExperimentResult& result) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+// Round r of R ran before the r-th R-th of the cell's timed steps
+// (peer_rounds.h): its ratio is to the median of those steps.
+std::vector<double> round_ratios(const PeerCell& peer, const CellResult& cell, bool on_device) {
+  const std::vector<double>& samples = on_device ? cell.device_samples_ms : cell.step_samples_ms;
+  size_t rounds = peer.round_ms.size(), count = samples.size();
+  std::vector<double> ratios;
+  if (rounds == 0 || count < rounds) return ratios;
+  for (size_t r = 0; r < rounds; ++r) {
+    std::vector<double> share(samples.begin() + static_cast<std::ptrdiff_t>(r * count / rounds),
+                              samples.begin() + static_cast<std::ptrdiff_t>((r + 1) * count / rounds));
+    double ms = spread_of(std::move(share)).median;
+    if (ms > 0) ratios.push_back(peer.round_ms[r] / ms);
+  }
+  return ratios;
+}
+
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
   // Peers are given each workload's first entry (peers.h), so only that
   // entry's cells compare with them.
@@ -99,7 +115,7 @@ std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
       auto first =
           std::find_if(entries.begin(), entries.end(), [&](const WorkloadEntry& w) { return w.name == pc.workload; });
       size_t entry = static_cast<size_t>(first - entries.begin());
-      PeerComparison row{&peer, &pc, nullptr};
+      PeerComparison row{&peer, &pc, nullptr, 0, false, {}};
       for (const CellResult& c : result.cells) {
         if (c.workload_entry != entry || c.status != CellStatus::Ok) continue;
         // A cell without a device clock has only its host step to give.
@@ -111,6 +127,7 @@ std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
           row.lazylab_on_device = on_device;
         }
       }
+      if (row.best) row.round_ratios = round_ratios(pc, *row.best, row.lazylab_on_device);
       rows.push_back(row);
     }
   return rows;
@@ -348,6 +365,14 @@ const std::vector<ReportColumn<PeerComparison>>& peer_columns() {
          if (!r.best) return ReportValue{};
          return ReportValue{fmt::format("{:.2f}x", r.ratio()), fmt::format("{}", r.ratio())};
        }},
+      {"rounds: peer / lazylab", "round_ratios", kEverywhere, false,
+       [](const PeerComparison& r) {
+         if (r.round_ratios.empty()) return ReportValue{};
+         auto [low, high] = std::minmax_element(r.round_ratios.begin(), r.round_ratios.end());
+         return ReportValue{fmt::format("{:.2f}-{:.2f}x over {}", *low, *high, r.round_ratios.size()),
+                            fmt::format("{}", fmt::join(r.round_ratios, ";"))};
+       },
+       true},
   };
   return columns;
 }

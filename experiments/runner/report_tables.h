@@ -26,6 +26,9 @@ struct PeerComparison {
   double lazylab_ms = 0;   // best's time on the peer's clock
   bool lazylab_on_device = false;
   double ratio() const { return peer_cell->median_ms / lazylab_ms; }
+  // In rounds: each round's peer median over best's median in that round's
+  // share of its timed steps (the steps after it; empty without samples).
+  std::vector<double> round_ratios;
 };
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result);
 

@@ -16,6 +16,7 @@
 #include "core/pass_plugin.h"
 #include "footprint.h"
 #include "openblas_runtime.h"
+#include "peer_rounds.h"
 
 namespace lazylab {
 namespace {
@@ -382,9 +383,10 @@ struct RoundRates {
 // A workload's cells are stepped in rounds: every cell once per round, in
 // an order shuffled per round (seeded), so drift of a shared machine falls
 // on them alike instead of on whichever cell ran last. The host probe, where
-// given, runs after the cells of each timed round.
+// given, runs after the cells of each timed round; the peers' rounds, where
+// given, before the timed rounds they are due at.
 void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs,
-                HostProbe* probe, RoundRates& rates, Progress* progress) {
+                HostProbe* probe, RoundRates& rates, PeerRounds* peers, Progress* progress) {
   for (auto& run : runs) run->step(0);
   std::vector<CellRun*> order;
   for (auto& run : runs) order.push_back(run.get());
@@ -394,6 +396,7 @@ void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::uni
       progress->working_on(fmt::format("{}, round {} of {}", e.workloads[workload_index].name, step + 1,
                                        1 + e.warmup + e.timed_steps()));
     if (e.interleave) std::shuffle(order.begin(), order.end(), rng);
+    if (peers && step > e.warmup) peers->before_step(workload_index, step - e.warmup, e.timed_steps());
     for (CellRun* run : order) run->step(step);
     if (probe && step > e.warmup) rates.probe(*probe);
   }
@@ -467,7 +470,7 @@ std::vector<bool> selected_cells(const Experiment& e, const Resolved& r, size_t 
 // Every cell of workload `w`: taken from the resumed ones where present,
 // else run (a reference that fails fails the workload's cells).
 void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options, HostProbe* probe,
-                  std::vector<CellResult>& cells) {
+                  PeerRounds* peers, std::vector<CellResult>& cells) {
   const Workload& workload = *r.workloads[w];
   std::vector<CellIdentity> pending;
   std::vector<std::pair<size_t, size_t>> pending_at;  // (backend, pipeline)
@@ -523,7 +526,7 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
     }
     RoundRates rates;
     if (e.interleave)
-      run_rounds(e, w, runs, probe, rates, options.progress);
+      run_rounds(e, w, runs, probe, rates, peers, options.progress);
     else
       run_in_sequence(e, runs);
     for (size_t i = 0; i < pending.size(); ++i) {
@@ -536,6 +539,7 @@ void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& 
       done.emplace(pending_at[i], std::move(cell));
     }
   }
+  if (peers) peers->finish(w);
   for (auto& [at, cell] : done) cells.push_back(std::move(cell));
 }
 
@@ -548,6 +552,20 @@ bool probes_rounds(const Experiment& e, const RunOptions& options, const Experim
                                   [](const DeviceCeilings& device) { return !device.measured(); });
   return host_backend && e.interleave && e.flush_bytes > 0 && e.timed_steps() > 0 && !options.pinned_ceilings &&
          !options.only_cell && !result.isolated;
+}
+
+// Whether the peers run in rounds beside the cells (peer-rounds): not in a
+// shard (peers run in the first only, once) or a single cell's child, and
+// not where every cell runs in a child of its own (no rounds here to set
+// them beside); the run says so where it was asked for.
+bool peers_in_rounds(const Experiment& e, const RunOptions& options, const ExperimentResult& result) {
+  if (e.peer_rounds == 0 || e.peers.empty() || options.only_cell) return false;
+  std::string why = options.shard     ? "a shard runs the peers once (in shard 1)"
+                    : result.isolated ? "every cell runs in a child of its own"
+                                      : "";
+  if (!why.empty() && options.progress)
+    options.progress->line("  peer-rounds not applied: " + why + "; the peers run once, after every cell");
+  return why.empty();
 }
 
 // How many cells the run will measure: the selected ones, less those taken
@@ -600,22 +618,28 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
     result.device_ceilings.resize(e.backends.size());
   if (options.progress) options.progress->start(count_cells(e, *resolved, options));
   std::unique_ptr<HostProbe> probe = probes_rounds(e, options, result) ? std::make_unique<HostProbe>() : nullptr;
+  std::unique_ptr<PeerRounds> peer_rounds =
+      peers_in_rounds(e, options, result) ? std::make_unique<PeerRounds>(e, result.ceilings.blas_core, options.progress)
+                                          : nullptr;
   for (size_t w = 0; w < resolved->workloads.size(); ++w) {
-    run_workload(e, *resolved, w, options, probe.get(), result.cells);
+    run_workload(e, *resolved, w, options, probe.get(), peer_rounds.get(), result.cells);
     if (options.checkpoint) options.checkpoint(result);
   }
   compute_rooflines(result);  // first: it says which cells are timed on a device
   for (CellResult& cell : result.cells) summarize_samples(cell, e.seed);
   compute_speedups(result.cells, e.baseline, e.seed);
   if (options.shard) result.shard = fmt::format("{}/{}", options.shard->index, options.shard->count);
-  for (const PeerEntry& peer : e.peers) {
+  if (peer_rounds) result.peers = peer_rounds->take();
+  for (size_t p = 0; p < e.peers.size(); ++p) {
     if ((options.shard && options.shard->index != 1) || options.only_cell) break;
-    if (options.progress) options.progress->working_on("peer " + peer.name);
-    result.peers.push_back(run_peer(peer, e, result.ceilings.blas_core));
+    if (!peer_rounds) {
+      if (options.progress) options.progress->working_on("peer " + e.peers[p].name);
+      result.peers.push_back(run_peer(e.peers[p], e, result.ceilings.blas_core));
+    }
+    const PeerResult& peer = result.peers[p];
     if (options.progress)
-      options.progress->line(result.peers.back().error.empty()
-                                 ? fmt::format("  peer {}: {} workloads", peer.name, result.peers.back().cells.size())
-                                 : fmt::format("  peer {}: failed: {}", peer.name, result.peers.back().error));
+      options.progress->line(peer.error.empty() ? fmt::format("  peer {}: {} workloads", peer.name, peer.cells.size())
+                                                : fmt::format("  peer {}: failed: {}", peer.name, peer.error));
   }
   return result;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A peer for the CLI tests: speaks the peer protocol (experiments/runner/peers.h)
 and reports the time of a Python loop over each workload's `n` elements, or
-exits with the status given by --fail, or never finishes (--hang); --clock sets the report's clock. Records its arguments and
+exits with the status given by --fail, or never finishes (--hang); --clock sets the report's clock; --log FILE
+appends what each run was given. Records its arguments and
 OPENBLAS_CORETYPE in the report so the tests can check what it was given."""
 import argparse
 import json
@@ -21,7 +22,11 @@ ap.add_argument("--out", required=True)
 ap.add_argument("--fail", type=int, default=0)
 ap.add_argument("--hang", action="store_true")
 ap.add_argument("--clock", help="the report's clock field, when given")
+ap.add_argument("--log", help="a file to append '--workloads --runs' to, a line a run")
 args = ap.parse_args()
+if args.log:
+    with open(args.log, "a") as log:
+        print(args.workloads, args.runs, file=log)
 while args.hang:
     time.sleep(1)
 if args.fail:

@@ -553,6 +553,43 @@ assert cell['best_lazylab']['pipeline'] == best['pipeline'], (cell, best['pipeli
 assert abs(cell['best_lazylab']['peer_over_lazylab'] - cell['step_ms']['median'] / best['step_ms']['median']) < 1e-9
 print('ok')"
 check "peers in the markdown report" 0 "\| chain-tiny \| fake \| host \| [0-9.]+ \| (eager|fused) / interp \|" -- cat "$work/peers.md"
+# peer-rounds: each peer times each workload beside its cells, in rounds of
+# runs / R steps; its figure is the rounds' median, each round's ratio given.
+experiment "$work/peer-rounds.yaml" "name: rounds" \
+  "workloads: [{name: chain-tiny, params: {n: 256}}, {file: axpy.lzir}, {name: chain-small, params: {iters: 3}}]" \
+  "pipelines: {eager: 'lower', fused: 'fuse{strategy=greedy-elementwise},lower'}" "backends: [interp]" \
+  "repeat: {warmup: 1, runs: 6}" "peer-rounds: 3" "peers: {fake: [python3, fake_peer.py, --log=rounds.log]}" \
+  "report: {json: $work/peer-rounds.json, markdown: $work/peer-rounds.md}"
+rm -f "$work/rounds.log"
+check "peers in rounds beside each workload's cells" 0 \
+  "chain-tiny +fake +host +[0-9.]+ +(eager|fused) / interp +[0-9.]+ +[0-9.]+x +[0-9.]+-[0-9.]+x over 3" -- \
+  "$lazylab" run "$work/peer-rounds.yaml"
+check "peer rounds: each workload's rounds in turn, runs / R steps each" 0 "ok" -- python3 -c "
+import json, statistics
+log = open('$work/rounds.log').read().split('\n')[:-1]
+assert log == ['chain-tiny 2'] * 3 + ['chain-small 2'] * 3, log
+r = json.load(open('$work/peer-rounds.json'))
+assert r['experiment']['peer_rounds'] == 3, r['experiment']
+[fake] = r['peers']
+assert fake['error'] == '' and len(fake['cells']) == 2, fake
+for cell in fake['cells']:
+    assert len(cell['rounds_ms']) == 3 and cell['step_ms']['median'] == statistics.median(cell['rounds_ms']), cell
+    assert cell['step_ms']['min'] <= min(cell['rounds_ms']) and cell['step_ms']['max'] >= max(cell['rounds_ms']), cell
+    best = cell['best_lazylab']
+    samples = next(c for c in r['cells'] if c['workload'] == cell['workload'] and c['pipeline'] == best['pipeline'])['samples']
+    want = [ms / statistics.median(samples['step_ms'][2 * k:2 * k + 2]) for k, ms in enumerate(cell['rounds_ms'])]
+    assert all(abs(a - b) < 1e-9 * b for a, b in zip(best['round_ratios'], want)), (best, want)
+print('ok')"
+check "peer rounds in the markdown report" 0 "\| chain-small \| fake \| host \| [0-9.]+ \| (eager|fused) / interp \| [0-9.]+ \| [0-9.]+x \| [0-9.]+-[0-9.]+x over 3 \|" -- \
+  cat "$work/peer-rounds.md"
+check "a report with peer rounds follows the JSON schema" 0 "valid: 1" -- "${schema_python:-python3}" \
+  "$work/validate.py" experiments/report.schema.json "$work/peer-rounds.json"
+check "peer rounds rendered again from the JSON as the run did" 0 "" -- \
+  bash -c "'$lazylab' report '$work/peer-rounds.json' --format md | cmp - '$work/peer-rounds.md'"
+experiment "$work/bad-rounds.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
+  "repeat: {runs: 4}" "peer-rounds: 5"
+check "peer-rounds at most repeat.runs" 1 "bad-rounds.yaml:6: peer-rounds: must be between 0 and repeat.runs \(4\), got 5" -- \
+  "$lazylab" run "$work/bad-rounds.yaml"
 experiment "$work/clock-peers.yaml" "name: clocks" "workloads: [{name: chain-tiny, params: {n: 256}}]" \
   "pipelines: {eager: 'lower'}" "backends: [interp]" "repeat: {warmup: 1, runs: 3}" \
   "peers: {gpu: [python3, fake_peer.py, --clock=device], wall: [python3, fake_peer.py, --clock=wall]}" \

@@ -51,8 +51,10 @@ TEST_CASE("file workloads resolve against the experiment's folder") {
 TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
         "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, "
-        "peer-timeout, "
-        "peers, pipelines, plugins, prepare, reference, repeat, report, seed, workloads)");
+        "peer-rounds, peer-timeout, peers, pipelines, plugins, prepare, reference, repeat, report, seed, workloads)");
+  CHECK(error_of(kValid + "peer-rounds: -1\n") ==
+        "x.yaml:10: peer-rounds: must be between 0 and repeat.runs (10), got -1");
+  CHECK(error_of(kValid + "peer-rounds: some\n") == "x.yaml:10: peer-rounds: expected an integer, got 'some'");
   CHECK(error_of(kValid + "plugins: capped.so\n") == "x.yaml:10: plugins: expected a list of plugin (.so) paths");
   CHECK(error_of(kValid + "plugins: [[a]]\n") == "x.yaml:10: plugins[0]: expected a path");
   CHECK(error_of(kValid + "repeat: {runs: many}\n") == "x.yaml:10: repeat.runs: expected an integer, got 'many'");

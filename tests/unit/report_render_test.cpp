@@ -135,9 +135,9 @@ TEST_CASE("a peer is compared with lazylab on its own clock: device time or the 
   device_cell.device_samples_ms = {2.0, 2.0, 2.0};
   device_cell.device_ms.median = 2.0;
   device_cell.step_ms.median = 5.0;
-  PeerResult by_events{"gpu-peer", {}, "timed by device events", "", "", {{"softmax", 4.0, 3.0, 5.0}}};
+  PeerResult by_events{"gpu-peer", {}, "timed by device events", "", "", {{"softmax", 4.0, 3.0, 5.0, {}}}};
   by_events.clock = PeerClock::Device;
-  PeerResult on_host{"host-peer", {}, "timed on the host", "", "", {{"softmax", 10.0, 9.0, 11.0}}};
+  PeerResult on_host{"host-peer", {}, "timed on the host", "", "", {{"softmax", 10.0, 9.0, 11.0, {}}}};
   report.peers = {by_events, on_host};
   ExperimentResult result = report.result();
   std::vector<PeerComparison> rows = peer_comparisons(result);
