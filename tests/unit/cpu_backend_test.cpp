@@ -879,23 +879,33 @@ TEST_CASE("casts between floats and i64 in fused kernels match the interpreter b
       Tensor whole = cast(input, DType::I64);
       Tensor back = cast(whole, DType::F32) * 0.5;
       Tensor read = cast(ctx.from_vector(y, {rows, 16}), DType::F32) + input;
-      return std::vector<Tensor>{whole, back, read};
+      // An i64 a row (a cross entropy's labels) cast, kept, and spread over
+      // its row.
+      std::vector<int64_t> labels(y.begin(), y.begin() + rows);
+      Tensor label = cast(ctx.from_vector(labels, {rows}), DType::F32);
+      Tensor spread = abs(input - reshape(label, {rows, 1}));
+      return std::vector<Tensor>{whole, back, read, label, spread};
     };
     Engine reference_engine(pipeline("lower"), *interp);
     Context reference(reference_engine);
     auto want = program(reference);
-    Engine engine(pipeline("fuse{strategy=producer-consumer},lower,plan-memory"), **cpu);
-    Context ctx(engine);
-    auto got = program(ctx);
-    CAPTURE(rows);
-    CHECK(values<int64_t>(got[0]) == values<int64_t>(want[0]));
-    auto bits = [](const std::vector<float>& v) {
-      std::vector<uint32_t> b;
-      for (float f : v) b.push_back(std::bit_cast<uint32_t>(f));
-      return b;
-    };
-    CHECK(bits(values(got[1])) == bits(values(want[1])));
-    CHECK(bits(values(got[2])) == bits(values(want[2])));
+    for (const char* strategy : {"producer-consumer", "gemm-epilogue"}) {
+      Engine engine(pipeline(std::string("canonicalize,fuse{strategy=") + strategy + "},lower,plan-memory"), **cpu);
+      Context ctx(engine);
+      auto got = program(ctx);
+      CAPTURE(rows);
+      CAPTURE(strategy);
+      CHECK(values<int64_t>(got[0]) == values<int64_t>(want[0]));
+      auto bits = [](const std::vector<float>& v) {
+        std::vector<uint32_t> b;
+        for (float f : v) b.push_back(std::bit_cast<uint32_t>(f));
+        return b;
+      };
+      for (size_t o = 1; o < want.size(); ++o) {
+        CAPTURE(o);
+        CHECK(bits(values(got[o])) == bits(values(want[o])));
+      }
+    }
   }
 }
 
