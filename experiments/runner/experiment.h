@@ -72,7 +72,7 @@ struct Experiment {
   double peer_timeout_s = 3600;  // a peer still running then is killed and reported
   // `peer-rounds: R`: each peer times each workload in R rounds, one before
   // each R-th of the workload's timed rounds, so that a peer and the cells
-  // it is set beside see the machine of the same minutes (runner.h). 0: the
+  // it is set beside see the machine of the same minutes (peer_rounds.h). 0: the
   // peers run once, after every cell.
   int64_t peer_rounds = 0;
   int64_t warmup = 2;
