@@ -44,19 +44,23 @@ class ConvPlan : public KernelPlan {
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     bool small = s_.group_filters() * s_.positions() * s_.taps() <= kSmallProduct;
     DirectShape direct = direct_shape();
+    bool few_positions =
+        s_.groups == 1 && small && s_.positions() <= kBatchedPositions && FewPositionsConv::takes(direct);
     if (s_.group_channels() == 1) {
       path_ = Path::kDepthwise;
     } else if (s_.groups == 1 && s_.positions() < kFewPositions && s_.kernel_h * s_.kernel_w >= kLargeKernel &&
-               LargeKernelConv::takes(direct)) {
+               LargeKernelConv::takes(direct) && !(few_positions && FewPositionsConv::by_images(direct))) {
       // A stride-1 weight gradient: each output one dot product (ms on this
       // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
-      // 0.24-0.43 vs 0.64-0.66, 8x8 0.25-0.27 vs 0.49, 4x4 0.27-0.37 vs
-      // 0.50, the stem's 32x32 0.20 vs 0.58-0.64). A smaller kernel (the 2x2 stage's, 2x2) sums too few
-      // taps an output for lanes of them: FewPositionsConv's 0.27-0.35
-      // against 0.57-0.74.
+      // 0.24-0.43 vs 0.64-0.66, the stem's 32x32 0.20 vs 0.58-0.64). A
+      // smaller kernel (the 2x2 stage's, 2x2) sums too few taps an output
+      // for lanes of them, and where a tenth of the taps or more read the
+      // zero border (4x4 and 8x8 kernels at 3x3 positions), FewPositionsConv
+      // by images skips them: 4x4 0.14-0.22 against 0.25-0.40, 8x8 0.18-0.22
+      // against 0.24-0.33 (three alternating runs of the training step).
       path_ = Path::kDirect;
       direct_ = std::make_unique<LargeKernelConv>(direct);
-    } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions && FewPositionsConv::takes(direct)) {
+    } else if (few_positions) {
       // Few positions at stride 1: the filters in the lanes (ms on this
       // machine's EPYC against the images unfolded side by side, ResNet-18
       // at 32x32: 3x3 at 4x4 0.21-0.29 vs 0.31-0.39, at 2x2 0.27-0.33 vs

@@ -16,7 +16,21 @@ constexpr int64_t kFilters = 2 * kLanes;  // filters a task: two registers
 constexpr int64_t kRows = 6;              // output positions (or images) a task
 constexpr int64_t kTapsAChunk = 256;      // taps summed before the sums join the totals
 constexpr int64_t kImagesToList = 2;      // fewer images: by positions, padding and all
-constexpr double kMostListed = 0.8;       // inside taps' share of all, at most, to go by images
+// Inside taps' share of all, at most, to go by images: 0.84 (an 8x8 weight
+// gradient at 3x3 positions) went faster by images than by positions or as
+// LargeKernelConv, 0.92 (16x16) did not (ms a convolution in ResNet-18's
+// training step, three alternating runs: 0.18-0.22 against 0.24-0.33 and
+// 0.24-0.29; 0.24-0.33 against 0.26-0.30).
+constexpr double kMostInside = 0.9;
+
+// How many of a dim's taps reach the input, summed over its output
+// positions (stride and dilation 1).
+int64_t inside_taps(int64_t outputs, int64_t kernel, int64_t pad, int64_t size) {
+  int64_t inside = 0;
+  for (int64_t i = 0; i < outputs; ++i)
+    inside += std::max<int64_t>(0, std::min(kernel, size + pad - i) - std::max<int64_t>(0, pad - i));
+  return inside;
+}
 
 #if defined(LAZYLAB_DIRECT_KERNELS)
 // Rows outputs of the block's sixteen filters, row r's input at bases[r]:
@@ -69,6 +83,14 @@ void tile_of(int64_t rows, const float* const* bases, const FewPositionsConv::Ta
 
 }  // namespace
 
+bool FewPositionsConv::by_images(const DirectShape& shape) {
+  int64_t inside = inside_taps(shape.out_h, shape.kernel_h, shape.pad_top, shape.height) *
+                   inside_taps(shape.out_w, shape.kernel_w, shape.pad_left, shape.width);
+  int64_t all = shape.out_h * shape.kernel_h * shape.out_w * shape.kernel_w;
+  return takes(shape) && shape.images >= kImagesToList &&
+         static_cast<double>(inside) <= kMostInside * static_cast<double>(all);
+}
+
 bool FewPositionsConv::takes(const DirectShape& shape) {
 #if defined(LAZYLAB_DIRECT_KERNELS)
   return shape.unit_stride() && shape.out_h > 0 && shape.out_w > 0 && shape.filters > 0;
@@ -84,8 +106,11 @@ FewPositionsConv::FewPositionsConv(const DirectShape& shape)
       plane_(shape.out_h * shape.out_w),
       blocks_((shape.filters + kFilters - 1) / kFilters),
       packed_(static_cast<size_t>(blocks_ * taps_ * kFilters), 0.0f) {
-  list_inside_taps();
-  if (by_images_) return;
+  by_images_ = by_images(shape);
+  if (by_images_) {
+    list_inside_taps();
+    return;
+  }
   padded_.emplace(shape);
   int64_t padded_w = s_.padded_w();
   for (int64_t c = 0, t = 0; c < s_.channels; ++c)
@@ -96,11 +121,9 @@ FewPositionsConv::FewPositionsConv(const DirectShape& shape)
 }
 
 // Each position's taps whose window element lies in the input, not its
-// zero border; by images when they are few enough to pay for a schedule
-// that reads no padding (a 3x3 over a 2x2 image: 4 of 9 taps an output, 16
-// of 36 for a 2x2 kernel at 3x3 positions; 4x4: 25 of 36).
+// zero border (a 3x3 over a 2x2 image: 4 of 9 taps an output, 16 of 36 for
+// a 2x2 kernel at 3x3 positions; 4x4: 25 of 36).
 void FewPositionsConv::list_inside_taps() {
-  int64_t listed = 0;
   position_taps_.resize(static_cast<size_t>(plane_));
   for (int64_t i = 0; i < s_.out_h; ++i)
     for (int64_t j = 0; j < s_.out_w; ++j) {
@@ -112,11 +135,7 @@ void FewPositionsConv::list_inside_taps() {
             if (row < 0 || row >= s_.height || column < 0 || column >= s_.width) continue;
             taps.emplace_back((c * s_.kernel_h + p) * s_.kernel_w + q, (c * s_.height + row) * s_.width + column);
           }
-      listed += static_cast<int64_t>(taps.size());
     }
-  by_images_ =
-      s_.images >= kImagesToList && static_cast<double>(listed) <= kMostListed * static_cast<double>(taps_ * plane_);
-  if (!by_images_) position_taps_.clear();
 }
 
 void FewPositionsConv::run(const float* x, const float* w, float* out, tbb::task_arena* arena) {

@@ -6,10 +6,12 @@
 // the sixteen filters' weights once and multiplies them by each row's input
 // value, broadcast, into twelve sums. The weights are packed once a run,
 // tap by tap. A row is one of an image's output positions, read in a
-// zero-padded copy of the input; or, where most of the taps would read the
-// zero border (a 3x3 kernel over a 2x2 image reaches the input with 4 of
-// its 9 taps an output), one of six images at one position, over that
-// position's inside taps only, read in the input as it lies. The unfolded
+// zero-padded copy of the input; or, where a tenth of the taps or more
+// would read the zero border (a 3x3 kernel over a 2x2 image reaches the
+// input with 4 of its 9 taps an output; the 4x4 and 8x8 stages' weight
+// gradients, 4x4 and 8x8 kernels at 3x3 positions, with 69% and 84%), one
+// of six images at one position, over that position's inside taps only,
+// read in the input as it lies. The unfolded
 // product it replaces ([64, 576] x [576, 256] over all images) spent as
 // long unfolding as multiplying and ran at 50-60 GFLOP/s on this machine's
 // EPYC. By images against by positions, ms a convolution in ResNet-18's
@@ -41,6 +43,9 @@ class FewPositionsConv : public DirectKernel {
   // weight gradients) measured faster alone but slowed its training step
   // (6 of 8 alternating runs), so they are not taken.
   static bool takes(const DirectShape& shape);
+  // Whether it takes the shape by images: two images or more, and at most
+  // nine tenths of the taps an output reach the input.
+  static bool by_images(const DirectShape& shape);
 
   explicit FewPositionsConv(const DirectShape& shape);
   void run(const float* x, const float* w, float* out, tbb::task_arena* arena) override;

@@ -210,20 +210,22 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          // 5 columns (tasks of 3 and 2), 6 filters (a block of four and part
          // of one), two registers a row, an epilogue; 160 rows of 8 (the sums
          // in three chunks); rows of 4 two to a register, 9 filters; rows of 2
-         // four to a register, crossing channels, 4 columns (3 and 1).
+         // four to a register, crossing channels, 7 columns (3, 3 and 1).
+         // Each pads little enough for more than 90% of its taps to reach
+         // the input (else FewPositionsConv takes it by images).
          Tensor wide = c.from_vector<float>(wavy(3 * 5 * 9 * 18), {3, 5, 9, 18});
          Tensor w16 = c.from_vector<float>(wavy(6 * 5 * 8 * 16), {6, 5, 8, 16});
          Tensor b = c.from_vector<float>(wavy(6), {1, 6, 1, 1});
          Tensor deep = c.from_vector<float>(wavy(2 * 20 * 9 * 9), {2, 20, 9, 9});
          Tensor w8 = c.from_vector<float>(wavy(3 * 20 * 8 * 8), {3, 20, 8, 8});
-         Tensor small = c.from_vector<float>(wavy(4 * 3 * 4 * 4), {4, 3, 4, 4});
+         Tensor small = c.from_vector<float>(wavy(4 * 3 * 5 * 4), {4, 3, 5, 4});
          Tensor w4 = c.from_vector<float>(wavy(9 * 3 * 4 * 4), {9, 3, 4, 4});
-         Tensor tiny = c.from_vector<float>(wavy(5 * 6 * 9 * 3), {5, 6, 9, 3});
+         Tensor tiny = c.from_vector<float>(wavy(5 * 6 * 9 * 7), {5, 6, 9, 7});
          Tensor w2 = c.from_vector<float>(wavy(3 * 6 * 8 * 2), {3, 6, 8, 2});
          return std::vector<Tensor>{relu(conv2d(wide, w16, {{1, 1}, {1, 1, 0, 1}, {1, 1}}) + b),  // [3, 6, 3, 5]
                                     conv2d(deep, w8, {{1, 1}, {0, 0, 0, 1}, {1, 1}}),             // [2, 3, 2, 3]
-                                    conv2d(small, w4, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),            // [4, 9, 3, 3]
-                                    conv2d(tiny, w2, {{1, 1}, {0, 1, 0, 1}, {1, 1}})};            // [5, 3, 2, 4]
+                                    conv2d(small, w4, {{1, 1}, {1, 0, 0, 0}, {1, 1}}),            // [4, 9, 3, 1]
+                                    conv2d(tiny, w2, {{1, 1}, {0, 1, 0, 0}, {1, 1}})};            // [5, 3, 2, 7]
        }},
       {"few output positions at stride 1, the filters in the lanes: tiles of 6 to 1 positions or images, blocks of "
        "16 filters",
@@ -231,7 +233,10 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          // By images (most taps over the border): 16 positions of 3 images
          // and 20 filters (16 and 4), an epilogue; 2x2 of 2 images, 17
          // filters; a 2x2 kernel at 3x3 of 5 images; 2x2 of 7 images (6 and
-         // 1) over 320 inside taps (the sums in two chunks). By positions:
+         // 1) over 320 inside taps (the sums in two chunks); weight
+         // gradients' large kernels over a padded border: 4x4 at 3x3 (69% of
+         // the taps inside), 8x8 at 3x3 of 7 images and 18 filters (84%). By
+         // positions:
          // one image at 4x4 (6, 6, 4) over its border; 5, 1 and 11 (6, 5)
          // positions.
          Tensor x = c.from_vector<float>(wavy(3 * 20 * 4 * 4), {3, 20, 4, 4});
@@ -248,8 +253,14 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor seven = c.from_vector<float>(wavy(7 * 80 * 2 * 2), {7, 80, 2, 2});
          Tensor w80 = c.from_vector<float>(wavy(17 * 80 * 3 * 3), {17, 80, 3, 3});
          Tensor lone = c.from_vector<float>(wavy(20 * 4 * 4), {1, 20, 4, 4});
+         Tensor small = c.from_vector<float>(wavy(4 * 3 * 4 * 4), {4, 3, 4, 4});
+         Tensor w4 = c.from_vector<float>(wavy(9 * 3 * 4 * 4), {9, 3, 4, 4});
+         Tensor eights = c.from_vector<float>(wavy(7 * 5 * 8 * 8), {7, 5, 8, 8});
+         Tensor w8 = c.from_vector<float>(wavy(18 * 5 * 8 * 8), {18, 5, 8, 8});
          return std::vector<Tensor>{relu(conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) + b),  // [3, 20, 4, 4]
                                     conv2d(seven, w80, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),      // [7, 17, 2, 2]
+                                    conv2d(small, w4, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),       // [4, 9, 3, 3]
+                                    conv2d(eights, w8, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),      // [7, 18, 3, 3]
                                     conv2d(lone, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),         // [1, 20, 4, 4]
                                     conv2d(deep, w17, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),       // [2, 17, 2, 2]
                                     conv2d(tiny, w2, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),        // [5, 3, 3, 3]
