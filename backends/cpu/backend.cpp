@@ -14,8 +14,9 @@
 // writes it with non-temporal stores: past the caches, which then keep the
 // inputs the next step reads),
 // strict=1 (compile fails when a described kernel of f32, bool and i64
-// values would run on the reference kernels: tests use it to pin that the
-// fast plans cover what the fusion strategies make), row-groups=on|off
+// values would run on the reference kernels, naming every such kernel:
+// tests use it to pin that the fast plans cover what the fusion strategies
+// make), row-groups=on|off
 // (declare ABI 3.10's reads_row_groups, default on: off leaves a
 // per-channel broadcast a kernel of its own, for comparison).
 #include <tbb/task_arena.h>
@@ -86,6 +87,7 @@ class CpuExecutable : public plugin::HostExecutable {
         values_(copy_values(program)),
         arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
         outputs_(program.outputs, program.outputs + program.num_outputs) {
+    std::string without_fast_plan;  // strict: every such kernel, named in one error
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
       std::unique_ptr<KernelPlan> plan = make_attention_plan(kernel, values_, options, blas);
@@ -100,11 +102,14 @@ class CpuExecutable : public plugin::HostExecutable {
       if (!plan) plan = make_row_plan(kernel, values_, options);
       bool fast = plan && !plan->runs_reference_kernels();
       if (!fast && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))
-        throw std::runtime_error("cpu (strict): kernel " + std::to_string(k) + " (" + kind_name(kernel.kind) +
-                                 ") has no fast plan and would run on the reference kernels");
+        without_fast_plan += std::string(without_fast_plan.empty() ? "" : ", ") + std::to_string(k) + " (" +
+                             kind_name(kernel.kind) + ")";
       if (!plan) plan = make_reference_plan(kernel, values_);
       plans_.push_back(std::move(plan));
     }
+    if (!without_fast_plan.empty())
+      throw std::runtime_error("cpu (strict): kernels with no fast plan, which would run on the reference kernels: " +
+                               without_fast_plan);
   }
 
   void run(const void* const* parameters, void* const* outputs) override { run_kernels(parameters, outputs, nullptr); }

@@ -98,6 +98,28 @@ TEST_CASE("cpu options are checked and composites must be decomposed") {
   CHECK(status.error().message.find("backend cpu cannot run op 'softmax'") == 0);
 }
 
+// strict=1 names every kernel that would run on the reference kernels, not
+// the first: an i64 scalar's increment (a batch norm's step count) and a
+// bool compared with a bool, each a kernel of its own beside a product.
+TEST_CASE("cpu strict=1 names every kernel without a fast plan") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  Engine engine(pipeline("lower"), **cpu);
+  Context ctx(engine);
+  Tensor count = ctx.from_vector<int64_t>({3}, {}) + 1.0;
+  Tensor x = ctx.from_vector<float>({1, -1}, {2}), zeros = ctx.from_vector<float>({0, 0}, {2});
+  Tensor mask = eq(gt(x, zeros), lt(x, zeros));
+  Tensor product = matmul(ctx.from_vector<float>({1, 2, 3, 4}, {2, 2}), ctx.from_vector<float>({1, 0, 0, 1}, {2, 2}));
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  const std::string& message = status.error().message;
+  CAPTURE(message);
+  CHECK(message.find("cpu (strict): kernels with no fast plan, which would run on the reference kernels: ") !=
+        std::string::npos);
+  CHECK(message.find("(elementwise), ") != std::string::npos);  // two listed
+  CHECK(message.find("(contraction)") == std::string::npos);
+}
+
 // A register run (register_run.h) for every op it holds, with the running
 // value as first and second operand, against a scalar, a full tensor, a row
 // broadcast and itself, over edge values (NaN, signed zeros, infinities) and
