@@ -124,8 +124,8 @@ TEST_CASE("cpu strict=1 names every kernel without a fast plan") {
 // value as first and second operand, against a scalar, a full tensor, a row
 // broadcast and itself, over edge values (NaN, signed zeros, infinities) and
 // a length with a partial strip and a scalar tail: bit for bit the
-// interpreter's results (rsqrt within 2 ulp; exp and tanh, which end a run
-// and run as SLEEF loops, too).
+// interpreter's results (rsqrt within 2 ulp; exp, inline on AVX2 and
+// AVX-512, and tanh, which ends a run and runs as a SLEEF loop, too).
 TEST_CASE("register runs match the interpreter bit for bit") {
   auto cpu = load_backend("cpu", "threads=2,tile=1000");
   REQUIRE(cpu.ok());
@@ -157,7 +157,7 @@ TEST_CASE("register runs match the interpreter bit for bit") {
         relu(sub(x, y)),              // relu of NaN and of -0
         sub(mul(add(x, c), c), row),  // a longer run
         // Within 2 ulp from here on: rsqrt is 1 / sqrt in float, exp and tanh
-        // SLEEF's (1 ulp), where the interpreter rounds from double.
+        // within 1 ulp, where the interpreter rounds from double.
         mul(rsqrt(add(abs(x), c)), c),
         mul(exp(sub(x, row)), c),
         add(tanh(mul(x, c)), c),
@@ -526,7 +526,7 @@ TEST_CASE("a streamed output that the kernel reads again is in memory when it is
   }
 }
 
-// The cpu backend's vector exp (inline on AVX-512, SLEEF's otherwise) within
+// The cpu backend's vector exp (inline on AVX-512 and AVX2, libm's otherwise) within
 // one ulp of exp rounded from double, over its whole range: results that
 // overflow, underflow to zero or land among the subnormals included, and
 // NaN, infinities and zeros exact.
@@ -547,6 +547,37 @@ TEST_CASE("exp is within an ulp everywhere") {
     }
     CHECK(std::abs(int64_t{std::bit_cast<int32_t>(got[i])} - std::bit_cast<int32_t>(want)) <= 1);
   }
+}
+
+// The cpu backend's vector erf (inline on AVX2, SLEEF's on AVX-512, libm's
+// otherwise) within one ulp of erf rounded from double: both sides of the
+// switch at |x| = 1 and of the saturation at 4, subnormals, NaN,
+// infinities and signed zeros. Also inside a chain (GELU's), where the
+// register run holds it.
+TEST_CASE("erf is within an ulp everywhere") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  std::vector<float> x = {NAN,  INFINITY, -INFINITY,   0.0f,        -0.0f, 1e-40f, -1e-45f,
+                          1.0f, -1.0f,    0.99999994f, 1.00000012f, 4.0f,  -4.0f,  3.99999976f};
+  for (int i = 0; i <= 1000000; ++i) x.push_back(-6.0f + 12.0f * static_cast<float>(i) / 1000000);
+  Engine engine(pipeline("fuse{strategy=producer-consumer},lower"), **cpu);
+  Context ctx(engine);
+  Tensor input = ctx.from_vector(x, {static_cast<int64_t>(x.size())});
+  Tensor gelu = input * 0.5 * (erf(input * 0.70710678118654752) + 1.0);
+  std::vector<float> got = values(erf(input)), got_gelu = values(gelu);
+  int64_t gelu_off = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(x[i]);
+    float want = static_cast<float>(std::erf(static_cast<double>(x[i])));
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got[i]));
+      continue;
+    }
+    CHECK(std::abs(int64_t{std::bit_cast<int32_t>(got[i])} - std::bit_cast<int32_t>(want)) <= 1);
+    double gelu_want = 0.5 * x[i] * (1.0 + std::erf(x[i] * 0.70710678118654752));
+    gelu_off += std::abs(got_gelu[i] - gelu_want) > 1e-6 * std::max(1.0, std::abs(gelu_want));
+  }
+  CHECK(gelu_off == 0);
 }
 
 // Chains of layout ops as one strided copy (ABI 3.3): heads split from a
