@@ -28,11 +28,15 @@ class GemmPlan : public KernelPlan {
     batches_in_parallel_ = threads_ > 1 && batches_ >= threads_ && m_ * n_ * k_ <= kSmallProduct;
     split_k_ = threads_ > 1 && batches_ == 1 && m_ * n_ <= kNarrowOutput && k_ >= kSplitDepth * threads_;
     if (split_k_) partials_.resize(static_cast<size_t>((threads_ - 1) * m_ * n_));
+    rows_in_parallel_ =
+        threads_ > 1 && batches_ == 1 && !split_k_ && m_ * n_ * k_ <= kSmallProduct && m_ >= kLeastRows * threads_;
   }
 
   void run(const Memory& memory) override {
     if (split_k_) {
       run_split_k(memory);
+    } else if (rows_in_parallel_) {
+      run_row_bands(memory);
     } else if (batches_in_parallel_) {
       // Small products keep one thread busy each; OpenBLAS's own threads would
       // only synchronise. One thread per sgemm, so calls do not contend.
@@ -55,6 +59,32 @@ class GemmPlan : public KernelPlan {
   // kernel tap: 16 x 16 over 4096 positions) gives OpenBLAS's threads
   // little to share: each thread sums its own slice of k instead.
   static constexpr int64_t kNarrowOutput = 64 * 64, kSplitDepth = 512;
+  // A small product of one batch (a GPT's 256 x 256 x 64 projections) is
+  // cut into bands of rows, one sgemm on each TBB thread, each band's
+  // epilogue right after its product: OpenBLAS's own threads, which spin
+  // for their next call while TBB's threads run the epilogue and the
+  // kernels after it, are then not woken at all.
+  static constexpr int64_t kLeastRows = 32;
+
+  void run_row_bands(const Memory& memory) {
+    const float* a = memory.f32(a_.value);
+    const float* b = memory.f32(b_.value);
+    float* c = memory.f32(out_);
+    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
+    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
+    int64_t band = (m_ + threads_ - 1) / threads_;
+    blas_.set_num_threads(1);
+    parallel_chunks(*arena_, 0, threads_, 1, [&](int64_t first, int64_t end) {
+      for (int64_t t = first; t < end; ++t) {
+        int64_t m0 = t * band, rows = std::min(m_, m0 + band) - m0;
+        if (rows <= 0) continue;
+        const float* a_band = a + (a_.transposed ? m0 : m0 * lda);
+        blas_.sgemm(CblasRowMajor, trans_a, trans_b, rows, n_, k_, 1.0f, a_band, lda, b, ldb, 0.0f, c + m0 * n_, n_);
+        if (epilogue_per_batch_) epilogue_->run_rows_here(memory, m0, m0 + rows);
+      }
+    });
+    blas_.set_num_threads(threads_);
+  }
 
   void run_split_k(const Memory& memory) {
     const float* a = memory.f32(a_.value);
@@ -99,7 +129,7 @@ class GemmPlan : public KernelPlan {
   uint32_t out_;
   int64_t m_ = 0, n_ = 0, k_, batches_ = 0;
   std::unique_ptr<RowKernelPlan> epilogue_;
-  bool epilogue_per_batch_ = false, batches_in_parallel_ = false, split_k_ = false;
+  bool epilogue_per_batch_ = false, batches_in_parallel_ = false, split_k_ = false, rows_in_parallel_ = false;
   std::vector<float> partials_;  // threads - 1 partial products of a split k
   tbb::task_arena* arena_;
   int threads_ = 1;

@@ -242,6 +242,9 @@ void copy_loop(float* out, View a, int64_t n) {
 constexpr int64_t kLinesInFlight = 32;
 
 constexpr int64_t kChunksPerThread = 4;
+// As run_segments_of's element count: fewer than any kernel's parallel_min,
+// so the segments run on the calling thread.
+constexpr int64_t kOnThisThread = 0;
 
 class RowPlan : public RowKernelPlan {
  public:
@@ -303,6 +306,9 @@ class RowPlan : public RowKernelPlan {
   void run_rows(const Memory& memory, int64_t first_row, int64_t end_row) override {
     run_segments_of(memory, first_row * segments_per_row_, end_row * segments_per_row_, (end_row - first_row) * cols_,
                     false, false);
+  }
+  void run_rows_here(const Memory& memory, int64_t first_row, int64_t end_row) override {
+    run_segments_of(memory, first_row * segments_per_row_, end_row * segments_per_row_, kOnThisThread, false, false);
   }
 
  private:

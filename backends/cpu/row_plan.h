@@ -29,6 +29,8 @@ class RowKernelPlan : public KernelPlan {
   virtual int64_t rows() const = 0;
   virtual int64_t cols() const = 0;
   virtual void run_rows(const Memory& memory, int64_t first_row, int64_t end_row) = 0;
+  // The same on the calling thread only (a GEMM's band on one of its tasks).
+  virtual void run_rows_here(const Memory& memory, int64_t first_row, int64_t end_row) = 0;
 };
 
 // nullptr if the kernel has ops or layouts the fused loops cannot run.

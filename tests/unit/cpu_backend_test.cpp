@@ -724,10 +724,12 @@ TEST_CASE("a product whose epilogue compares runs in the row loops as the interp
   CHECK(values(got[1]) == values(want[1]));
 }
 
-TEST_CASE("narrow products over a deep sum split it between threads and match the interpreter") {
+TEST_CASE("products split between threads, by k or by bands of rows, match the interpreter") {
   // A weight gradient's shape (16 x 16 over 4100 positions, then 20 x 12
   // over 3001 with an epilogue), every transposition, on 3 threads: the
-  // slices of k are uneven; small integers keep every sum exact.
+  // slices of k are uneven; small integers keep every sum exact. A small
+  // product of 100 rows: bands of 34, 34 and 32 rows, each band's epilogue
+  // on its own thread.
   auto cpu = load_backend("cpu", "threads=3,strict=1");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
@@ -741,7 +743,8 @@ TEST_CASE("narrow products over a deep sum split it between threads and match th
     Tensor product = matmul(lhs, rhs);
     return std::vector<Tensor>{product, relu(product + broadcast_to(ctx.from_vector(bias, {n}), product.shape()))};
   };
-  for (auto [m, n, k] : {std::array<int64_t, 3>{16, 16, 4100}, std::array<int64_t, 3>{20, 12, 3001}})
+  for (auto [m, n, k] : {std::array<int64_t, 3>{16, 16, 4100}, std::array<int64_t, 3>{20, 12, 3001},
+                         std::array<int64_t, 3>{100, 24, 40}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         CAPTURE(m);
