@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "banded_sgemm.h"
 #include "direct_conv.h"
 #include "few_positions_conv.h"
 #include "large_kernel_conv.h"
@@ -142,8 +143,9 @@ class ConvPlan : public KernelPlan {
       each_in_parallel(arena_, s_.images, [&](int64_t first, int64_t end) {
         pack_windows(memory.f32(x_), first, end, c, last, columns_.data() + first * s_.positions() * taps);
       });
-      blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s_.filters, rows, taps, 1.0f, memory.f32(w_) + c * window,
-                  s_.taps(), columns_.data(), taps, c == 0 ? 0.0f : 1.0f, products_.data(), rows);
+      banded_sgemm(blas_, arena_,
+                   {CblasNoTrans, CblasTrans, s_.filters, rows, taps, memory.f32(w_) + c * window, s_.taps(),
+                    columns_.data(), taps, c == 0 ? 0.0f : 1.0f, products_.data(), rows});
     }
     if (s_.channels == 0) std::fill(products_.begin(), products_.end(), 0.0f);  // no chunk: the sums of nothing
     scatter_products(memory.f32(out_), 0, s_.images);
@@ -236,8 +238,9 @@ class ConvPlan : public KernelPlan {
           unfold(memory.f32(x_) + image * s_.channels * s_.height * s_.width, first_row, end_row,
                  columns_.data() + (image - first) * s_.positions(), columns);
       });
-      blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s_.filters, columns, s_.taps(), 1.0f, memory.f32(w_),
-                  s_.taps(), columns_.data(), columns, 0.0f, products_.data(), columns);
+      banded_sgemm(blas_, arena_,
+                   {CblasNoTrans, CblasNoTrans, s_.filters, columns, s_.taps(), memory.f32(w_), s_.taps(),
+                    columns_.data(), columns, 0.0f, products_.data(), columns});
       scatter_products(memory.f32(out_), first, end);
     }
   }

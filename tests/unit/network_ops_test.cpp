@@ -281,6 +281,16 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          Tensor w = c.from_vector<float>(wavy(16 * 64 * 30 * 31), {16, 64, 30, 31}) * 0.001;
          return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {0, 0, 0, 0}, {1, 1}})};  // 3x3
        }},
+      {"few output positions, dilated (no direct kernel takes it): packed windows multiplied in bands of rows (70 "
+       "filters) and of columns (16 images x 9 positions) on the threads",
+       [](Context& c) {
+         Tensor many = c.from_vector<float>(wavy(2 * 3 * 8 * 8), {2, 3, 8, 8});
+         Tensor w70 = c.from_vector<float>(wavy(70 * 3 * 4 * 4), {70, 3, 4, 4});
+         Tensor images = c.from_vector<float>(wavy(16 * 3 * 8 * 8), {16, 3, 8, 8});
+         Tensor w8 = c.from_vector<float>(wavy(8 * 3 * 4 * 4), {8, 3, 4, 4});
+         return std::vector<Tensor>{conv2d(many, w70, {{1, 1}, {1, 1, 1, 1}, {2, 2}}),    // [2, 70, 3, 3]
+                                    conv2d(images, w8, {{1, 1}, {1, 1, 1, 1}, {2, 2}})};  // [16, 8, 3, 3]
+       }},
       {"depthwise convs, summed directly: stride 2, asymmetric pads, dilation, a channel multiplier",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(2 * 3 * 11 * 10), {2, 3, 11, 10});

@@ -1,0 +1,43 @@
+#include "banded_sgemm.h"
+
+#include <algorithm>
+
+#include "parallel.h"
+
+namespace lazylab::cpu {
+namespace {
+
+constexpr int64_t kLeastRows = 16, kLeastColumns = 32;
+
+void call(const openblas::Runtime& blas, const SgemmOperands& p) {
+  blas.sgemm(CblasRowMajor, p.trans_a, p.trans_b, p.m, p.n, p.k, 1.0f, p.a, p.lda, p.b, p.ldb, p.beta, p.c, p.ldc);
+}
+
+}  // namespace
+
+void banded_sgemm(const openblas::Runtime& blas, tbb::task_arena* arena, const SgemmOperands& p) {
+  int64_t threads = arena ? arena->max_concurrency() : 1;
+  blas.set_num_threads(1);
+  bool by_rows = p.m >= kLeastRows * threads, by_columns = !by_rows && p.n >= kLeastColumns * threads;
+  if (threads <= 1 || (!by_rows && !by_columns)) return call(blas, p);
+  int64_t extent = by_rows ? p.m : p.n, band = (extent + threads - 1) / threads;
+  parallel_chunks(*arena, 0, threads, 1, [&](int64_t first, int64_t end) {
+    for (int64_t t = first; t < end; ++t) {
+      int64_t start = t * band, size = std::min(extent, start + band) - start;
+      if (size <= 0) continue;
+      SgemmOperands part = p;
+      if (by_rows) {
+        part.m = size;
+        part.a += p.trans_a == CblasTrans ? start : start * p.lda;
+        part.c += start * p.ldc;
+      } else {
+        part.n = size;
+        part.b += p.trans_b == CblasTrans ? start * p.ldb : start;
+        part.c += start;
+      }
+      call(blas, part);
+    }
+  });
+}
+
+}  // namespace lazylab::cpu
