@@ -28,6 +28,15 @@ struct SgemmOperands {
   int64_t ldc;
 };
 
+// One call: C = A B + beta C (alpha 1).
+void sgemm(const openblas::Runtime& blas, const SgemmOperands& p);
+// Rows [first, first + count) of the product: A's and C's rows.
+SgemmOperands rows_of(const SgemmOperands& p, int64_t first, int64_t count);
+// Columns [first, first + count) of the product: B's and C's columns.
+SgemmOperands columns_of(const SgemmOperands& p, int64_t first, int64_t count);
+// The sum over k in [first, first + count) only: A's columns, B's rows.
+SgemmOperands depths_of(const SgemmOperands& p, int64_t first, int64_t count);
+
 // C = A B + beta C (alpha 1), banded over the arena's threads where each
 // band gets at least 16 rows or 32 columns, else one call on this thread.
 // OpenBLAS is left single-threaded on this thread's return either way.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "banded_sgemm.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -67,19 +68,14 @@ class GemmPlan : public KernelPlan {
   static constexpr int64_t kLeastRows = 32;
 
   void run_row_bands(const Memory& memory) {
-    const float* a = memory.f32(a_.value);
-    const float* b = memory.f32(b_.value);
-    float* c = memory.f32(out_);
-    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
-    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
+    SgemmOperands whole = product(memory, 0);
     int64_t band = (m_ + threads_ - 1) / threads_;
     blas_.set_num_threads(1);
     parallel_chunks(*arena_, 0, threads_, 1, [&](int64_t first, int64_t end) {
       for (int64_t t = first; t < end; ++t) {
         int64_t m0 = t * band, rows = std::min(m_, m0 + band) - m0;
         if (rows <= 0) continue;
-        const float* a_band = a + (a_.transposed ? m0 : m0 * lda);
-        blas_.sgemm(CblasRowMajor, trans_a, trans_b, rows, n_, k_, 1.0f, a_band, lda, b, ldb, 0.0f, c + m0 * n_, n_);
+        sgemm(blas_, rows_of(whole, m0, rows));
         if (epilogue_per_batch_) epilogue_->run_rows_here(memory, m0, m0 + rows);
       }
     });
@@ -87,42 +83,49 @@ class GemmPlan : public KernelPlan {
   }
 
   void run_split_k(const Memory& memory) {
-    const float* a = memory.f32(a_.value);
-    const float* b = memory.f32(b_.value);
-    float* c = memory.f32(out_);
-    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
-    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
+    SgemmOperands whole = product(memory, 0);
     int64_t slice = (k_ + threads_ - 1) / threads_;
     blas_.set_num_threads(1);
     parallel_chunks(*arena_, 0, threads_, 1, [&](int64_t first, int64_t end) {
       for (int64_t t = first; t < end; ++t) {
         int64_t k0 = t * slice, depth = std::min(k_, k0 + slice) - k0;
-        float* into = t == 0 ? c : partials_.data() + (t - 1) * m_ * n_;
+        float* into = t == 0 ? whole.c : partials_.data() + (t - 1) * m_ * n_;
         if (depth <= 0) {
           std::fill(into, into + m_ * n_, 0.0f);
           continue;
         }
-        const float* a_slice = a + (a_.transposed ? k0 * lda : k0);
-        const float* b_slice = b + (b_.transposed ? k0 : k0 * ldb);
-        blas_.sgemm(CblasRowMajor, trans_a, trans_b, m_, n_, depth, 1.0f, a_slice, lda, b_slice, ldb, 0.0f, into, n_);
+        SgemmOperands part = depths_of(whole, k0, depth);
+        part.c = into;
+        sgemm(blas_, part);
       }
     });
     blas_.set_num_threads(threads_);
     for (int64_t t = 1; t < threads_; ++t) {
       const float* partial = partials_.data() + (t - 1) * m_ * n_;
-      for (int64_t i = 0; i < m_ * n_; ++i) c[i] += partial[i];
+      for (int64_t i = 0; i < m_ * n_; ++i) whole.c[i] += partial[i];
     }
     if (epilogue_per_batch_) epilogue_->run_rows(memory, 0, m_);
   }
 
   void run_batch(const Memory& memory, int64_t batch) {
-    const float* a = memory.f32(a_.value) + batch * m_ * k_;
-    const float* b = memory.f32(b_.value) + batch * k_ * n_;
-    float* c = memory.f32(out_) + batch * m_ * n_;
-    auto trans_a = a_.transposed ? CblasTrans : CblasNoTrans, trans_b = b_.transposed ? CblasTrans : CblasNoTrans;
-    int64_t lda = a_.transposed ? m_ : k_, ldb = b_.transposed ? k_ : n_;
-    blas_.sgemm(CblasRowMajor, trans_a, trans_b, m_, n_, k_, 1.0f, a, lda, b, ldb, 0.0f, c, n_);
+    sgemm(blas_, product(memory, batch));
     if (epilogue_per_batch_) epilogue_->run_rows(memory, batch * m_, (batch + 1) * m_);
+  }
+
+  // Batch `batch`'s product, C = A B, as sgemm takes it.
+  SgemmOperands product(const Memory& memory, int64_t batch) const {
+    return {.trans_a = a_.transposed ? CblasTrans : CblasNoTrans,
+            .trans_b = b_.transposed ? CblasTrans : CblasNoTrans,
+            .m = m_,
+            .n = n_,
+            .k = k_,
+            .a = memory.f32(a_.value) + batch * m_ * k_,
+            .lda = a_.transposed ? m_ : k_,
+            .b = memory.f32(b_.value) + batch * k_ * n_,
+            .ldb = b_.transposed ? k_ : n_,
+            .beta = 0.0f,
+            .c = memory.f32(out_) + batch * m_ * n_,
+            .ldc = n_};
   }
 
   Operand a_, b_;
