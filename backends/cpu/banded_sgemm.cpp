@@ -40,17 +40,21 @@ SgemmOperands depths_of(const SgemmOperands& p, int64_t first, int64_t count) {
 }
 
 void banded_sgemm(const openblas::Runtime& blas, tbb::task_arena* arena, const SgemmOperands& p) {
-  int64_t threads = arena ? arena->max_concurrency() : 1;
-  blas.set_num_threads(1);
+  int threads = arena ? arena->max_concurrency() : 1;
   bool by_rows = p.m >= kLeastRows * threads, by_columns = !by_rows && p.n >= kLeastColumns * threads;
-  if (threads <= 1 || (!by_rows && !by_columns)) return sgemm(blas, p);
-  int64_t extent = by_rows ? p.m : p.n, band = (extent + threads - 1) / threads;
-  parallel_chunks(*arena, 0, threads, 1, [&](int64_t first, int64_t end) {
-    for (int64_t t = first; t < end; ++t) {
-      int64_t start = t * band, size = std::min(extent, start + band) - start;
-      if (size > 0) sgemm(blas, by_rows ? rows_of(p, start, size) : columns_of(p, start, size));
-    }
-  });
+  blas.set_num_threads(1);
+  if (threads <= 1 || (!by_rows && !by_columns)) {
+    sgemm(blas, p);
+  } else {
+    int64_t extent = by_rows ? p.m : p.n, band = (extent + threads - 1) / threads;
+    parallel_chunks(*arena, 0, threads, 1, [&](int64_t first, int64_t end) {
+      for (int64_t t = first; t < end; ++t) {
+        int64_t start = t * band, size = std::min(extent, start + band) - start;
+        if (size > 0) sgemm(blas, by_rows ? rows_of(p, start, size) : columns_of(p, start, size));
+      }
+    });
+  }
+  blas.set_num_threads(threads);  // as the backend set it, for the products that use OpenBLAS's threads
 }
 
 }  // namespace lazylab::cpu

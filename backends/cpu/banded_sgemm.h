@@ -38,8 +38,9 @@ SgemmOperands columns_of(const SgemmOperands& p, int64_t first, int64_t count);
 SgemmOperands depths_of(const SgemmOperands& p, int64_t first, int64_t count);
 
 // C = A B + beta C (alpha 1), banded over the arena's threads where each
-// band gets at least 16 rows or 32 columns, else one call on this thread.
-// OpenBLAS is left single-threaded on this thread's return either way.
+// band gets at least 16 rows or 32 columns, else one call on this thread;
+// OpenBLAS single-threaded for the calls, then set back to the arena's
+// threads, as the backend sets it for the products that still use them.
 void banded_sgemm(const openblas::Runtime& blas, tbb::task_arena* arena, const SgemmOperands& p);
 
 }  // namespace lazylab::cpu
