@@ -11,6 +11,7 @@
 #include <tbb/task_arena.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "openblas_runtime.h"
 
@@ -42,5 +43,11 @@ SgemmOperands depths_of(const SgemmOperands& p, int64_t first, int64_t count);
 // OpenBLAS single-threaded for the calls, then set back to the arena's
 // threads, as the backend sets it for the products that still use them.
 void banded_sgemm(const openblas::Runtime& blas, tbb::task_arena* arena, const SgemmOperands& p);
+
+// The product in one band of rows per arena thread, whatever their number,
+// each band's `after(first_row, rows)` on its thread right after its sgemm
+// (a GEMM's epilogue while the band is in cache). OpenBLAS as above.
+void row_bands(const openblas::Runtime& blas, tbb::task_arena& arena, const SgemmOperands& p,
+               const std::function<void(int64_t, int64_t)>& after);
 
 }  // namespace lazylab::cpu

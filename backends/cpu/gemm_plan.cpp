@@ -68,18 +68,9 @@ class GemmPlan : public KernelPlan {
   static constexpr int64_t kLeastRows = 32;
 
   void run_row_bands(const Memory& memory) {
-    SgemmOperands whole = product(memory, 0);
-    int64_t band = (m_ + threads_ - 1) / threads_;
-    blas_.set_num_threads(1);
-    parallel_chunks(*arena_, 0, threads_, 1, [&](int64_t first, int64_t end) {
-      for (int64_t t = first; t < end; ++t) {
-        int64_t m0 = t * band, rows = std::min(m_, m0 + band) - m0;
-        if (rows <= 0) continue;
-        sgemm(blas_, rows_of(whole, m0, rows));
-        if (epilogue_per_batch_) epilogue_->run_rows_here(memory, m0, m0 + rows);
-      }
+    row_bands(blas_, *arena_, product(memory, 0), [&](int64_t first_row, int64_t rows) {
+      if (epilogue_per_batch_) epilogue_->run_rows_here(memory, first_row, first_row + rows);
     });
-    blas_.set_num_threads(threads_);
   }
 
   void run_split_k(const Memory& memory) {
