@@ -22,8 +22,13 @@ constexpr std::optional<NodeId> kKeep{};
 
 struct Match {
   GraphBuilder& builder;
-  const Node& node;
+  const Node& node;  // in the graph being rebuilt: its operands are that graph's ids
   const Operands& operands;
+  const std::vector<int64_t>& uses;  // of each node of the graph being rebuilt, roots counted
+
+  // The node's operand `i` is used by this node alone: rewriting the node
+  // leaves no other user of the operand's old value.
+  bool sole_user_of(size_t i) const { return uses[node.operands[i]] == 1; }
 
   const Node& operand(size_t i) const { return builder.node(operands[i]); }
   bool is_constant(size_t i) const { return operand(i).op == OpId::Constant; }
@@ -153,6 +158,52 @@ Replacement no_op_layout(const Match& m) {
   return std::optional(m.operands[0]);
 }
 
+// transpose(transpose(x, p), q) -> transpose(x, p after q): one layout
+// change (none when they cancel: no-op-layout drops it), not two kernels.
+Replacement transpose_of_transpose(const Match& m) {
+  const Node& inner = m.operand(0);
+  if (inner.op != OpId::Transpose) return kKeep;
+  const Ints& p = inner.attrs[0].ints;
+  Attrs attrs{};
+  for (int64_t axis : m.node.attrs[0].ints) attrs[0].ints.push_back(p[axis]);
+  auto id = m.builder.add(OpId::Transpose, {inner.operands[0]}, attrs, &m.node.type);
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
+// Whether `perm` swaps the last two axes and keeps the others.
+bool swaps_last_two(const Ints& perm) {
+  auto rank = static_cast<int64_t>(perm.size());
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return false;
+  for (int64_t d = 0; d < rank - 2; ++d)
+    if (perm[d] != d) return false;
+  return true;
+}
+
+// transpose(a b) -> b^T a^T where the product has no other user: the
+// product is written in the layout wanted, its operands' transposes are
+// read in place by a contraction (or cancel), and an elementwise consumer
+// can be its epilogue. A weight gradient x^T dy transposed back to the
+// weight's layout is the common case.
+Replacement transpose_of_matmul(const Match& m) {
+  const Node& product = m.operand(0);
+  if (product.op != OpId::Matmul || !m.sole_user_of(0) || !swaps_last_two(m.node.attrs[0].ints)) return kKeep;
+  Attrs swap{};
+  swap[0].ints = m.node.attrs[0].ints;
+  const NodeId factors[2] = {product.operands[0], product.operands[1]};  // `product` moves as the builder grows
+  NodeId transposed[2];
+  for (size_t i = 0; i < 2; ++i) {
+    TensorType type = m.builder.type(factors[i]);
+    std::swap(type.shape[type.rank() - 2], type.shape[type.rank() - 1]);
+    auto id = m.builder.add(OpId::Transpose, {factors[i]}, swap, &type);
+    if (!id) return id.error();
+    transposed[i] = *id;
+  }
+  auto id = m.builder.add(OpId::Matmul, {transposed[1], transposed[0]});
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
 Replacement reshape_of_reshape(const Match& m) {
   if (m.operand(0).op != OpId::Reshape) return kKeep;
   auto id = m.builder.add(OpId::Reshape, {m.operand(0).operands[0]}, {}, &m.node.type);
@@ -196,9 +247,10 @@ Replacement shared_weight_matmul(const Match& m) {
   const TensorType& source = m.builder.node(weight.operands[0]).type;
   if (source.rank() != 2 || weight.attrs[0].ints != Ints{rank - 2, rank - 1}) return kKeep;
   TensorType rows{a.dtype, {a.num_elements() / a.shape[rank - 1], a.shape[rank - 1]}};
+  NodeId shared = weight.operands[0];  // read before the builder grows: `weight` may move
   auto flat = m.builder.add(OpId::Reshape, {m.operands[0]}, {}, &rows);
   if (!flat) return flat.error();
-  auto product = m.builder.add(OpId::Matmul, {*flat, weight.operands[0]});
+  auto product = m.builder.add(OpId::Matmul, {*flat, shared});
   if (!product) return product.error();
   auto result = m.builder.add(OpId::Reshape, {*product}, {}, &m.node.type);
   if (!result) return result.error();
@@ -230,19 +282,31 @@ constexpr Rule kRules[] = {
     {"no-op-layout",
      [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; },
      no_op_layout},
+    {"transpose-of-transpose", [](OpId op) { return op == OpId::Transpose; }, transpose_of_transpose},
+    {"transpose-of-matmul", [](OpId op) { return op == OpId::Transpose; }, transpose_of_matmul},
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
     {"broadcast-of-unit-reshape", [](OpId op) { return op == OpId::Broadcast; }, broadcast_of_unit_reshape},
     {"shared-weight-matmul", [](OpId op) { return op == OpId::Matmul; }, shared_weight_matmul},
 };
 
-Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands& operands) {
-  Match m{builder, node, operands};
+Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands& operands,
+                        const std::vector<int64_t>& uses) {
+  Match m{builder, node, operands, uses};
   for (const Rule& rule : kRules) {
     if (!rule.matches(node.op)) continue;
     auto replacement = rule.rewrite(m);
     if (!replacement || *replacement) return replacement;
   }
   return kKeep;
+}
+
+// How many operands and roots name each node.
+std::vector<int64_t> use_counts(const Graph& graph) {
+  std::vector<int64_t> uses(graph.size(), 0);
+  for (const Node& node : graph.nodes())
+    for (NodeId operand : node.operands) ++uses[operand];
+  for (NodeId root : graph.roots()) ++uses[root];
+  return uses;
 }
 
 class Canonicalize : public Pass {
@@ -252,7 +316,10 @@ class Canonicalize : public Pass {
   Expected<bool> run(Module& module) override {
     bool changed = false;
     for (int64_t i = 0; i < max_iterations_; ++i) {
-      auto rebuilt = rebuild(module.graph, apply_rules);
+      std::vector<int64_t> uses = use_counts(module.graph);
+      auto rebuilt = rebuild(module.graph, [&](GraphBuilder& builder, const Node& node, const Operands& operands) {
+        return apply_rules(builder, node, operands, uses);
+      });
       if (!rebuilt) return rebuilt.error();
       if (!rebuilt->changed) break;
       replace_graph(module, std::move(rebuilt->graph));
