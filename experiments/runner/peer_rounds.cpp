@@ -16,18 +16,20 @@ PeerRounds::PeerRounds(const Experiment& experiment, std::string blas_core, Prog
   for (size_t p = 0; p < e_.peers.size(); ++p) results_[p].name = e_.peers[p].name;
 }
 
-void PeerRounds::before_step(size_t workload, int64_t step, int64_t timed_steps) {
+bool PeerRounds::before_step(size_t workload, int64_t step, int64_t timed_steps) {
+  bool ran = false;
   while (rounds_run_[workload] < e_.peer_rounds && 1 + rounds_run_[workload] * timed_steps / e_.peer_rounds <= step)
-    run_round(workload);
+    ran = run_round(workload) || ran;
+  return ran;
 }
 
 void PeerRounds::finish(size_t workload) {
   while (rounds_run_[workload] < e_.peer_rounds) run_round(workload);
 }
 
-void PeerRounds::run_round(size_t workload) {
+bool PeerRounds::run_round(size_t workload) {
   int64_t round = rounds_run_[workload]++;
-  if (std::find(given_.begin(), given_.end(), workload) == given_.end()) return;
+  if (std::find(given_.begin(), given_.end(), workload) == given_.end()) return false;
   PeerRound what{workload, std::max<int64_t>(1, e_.runs / e_.peer_rounds)};
   for (size_t p = 0; p < e_.peers.size(); ++p) {
     if (progress_)
@@ -38,6 +40,7 @@ void PeerRounds::run_round(size_t workload) {
       result.error = fmt::format("{}, round {}: {}", e_.workloads[workload].name, round + 1, result.error);
     add_round(results_[p], std::move(result));
   }
+  return true;
 }
 
 std::vector<PeerResult> PeerRounds::take() { return std::move(results_); }

@@ -5,7 +5,10 @@
 // met minutes before (the same training loop's eager step measured 0.77 to
 // 1.35 times lazylab's in eight runs on a shared 2-core machine); in rounds
 // both sides see the same minutes, and the report gives each round's ratio
-// beside the median's.
+// beside the median's. After a round the cells warm up again (as many
+// steps as the experiment's warm-up) before their next timed step, as each
+// peer's fresh process warmed up before its own: a training step timed
+// right after the peers' processes ran 1.5-2x its time five steps later.
 #pragma once
 
 #include <string>
@@ -23,8 +26,8 @@ class PeerRounds {
 
   // Runs the rounds of workload entry `workload` due before timed step
   // `step` (1-based among the timed steps of `timed_steps`): round r before
-  // step 1 + floor(r * timed_steps / R).
-  void before_step(size_t workload, int64_t step, int64_t timed_steps);
+  // step 1 + floor(r * timed_steps / R). Returns whether a round ran.
+  bool before_step(size_t workload, int64_t step, int64_t timed_steps);
   // Runs the rounds of `workload` not run yet (its cells ran elsewhere, or
   // one after another), one after another.
   void finish(size_t workload);
@@ -32,7 +35,7 @@ class PeerRounds {
   std::vector<PeerResult> take();
 
  private:
-  void run_round(size_t workload);
+  bool run_round(size_t workload);  // whether the workload is given to the peers
 
   const Experiment& e_;
   std::string blas_core_;

@@ -384,7 +384,8 @@ struct RoundRates {
 // an order shuffled per round (seeded), so drift of a shared machine falls
 // on them alike instead of on whichever cell ran last. The host probe, where
 // given, runs after the cells of each timed round; the peers' rounds, where
-// given, before the timed rounds they are due at.
+// given, before the timed rounds they are due at, after which the cells
+// warm up again.
 void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs,
                 HostProbe* probe, RoundRates& rates, PeerRounds* peers, Progress* progress) {
   for (auto& run : runs) run->step(0);
@@ -396,7 +397,9 @@ void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::uni
       progress->working_on(fmt::format("{}, round {} of {}", e.workloads[workload_index].name, step + 1,
                                        1 + e.warmup + e.timed_steps()));
     if (e.interleave) std::shuffle(order.begin(), order.end(), rng);
-    if (peers && step > e.warmup) peers->before_step(workload_index, step - e.warmup, e.timed_steps());
+    if (peers && step > e.warmup && peers->before_step(workload_index, step - e.warmup, e.timed_steps()))
+      for (int64_t warm = 1; warm <= e.warmup; ++warm)  // the peers' processes had the machine
+        for (CellRun* run : order) run->step(warm);
     for (CellRun* run : order) run->step(step);
     if (probe && step > e.warmup) rates.probe(*probe);
   }

@@ -579,6 +579,10 @@ for cell in fake['cells']:
     samples = next(c for c in r['cells'] if c['workload'] == cell['workload'] and c['pipeline'] == best['pipeline'])['samples']
     want = [ms / statistics.median(samples['step_ms'][2 * k:2 * k + 2]) for k, ms in enumerate(cell['rounds_ms'])]
     assert all(abs(a - b) < 1e-9 * b for a, b in zip(best['round_ratios'], want)), (best, want)
+# After each round the peers' workloads' cells warm up again (warm-up 1):
+# three steps more than the cells of axpy.lzir, which no peer is given.
+traces = {c['workload']: c['metrics']['traces'] for c in r['cells']}
+assert traces['chain-tiny'] == traces['chain-small'] == traces[next(w for w in traces if 'axpy' in w)] + 3, traces
 print('ok')"
 check "peer rounds in the markdown report" 0 "\| chain-small \| fake \| host \| [0-9.]+ \| (eager|fused) / interp \| [0-9.]+ \| [0-9.]+x \| [0-9.]+-[0-9.]+x over 3 \|" -- \
   cat "$work/peer-rounds.md"
