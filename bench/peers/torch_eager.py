@@ -18,6 +18,7 @@ import time
 
 import torch
 
+import torch_blas
 from peer_protocol import parse_args, write_report
 
 DEFAULTS = {
@@ -106,8 +107,9 @@ def measure(step, warmup, runs, flush_mib=0):
 
 
 def main():
-    args, params = parse_args(__doc__, DEFAULTS)
+    args, params = parse_args(__doc__, DEFAULTS, torch_blas.add_argument)
     torch.set_num_threads(args.threads)
+    blas_threads = torch_blas.limit_threads(args.blas_threads)
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
         if name not in DEFAULTS:
@@ -123,7 +125,9 @@ def main():
         print(f"{name:12s} torch eager {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     caches = f", {args.flush_mib} MiB written before each step" if args.flush_mib else ""
-    write_report(args.out, f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}{caches}", cells)
+    threads = f", {blas_threads}" if blas_threads else ""
+    write_report(args.out, f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}{threads}{caches}",
+                 cells)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+import torch_blas
 from peer_protocol import parse_args, write_report
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "models"))
@@ -47,8 +48,13 @@ def measure(step, warmup, runs, device, flush_mib=0):
 
 
 def main():
-    args, _ = parse_args(__doc__, {}, lambda ap: ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"]))
+    def extra(ap):
+        ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+        torch_blas.add_argument(ap)
+
+    args, _ = parse_args(__doc__, {}, extra)
     torch.set_num_threads(args.threads)
+    blas_threads = torch_blas.limit_threads(args.blas_threads) if args.device == "cpu" else ""
     cells = []
     for path in (w for w in args.workloads.split(",") if w):
         config_file = os.path.join(os.path.dirname(path), "config.json")
@@ -65,6 +71,8 @@ def main():
         print(f"{config['name']:12s} torch eager ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     where = f"{args.threads} threads, OpenBLAS core {blas}" if args.device == "cpu" else torch.cuda.get_device_name()
+    if blas_threads:
+        where += f", {blas_threads}"
     write_report(args.out, f"torch {torch.__version__} eager on {args.device}, {where}", cells,
                  clock="device" if args.device == "cuda" else "host")
 

@@ -29,6 +29,7 @@ import time
 
 import torch
 
+import torch_blas
 from peer_protocol import parse_args, write_report
 
 
@@ -37,30 +38,7 @@ def extra(ap):
     ap.add_argument("--device", default="cpu", help="eager and compile: cpu or cuda")
     ap.add_argument("--backend", default="cpu", help="lazylab: its backend")
     ap.add_argument("--pipeline", default=None, help="lazylab: its pipeline (default: the package's)")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="eager and ltc on cpu: threads of the OpenBLAS that PyTorch's products call, where it "
-                         "has one of its own (0: OpenBLAS's default, one a core)")
-
-
-def limit_blas_threads(count):
-    """Debian's PyTorch runs its parallel loops on OpenMP's threads and its
-    products on the pthreads OpenBLAS's, two pools that do not share the
-    cores: with both at two threads on two cores, PyTorch's MLP loop ran its
-    first 5-20 steps of a process at about 20 ms a step, 1-2 ms after (its
-    threads waiting on each other); with OpenBLAS at one thread, 1.0-1.2 ms
-    from the fourth step on. Sets the OpenBLAS loaded in this process to
-    `count` threads; returns what was set, or None where PyTorch has no
-    OpenBLAS of its own (the pip wheels' MKL shares OpenMP's threads)."""
-    import ctypes
-
-    with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if "libopenblas" in line}
-    for path in sorted(paths):
-        library = ctypes.CDLL(path)  # the library already loaded, not a second copy
-        if count > 0 and hasattr(library, "openblas_set_num_threads"):
-            library.openblas_set_num_threads(count)
-            return f"OpenBLAS at {count} thread{'s' if count > 1 else ''}"
-    return None
+    torch_blas.add_argument(ap)
 
 
 def timed_steps(program, params, args):
@@ -159,7 +137,8 @@ def each_in_its_own_process(programs):
 def main():
     args, params = parse_args(__doc__, {}, extra)
     torch.set_num_threads(args.threads)
-    blas = limit_blas_threads(args.blas_threads) if args.mode in ("eager", "ltc") and args.device == "cpu" else None
+    on_cpu = args.mode in ("eager", "ltc") and args.device == "cpu"  # the modes whose products PyTorch computes
+    blas = torch_blas.limit_threads(args.blas_threads) if on_cpu else ""
     from lazylab.torch import loop
 
     programs = [w for w in args.workloads.split(",") if w.endswith(".py")]
