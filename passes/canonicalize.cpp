@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "core/graph_builder.h"
+#include "core/kernel_description.h"
 #include "core/pass.h"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
@@ -171,15 +172,6 @@ Replacement transpose_of_transpose(const Match& m) {
   return std::optional(*id);
 }
 
-// Whether `perm` swaps the last two axes and keeps the others.
-bool swaps_last_two(const Ints& perm) {
-  auto rank = static_cast<int64_t>(perm.size());
-  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return false;
-  for (int64_t d = 0; d < rank - 2; ++d)
-    if (perm[d] != d) return false;
-  return true;
-}
-
 // transpose(a b) -> b^T a^T where the product has no other user: the
 // product is written in the layout wanted, its operands' transposes are
 // read in place by a contraction (or cancel), and an elementwise consumer
@@ -187,7 +179,7 @@ bool swaps_last_two(const Ints& perm) {
 // weight's layout is the common case.
 Replacement transpose_of_matmul(const Match& m) {
   const Node& product = m.operand(0);
-  if (product.op != OpId::Matmul || !m.sole_user_of(0) || !swaps_last_two(m.node.attrs[0].ints)) return kKeep;
+  if (product.op != OpId::Matmul || !m.sole_user_of(0) || !swaps_last_two(m.node)) return kKeep;
   Attrs swap{};
   swap[0].ints = m.node.attrs[0].ints;
   const NodeId factors[2] = {product.operands[0], product.operands[1]};  // `product` moves as the builder grows
