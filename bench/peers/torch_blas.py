@@ -3,7 +3,7 @@
 Debian's PyTorch runs its parallel loops on OpenMP's threads and its
 products on the pthreads OpenBLAS's: two pools that do not share the cores.
 With both at two threads on this project's two-core machine, PyTorch waited
-on its own threads: the MLP training loop ran its first 5-20 steps of a
+on its own threads: the MLP training loop ran its first 2-19 steps of a
 process at about 20 ms a step, 1-2 ms after; BERT-base's forward took
 480-1070 ms a step against 320-420 with OpenBLAS at one thread, ResNet-18's
 spiked to 100-145 ms in about a third of its steps against 40-55 (25 steps
