@@ -13,8 +13,15 @@ own choice (a thread a core)."""
 import ctypes
 
 
+def thread_count(text):
+    count = int(text)
+    if count < 0:
+        raise ValueError(f"{text} is negative")
+    return count
+
+
 def add_argument(ap):
-    ap.add_argument("--blas-threads", type=int, default=1,
+    ap.add_argument("--blas-threads", type=thread_count, default=1,
                     help="threads of the OpenBLAS that PyTorch's products call, where it has one of its own "
                          "(0: OpenBLAS's default, one a core)")
 
@@ -24,7 +31,7 @@ def limit_threads(count):
     `count` threads. Returns what was set, for the report, or "" where
     nothing was: count 0, or no OpenBLAS of PyTorch's own (the pip wheels'
     MKL shares OpenMP's threads)."""
-    if count <= 0:
+    if count == 0:
         return ""
     with open("/proc/self/maps") as maps:
         paths = {line.split()[-1] for line in maps if "libopenblas" in line}
