@@ -13,6 +13,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "core/backend_options.h"
 #include "core/hash.h"
 #include "core/program_view.h"
 #include "core/suggest.h"
@@ -159,6 +160,8 @@ Expected<std::shared_ptr<PluginLibrary>> open_library(const std::string& path) {
                           kMinimumApiBytes);
   else if (std::string missing = missing_entry(*api); !missing.empty())
     problem = fmt::format("its API table has no '{}'", missing);
+  else if (Status declared = check_declared_options(*api); !declared)
+    problem = declared.error().message;
   if (!problem.empty()) {
     dlclose(handle);
     return make_error(fmt::format("backend plugin {}: {}", path, problem));
@@ -500,15 +503,17 @@ Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path,
   std::string path = *found;
   auto library = open_library(path);
   if (!library) return library.error();
+  auto canonical = canonical_options((*library)->api(), options);
+  if (!canonical) return canonical.error();
   char* error = nullptr;
-  lazylab_backend* handle = (*library)->api().create(options.c_str(), &error);
+  lazylab_backend* handle = (*library)->api().create(canonical->c_str(), &error);
   if (!handle) return (*library)->take_error(error, fmt::format("backend plugin {}: create", path));
   auto instance = std::make_shared<BackendInstance>(*library, handle);
   // Every string a plugin hands back is checked before it becomes one of
   // ours (a NULL one aborted lazylab in std::string's constructor).
   const char* device = instance->api().device_description(handle);
   if (!device) return make_error(fmt::format("backend plugin {}: device_description returned NULL", path));
-  return std::make_unique<Backend>(std::move(instance), path, options, device);
+  return std::make_unique<Backend>(std::move(instance), path, *canonical, device);
 }
 
 // Each name once: the file load_backend(name) would open, the first on the path.
@@ -520,7 +525,7 @@ std::vector<BackendListing> find_backend_plugins() {
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       std::string file = entry.path().filename().string();
       if (!file.starts_with("lazylab-backend-") || !file.ends_with(".so")) continue;
-      BackendListing listing{file.substr(16, file.size() - 19), entry.path().string(), {}, {}, {}};
+      BackendListing listing{file.substr(16, file.size() - 19), entry.path().string(), {}, {}, {}, {}};
       if (names.insert(listing.name).second) listings.push_back(std::move(listing));
     }
   return listings;
@@ -532,6 +537,12 @@ Expected<std::string> backend_library_summary(const std::string& path) {
   return std::string((*library)->api().summary);
 }
 
+Expected<std::vector<std::string>> backend_library_options(const std::string& path) {
+  auto library = open_library(path);
+  if (!library) return library.error();
+  return describe_options((*library)->api());
+}
+
 void probe_backend(BackendListing& listing) {
   auto summary = backend_library_summary(listing.path);
   if (!summary) {
@@ -539,6 +550,7 @@ void probe_backend(BackendListing& listing) {
     return;
   }
   listing.summary = *summary;
+  if (auto options = backend_library_options(listing.path)) listing.options = std::move(*options);
   auto backend = load_backend(listing.path);
   if (!backend) {
     listing.problem = backend.error().message;

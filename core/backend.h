@@ -190,12 +190,14 @@ Expected<std::string> find_backend_file(const std::string& name_or_path);
 bool is_shipped_backend(const std::string& path);
 
 // `name_or_path`: a backend name ("interp") or a path to a .so file.
-// `options`: "key=value,..." passed to the plugin's create().
+// `options`: "key=value,...", checked against what the plugin declares and
+// passed to its create() spelled out (backend_options.h).
 Expected<std::unique_ptr<Backend>> load_backend(const std::string& name_or_path, const std::string& options = "");
 
 struct BackendListing {
   std::string name, path, summary, device;
-  std::string problem;  // why it cannot be loaded, if it cannot
+  std::string problem;               // why it cannot be loaded, if it cannot
+  std::vector<std::string> options;  // what it declares, one line each (describe_options)
 };
 // Each backend name once, with the file load_backend(name) would open; loads
 // nothing.
@@ -203,6 +205,8 @@ std::vector<BackendListing> find_backend_plugins();
 // Loads the plugin file (dlopen, its entry point, the ABI checks) and
 // returns its one-line summary, creating nothing.
 Expected<std::string> backend_library_summary(const std::string& path);
+// ... and the options it declares, one line each: "name=default  (kind) summary".
+Expected<std::vector<std::string>> backend_library_options(const std::string& path);
 // Loads `listing`'s plugin and creates an instance (default options) in this
 // process, filling in its summary and device, or the problem (with the
 // summary where the plugin loads but cannot create an instance here). A plugin that

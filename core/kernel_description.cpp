@@ -30,7 +30,7 @@ bool swaps_last_two(const Node& node) {
   return true;
 }
 
-bool is_chain_layout(OpId op) { return op == OpId::Transpose || op == OpId::Slice || op == OpId::Reshape; }
+bool is_chain_layout(OpId op) { return ops::is_injective_view(static_cast<uint32_t>(op)); }
 
 bool keeps_rows(const Dims& in, const Dims& out) {
   return !in.empty() && !out.empty() && in.back() == out.back() &&
@@ -298,12 +298,6 @@ std::optional<KernelDescription> describe_contraction(const Graph& graph, std::s
   return description;
 }
 
-std::vector<int64_t> row_major_strides(const Dims& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
-
 // The strides that read a strided view `in` in the order of `shape` (same
 // element count), or nullopt where dims it merges are not one run of memory
 // in `in` (numpy's rule for a reshape without a copy).
@@ -373,7 +367,7 @@ std::optional<StridedLayout> view_after(const Node& node, const StridedLayout& i
   }
 }
 
-StridedLayout contiguous(const Dims& shape) { return {{shape.begin(), shape.end()}, row_major_strides(shape), 0}; }
+StridedLayout contiguous(const Dims& shape) { return {{shape.begin(), shape.end()}, ops::row_major_strides(shape), 0}; }
 
 std::optional<StridedLayout> strided_layout(const Graph& graph, const Node& node) {
   if (node.op == OpId::Reshape)  // the same elements in order: one flat copy

@@ -45,7 +45,7 @@ consteval OpInfo make_info(OpId id, std::string_view name, OpCategory category, 
 
 namespace detail {
 constinit const OpInfo kOpTable[] = {
-#define LAZYLAB_OP(id, name, category, arity, type_rule, schema) \
+#define LAZYLAB_OP(id, name, category, arity, type_rule, schema, facts) \
   make_info(OpId::id, name, OpCategory::category, arity, TypeRule::type_rule, schema),
 #include "lazylab/ops.def"
 #undef LAZYLAB_OP

@@ -18,7 +18,7 @@
 namespace lazylab {
 
 enum class OpId : uint16_t {
-#define LAZYLAB_OP(id, name, category, arity, type_rule, schema) id,
+#define LAZYLAB_OP(id, ...) id,
 #include "lazylab/ops.def"
 #undef LAZYLAB_OP
 };
@@ -86,6 +86,12 @@ extern const OpInfo kOpTable[];  // by OpId: op_info() is all that reads it
 }
 // Inline: a repeated trace asks it for every op.
 inline const OpInfo& op_info(OpId op) { return detail::kOpTable[static_cast<int>(op)]; }
+// What an elementwise kernel computes element for element: elementwise ops,
+// and broadcasts and constants, which it reads as indexed values. The fusion
+// strategies grow elementwise groups and epilogues over these.
+inline bool fuses_as_elementwise(OpId op) {
+  return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
+}
 std::optional<OpId> find_op(std::string_view name);
 std::string_view op_name(OpId op);
 // "int", "ints", "scalar", ...: the kind as ops.def's schemas spell it.

@@ -18,6 +18,8 @@
 
 namespace lazylab {
 
+// The kinds of lazylab_option_kind (backend_abi.h), in its order: a pass's
+// option and a backend's are one kind of fact (pass_registry.cpp ties them).
 enum class OptionKind { Int, Bool, Enum, String };
 
 struct PassOptionSpec {

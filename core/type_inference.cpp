@@ -13,27 +13,6 @@ using Operands = std::span<const TensorType* const>;
 
 Error type_error(OpId op, const std::string& what) { return make_error(fmt::format("{}: {}", op_name(op), what)); }
 
-bool needs_float(OpId op) {
-  switch (op) {
-    case OpId::Exp:
-    case OpId::Log:
-    case OpId::Sqrt:
-    case OpId::Rsqrt:
-    case OpId::Tanh:
-    case OpId::Sigmoid:
-    case OpId::Pow:
-    case OpId::ReduceMean:
-    case OpId::Softmax:
-    case OpId::Layernorm:
-    case OpId::Gelu:
-    case OpId::Erf:
-    case OpId::Conv2d:
-    case OpId::MaxPool2d:
-    case OpId::AvgPool2d: return true;
-    default: return false;
-  }
-}
-
 Status check_operands_equal(OpId op, Operands operands) {
   for (size_t i = 1; i < operands.size(); ++i)
     if (!(*operands[i] == *operands[0]))
@@ -300,7 +279,7 @@ Expected<TensorType> infer_type(OpId op, Operands operands, const Attrs& attrs, 
     return type_error(
         op, fmt::format("expects {} operands, got {}",
                         info.arity < 0 ? std::string("at least 1") : std::to_string(info.arity), operands.size()));
-  if (needs_float(op) && !is_float(operands[0]->dtype))
+  if (ops::is_float_only(static_cast<uint32_t>(op)) && !is_float(operands[0]->dtype))
     return type_error(op, fmt::format("needs a floating-point operand, got {}", to_string(*operands[0])));
   // Every type is checked once, here: declared ones before the rules read
   // their sizes, inferred ones (a concat can outgrow its operands) after.

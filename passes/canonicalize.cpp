@@ -128,21 +128,21 @@ Replacement fold_reduce(const Match& m) {
 // x + -0, -0 + x, x - 0, x * 1, 1 * x, x / 1, pow(x, 1) -> x (for floats
 // x + 0 is no identity: -0 + 0 is +0, and rsqrt tells them apart; found by
 // lazylab fuzz)
+// x op e = x for the op table's identity e (e op x = x too where the op is
+// commutative). Only zeros and ones: a max with -inf would be one for floats
+// but an integer's least value depends on its dtype.
 Replacement identity_operand(const Match& m) {
-  switch (m.node.op) {
-    case OpId::Add:
-      if (m.is_identity_zero(1, OpId::Add)) return std::optional(m.operands[0]);
-      if (m.is_identity_zero(0, OpId::Add)) return std::optional(m.operands[1]);
-      return kKeep;
-    case OpId::Mul:
-      if (m.is_splat(1, 1)) return std::optional(m.operands[0]);
-      if (m.is_splat(0, 1)) return std::optional(m.operands[1]);
-      return kKeep;
-    case OpId::Sub: return m.is_identity_zero(1, OpId::Sub) ? std::optional(m.operands[0]) : kKeep;
-    case OpId::Div:
-    case OpId::Pow: return m.is_splat(1, 1) ? std::optional(m.operands[0]) : kKeep;
-    default: return kKeep;
-  }
+  auto op = static_cast<uint32_t>(m.node.op);
+  auto is_identity = [&](size_t i) {
+    switch (ops::identity(op)) {
+      case ops::Identity::Zero: return m.is_identity_zero(i, m.node.op);
+      case ops::Identity::One: return m.is_splat(i, 1);
+      default: return false;
+    }
+  };
+  if (is_identity(1)) return std::optional(m.operands[0]);
+  if (ops::is_commutative(op) && is_identity(0)) return std::optional(m.operands[1]);
+  return kKeep;
 }
 
 Replacement double_negation(const Match& m) {
@@ -257,23 +257,20 @@ struct Rule {
 
 bool is_elementwise(OpId op) { return op_info(op).category == OpCategory::Elementwise; }
 bool is_reduction(OpId op) { return op_info(op).category == OpCategory::Reduction; }
-bool is_constant_preserving_layout(OpId op) {
-  return op == OpId::Broadcast || op == OpId::Reshape || op == OpId::Transpose || op == OpId::Slice;
+// A view of a splat is a splat.
+bool is_view(OpId op) { return ops::is_view(static_cast<uint32_t>(op)); }
+bool has_identity(OpId op) {
+  return is_elementwise(op) && op_info(op).arity == 2 &&
+         ops::identity(static_cast<uint32_t>(op)) != ops::Identity::None;
 }
 
 constexpr Rule kRules[] = {
     {"fold-elementwise", is_elementwise, fold_elementwise},
-    {"fold-layout", is_constant_preserving_layout, fold_layout},
+    {"fold-layout", is_view, fold_layout},
     {"fold-reduce", is_reduction, fold_reduce},
-    {"identity-operand",
-     [](OpId op) {
-       return op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Pow;
-     },
-     identity_operand},
+    {"identity-operand", has_identity, identity_operand},
     {"double-negation", [](OpId op) { return op == OpId::Neg; }, double_negation},
-    {"no-op-layout",
-     [](OpId op) { return op == OpId::Reshape || op == OpId::Transpose || op == OpId::Broadcast || op == OpId::Cast; },
-     no_op_layout},
+    {"no-op-layout", [](OpId op) { return is_view(op) || op == OpId::Cast; }, no_op_layout},
     {"transpose-of-transpose", [](OpId op) { return op == OpId::Transpose; }, transpose_of_transpose},
     {"transpose-of-matmul", [](OpId op) { return op == OpId::Transpose; }, transpose_of_matmul},
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},

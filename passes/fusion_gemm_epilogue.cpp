@@ -25,9 +25,7 @@
 namespace lazylab {
 namespace {
 
-bool is_epilogue_op(OpId op) {
-  return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
-}
+bool is_epilogue_op(OpId op) { return fuses_as_elementwise(op); }
 
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.

@@ -16,9 +16,7 @@
 namespace lazylab {
 namespace {
 
-bool is_fusible(OpId op) {
-  return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
-}
+bool is_fusible(OpId op) { return fuses_as_elementwise(op); }
 
 FusionDecision decide(Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
   const Node &p = module.graph.node(producer), &c = module.graph.node(consumer);

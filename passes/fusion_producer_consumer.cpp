@@ -32,7 +32,7 @@ bool is_fusible(const Graph& graph, const Node& node) {
     return node.attrs[0].ints.size() == 1 && node.attrs[0].ints[0] == input.type.rank() - 1;
   }
   if (node.op == OpId::Reshape) return keeps_rows(graph.node(node.operands[0]).type.shape, node.type.shape);
-  return category == OpCategory::Elementwise || node.op == OpId::Broadcast || node.op == OpId::Constant;
+  return fuses_as_elementwise(node.op);
 }
 
 // Whether the nodes of both groups would make one row-space kernel: the

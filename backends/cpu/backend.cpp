@@ -7,18 +7,10 @@
 // none covers runs on the reference kernels. One arena per executable, laid
 // out by the memory plan.
 //
-// Options: threads=N (default: all hardware threads; OpenBLAS and TBB both
-// use N, and GEMMs run outside TBB's parallel loops so they never compete),
-// tile=N (elements per segment of a non-reducing kernel, default 4096),
-// stream=KiB (a fused kernel that writes at least this much, default 8192,
-// writes it with non-temporal stores: past the caches, which then keep the
-// inputs the next step reads),
-// strict=1 (compile fails when a described kernel of f32, bool and i64
-// values would run on the reference kernels, naming every such kernel:
-// tests use it to pin that the fast plans cover what the fusion strategies
-// make), row-groups=on|off
-// (declare ABI 3.10's reads_row_groups, default on: off leaves a
-// per-channel broadcast a kernel of its own, for comparison).
+// Options: CpuBackend::kOptions (`lazylab backends` lists them). OpenBLAS
+// and TBB both use `threads`, and GEMMs run outside TBB's parallel loops so
+// they never compete; `strict` lets tests pin that the fast plans cover what
+// the fusion strategies make.
 #include <tbb/task_arena.h>
 
 #include <cstring>
@@ -152,37 +144,30 @@ class CpuExecutable : public plugin::HostExecutable {
   std::vector<std::unique_ptr<KernelPlan>> plans_;
 };
 
-int64_t parse_positive(const std::map<std::string, std::string>& options, const char* key, int64_t fallback) {
-  auto it = options.find(key);
-  if (it == options.end()) return fallback;
-  try {
-    size_t used = 0;
-    int64_t value = std::stoll(it->second, &used);
-    if (used == it->second.size() && value > 0) return value;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("cpu option " + it->first + " must be a positive integer, got '" + it->second + "'");
-}
-
 class CpuBackend : public plugin::Backend {
  public:
-  explicit CpuBackend(const std::map<std::string, std::string>& options) {
-    for (auto& [key, value] : options)
-      if (key != "threads" && key != "tile" && key != "stream" && key != "strict" && key != "row-groups")
-        throw std::invalid_argument("cpu has no option '" + key +
-                                    "' (options: threads, tile, stream, strict, row-groups)");
-    threads_ = static_cast<int>(parse_positive(options, "threads", std::max(1u, std::thread::hardware_concurrency())));
-    row_options_.tile = parse_positive(options, "tile", 4096);
+  static constexpr lazylab_option_spec kOptions[] = {
+      {"threads", LAZYLAB_OPTION_INT, "0", "TBB and OpenBLAS threads; 0: one per hardware thread", nullptr, 0},
+      {"tile", LAZYLAB_OPTION_INT, "4096", "elements a segment of a row/tile loop that does not reduce", nullptr, 1},
+      {"stream", LAZYLAB_OPTION_INT, "8192",
+       "output KiB from which a kernel writes past the caches (which keep the next step's inputs)", nullptr, 1},
+      {"strict", LAZYLAB_OPTION_BOOL, "off",
+       "fail, naming each kernel, instead of falling back to the reference kernels", nullptr, 0},
+      {"row-groups", LAZYLAB_OPTION_BOOL, "on", "read a per-channel value over NCHW's rows in place (ABI 3.10)",
+       nullptr, 0},
+  };
+
+  explicit CpuBackend(const plugin::BackendOptions& options) {
+    int64_t threads = options.integer("threads");
+    threads_ = threads > 0 ? static_cast<int>(std::min<int64_t>(threads, std::numeric_limits<int>::max()))
+                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    row_options_.tile = options.integer("tile");
     // KiB to bytes; more than any output can have means never.
-    int64_t stream_kib = parse_positive(options, "stream", row_options_.stream_min >> 10);
+    int64_t stream_kib = options.integer("stream");
     constexpr int64_t kMaxKib = std::numeric_limits<int64_t>::max() >> 10;
     row_options_.stream_min = stream_kib > kMaxKib ? std::numeric_limits<int64_t>::max() : stream_kib << 10;
-    strict_ = options.count("strict") && options.at("strict") != "0";
-    if (auto it = options.find("row-groups"); it != options.end()) {
-      if (it->second != "on" && it->second != "off")
-        throw std::invalid_argument("cpu option row-groups must be on or off, got '" + it->second + "'");
-      row_groups_ = it->second == "on";
-    }
+    strict_ = options.flag("strict");
+    row_groups_ = options.flag("row-groups");
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
     std::string error;

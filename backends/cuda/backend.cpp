@@ -6,15 +6,7 @@
 // out by the memory plan; work is queued on one stream per device and
 // execute() returns before it is done.
 //
-// Options: tf32=on|off (default off), cache=on|off (the disk cache of
-// compiled kernels, default on), cache-dir=PATH, graph=auto|on|off (replay
-// each executable's launches as one CUDA graph; auto: where a step has many
-// launches and little data to stage, see GraphPolicy), bias-epilogue=on|off
-// (a product whose whole epilogue is a bias: cuBLASLt adds it, default on,
-// or a generated kernel after the plain product), row-block=auto|128|256|
-// 512|1024 (threads a block for rows past 1,024 columns), row-groups=on|off
-// (declare ABI 3.10's reads_row_groups, default on: off leaves a
-// per-channel broadcast a kernel of its own, for comparison).
+// Options: CudaBackend::kOptions (`lazylab backends` lists them).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -797,43 +789,32 @@ class CudaExecutable : public plugin::Executable {
   CUgraphExec graph_exec_ = nullptr;
 };
 
-bool parse_switch(const std::map<std::string, std::string>& options, const char* key, bool fallback) {
-  auto it = options.find(key);
-  if (it == options.end()) return fallback;
-  if (it->second == "on" || it->second == "1" || it->second == "true") return true;
-  if (it->second == "off" || it->second == "0" || it->second == "false") return false;
-  throw std::invalid_argument(fmt::format("cuda option {} must be on or off, got '{}'", key, it->second));
-}
-
-// row-block=auto|128|256|512|1024: CodegenOptions::row_block_threads.
-int parse_row_block(const std::map<std::string, std::string>& options) {
-  auto it = options.find("row-block");
-  if (it == options.end() || it->second == "auto") return 0;
-  for (int threads : {128, 256, 512, 1024})
-    if (it->second == std::to_string(threads)) return threads;
-  throw std::invalid_argument(
-      fmt::format("cuda option row-block must be auto, 128, 256, 512 or 1024, got '{}'", it->second));
-}
-
 class CudaBackend : public plugin::Backend {
  public:
-  explicit CudaBackend(const std::map<std::string, std::string>& options) {
-    for (auto& [key, value] : options)
-      if (key != "tf32" && key != "cache" && key != "cache-dir" && key != "graph" && key != "bias-epilogue" &&
-          key != "row-block" && key != "row-groups")
-        throw std::invalid_argument("cuda has no option '" + key +
-                                    "' (options: tf32, cache, cache-dir, graph, bias-epilogue, row-block, row-groups)");
-    if (auto it = options.find("graph"); it != options.end() && it->second != "auto") {
-      if (it->second != "on" && it->second != "off")
-        throw std::invalid_argument(fmt::format("cuda option graph must be auto, on or off, got '{}'", it->second));
-      graph_.mode = it->second == "on" ? GraphPolicy::On : GraphPolicy::Off;
-    }
-    tf32_ = parse_switch(options, "tf32", false);
-    codegen_.bias_epilogue = parse_switch(options, "bias-epilogue", true);
-    codegen_.row_block_threads = parse_row_block(options);
-    row_groups_ = parse_switch(options, "row-groups", true);
-    compiler_.disk_cache = parse_switch(options, "cache", true);
-    if (options.count("cache-dir")) compiler_.cache_dir = options.at("cache-dir");
+  static constexpr lazylab_option_spec kOptions[] = {
+      {"tf32", LAZYLAB_OPTION_BOOL, "off", "f32 products on TF32 tensor cores (cuBLASLt)", nullptr, 0},
+      {"cache", LAZYLAB_OPTION_BOOL, "on", "keep generated kernels and timed product choices on disk", nullptr, 0},
+      {"cache-dir", LAZYLAB_OPTION_STRING, "",
+       "the disk cache's directory (empty: $XDG_CACHE_HOME/lazylab/cuda or ~/.cache/lazylab/cuda)", nullptr, 0},
+      {"graph", LAZYLAB_OPTION_ENUM, "auto",
+       "replay an executable's launches as one CUDA graph (auto: GraphPolicy's rule)", "auto|on|off", 0},
+      {"bias-epilogue", LAZYLAB_OPTION_BOOL, "on", "a product's bias added by cuBLASLt's BIAS epilogue", nullptr, 0},
+      {"row-block", LAZYLAB_OPTION_ENUM, "auto", "threads a block for rows past 1,024 columns", "auto|128|256|512|1024",
+       0},
+      {"row-groups", LAZYLAB_OPTION_BOOL, "on", "read a per-channel value over NCHW's rows in place (ABI 3.10)",
+       nullptr, 0},
+  };
+
+  explicit CudaBackend(const plugin::BackendOptions& options) {
+    if (const std::string& graph = options.text("graph"); graph != "auto")
+      graph_.mode = graph == "on" ? GraphPolicy::On : GraphPolicy::Off;
+    tf32_ = options.flag("tf32");
+    codegen_.bias_epilogue = options.flag("bias-epilogue");
+    const std::string& row_block = options.text("row-block");
+    codegen_.row_block_threads = row_block == "auto" ? 0 : std::stoi(row_block);
+    row_groups_ = options.flag("row-groups");
+    compiler_.disk_cache = options.flag("cache");
+    if (const std::string& dir = options.text("cache-dir"); !dir.empty()) compiler_.cache_dir = dir;
     std::string error;
     driver_ = driver(error);
     if (!driver_) throw std::runtime_error("cuda: " + error);

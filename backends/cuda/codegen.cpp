@@ -195,10 +195,26 @@ int64_t elements_of(const lazylab_value& v) {
 
 std::vector<int64_t> shape_of(const lazylab_value& v) { return std::vector<int64_t>(v.shape, v.shape + v.rank); }
 
-std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
+// The device functor of a reduction's combiner (the op table's).
+const char* combiner_functor(uint32_t reduce_op) {
+  uint32_t combine = ops::combiner(reduce_op);
+  return combine == LAZYLAB_OP_Max ? "LazylabMax" : combine == LAZYLAB_OP_Min ? "LazylabMin" : "LazylabSum";
+}
+
+// The literal a reduction's accumulator starts from: its combiner's identity
+// in `type`. A bool max starts false and a min true (INT64_MIN as a bool was
+// true: a max over size-1 axes of false gave true; found by lazylab fuzz);
+// `wide` accumulators hold integers as int64 and floats as double.
+std::string identity_literal(uint32_t reduce_op, uint32_t type, bool wide) {
+  ops::Identity identity = ops::identity(reduce_op);
+  if (identity == ops::Identity::Zero) return "0";
+  bool lowest = identity == ops::Identity::Lowest;
+  if (type == LAZYLAB_BOOL) return lowest ? "0" : "1";
+  if (!is_float(type) && type == LAZYLAB_I32 && !wide) return lowest ? "(-2147483647 - 1)" : "2147483647";
+  if (!is_float(type)) return lowest ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+  if (wide)
+    return lowest ? "(-__longlong_as_double(0x7ff0000000000000LL))" : "__longlong_as_double(0x7ff0000000000000LL)";
+  return literal(lowest ? -INFINITY : INFINITY, type);
 }
 
 // Whether an output written here may take the memory of a parameter read
@@ -589,20 +605,13 @@ class RowSpaceSource {
   std::string reduction(const lazylab_op& op, std::string& shared) {
     uint32_t type = dtype(op.result);
     bool integer = !is_float(type);
-    const char* functor = op.op == LAZYLAB_OP_ReduceMax   ? "LazylabMax"
-                          : op.op == LAZYLAB_OP_ReduceMin ? "LazylabMin"
-                                                          : "LazylabSum";
-    bool sums = op.op == LAZYLAB_OP_ReduceSum || op.op == LAZYLAB_OP_ReduceMean;
+    const char* functor = combiner_functor(op.op);
+    bool sums = ops::combiner(op.op) == LAZYLAB_OP_Add;
     // A bool max or min is held as an int: warp shuffles move no bools (a
     // reduce_min of bools did not compile; found by lazylab fuzz).
     bool boolean = type == LAZYLAB_BOOL;
     std::string acc_type = integer && sums ? "unsigned long long" : boolean ? "int" : register_type(type);
-    std::string init = sums ? "0" : op.op == LAZYLAB_OP_ReduceMax ? literal(-INFINITY, type) : literal(INFINITY, type);
-    if (integer && !sums)
-      init = boolean ? (op.op == LAZYLAB_OP_ReduceMax ? "0" : "1")
-             : op.op == LAZYLAB_OP_ReduceMax
-                 ? (type == LAZYLAB_I32 ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)")
-                 : (type == LAZYLAB_I32 ? "2147483647" : "9223372036854775807LL");
+    std::string init = identity_literal(op.op, type, false);
     if (!warp_rows_) shared += fmt::format("  __shared__ {} s{}[32];\n", acc_type, op.result);
     std::string lanes;
     for (int lane = 0; lane < vec_; ++lane) {
@@ -714,7 +723,7 @@ class OpSource {
   std::string layout(const lazylab_op& op, const std::string& name, Launch& launch) const {
     const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
     std::vector<int64_t> in_shape = shape_of(in), shape = shape_of(out), strides;
-    std::vector<int64_t> in_strides = row_major_strides(in_shape);
+    std::vector<int64_t> in_strides = ops::row_major_strides(in_shape);
     int64_t offset = 0;
     switch (op.op) {
       case LAZYLAB_OP_Reshape:
@@ -817,7 +826,7 @@ class OpSource {
 
   std::string pad(const lazylab_op& op, const std::string& name, Launch& launch) const {
     const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
-    std::vector<int64_t> in_strides = row_major_strides(shape_of(in));
+    std::vector<int64_t> in_strides = ops::row_major_strides(shape_of(in));
     std::string index = "    long long rest = t, source = 0;\n    bool inside = true;\n";
     for (uint32_t d = in.rank; d-- > 0;)
       index += fmt::format(
@@ -955,7 +964,7 @@ class OpSource {
   // A thread per output element, looping over the reduced elements.
   std::string reduction(const lazylab_op& op, const std::string& name, Launch& launch) const {
     const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
-    std::vector<int64_t> shape = shape_of(in), strides = row_major_strides(shape);
+    std::vector<int64_t> shape = shape_of(in), strides = ops::row_major_strides(shape);
     std::vector<bool> reduced(shape.size());
     for (uint32_t a = 0; a < op.attrs[0].num_ints; ++a) reduced[op.attrs[0].ints[a]] = true;
     std::string kept = "    long long rest = t, base = 0;\n", inner = "      long long r = k, at = base;\n";
@@ -975,23 +984,14 @@ class OpSource {
     }
     uint32_t type = in.dtype;
     bool integer = !is_float(type);
-    bool sums = op.op == LAZYLAB_OP_ReduceSum || op.op == LAZYLAB_OP_ReduceMean;
+    bool sums = ops::combiner(op.op) == LAZYLAB_OP_Add;
     bool boolean = type == LAZYLAB_BOOL;
     std::string acc = integer && sums  ? "unsigned long long"
                       : is_float(type) ? "double"
                       : boolean        ? "int"
                                        : register_type(type);
-    const char* functor = op.op == LAZYLAB_OP_ReduceMax   ? "LazylabMax"
-                          : op.op == LAZYLAB_OP_ReduceMin ? "LazylabMin"
-                                                          : "LazylabSum";
-    // A bool max starts false and a min true (INT64_MIN as a bool was true:
-    // a max over size-1 axes of false gave true; found by lazylab fuzz).
-    std::string init = sums      ? "0"
-                       : boolean ? (op.op == LAZYLAB_OP_ReduceMax ? "0" : "1")
-                       : integer
-                           ? (op.op == LAZYLAB_OP_ReduceMax ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL")
-                       : op.op == LAZYLAB_OP_ReduceMax ? "(-__longlong_as_double(0x7ff0000000000000LL))"
-                                                       : "__longlong_as_double(0x7ff0000000000000LL)";
+    const char* functor = combiner_functor(op.op);
+    std::string init = identity_literal(op.op, type, true);
     // A sum or mean of bools stored as a bool is whether one is true (the
     // reference's); a count cast to a byte was stored as 2 or 8 (found by
     // lazylab fuzz on the H200).

@@ -12,9 +12,8 @@ namespace {
 
 class InterpBackend : public plugin::Backend {
  public:
-  explicit InterpBackend(const std::map<std::string, std::string>& options) {
-    if (!options.empty()) throw std::invalid_argument("interp takes no options, got '" + options.begin()->first + "'");
-  }
+  // Declares no options: the helper refuses any.
+  explicit InterpBackend(const plugin::BackendOptions&) {}
   void capabilities(lazylab_capabilities& caps) const override {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Parameter;
     caps.max_ops_per_kernel = 0;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
 
 namespace lazylab::reference {
@@ -71,12 +72,6 @@ void fill_scalar(Array& out, const Attr& value) {
     else
       store_int(out, i, value.i);
   }
-}
-
-std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
 }
 
 // Calls fn(flat, index) for every index of `shape` in row-major order.
@@ -147,7 +142,7 @@ void select(const Array& predicate, const Array& a, const Array& b, Array& out) 
 }
 
 void broadcast(const Array& x, const std::vector<int64_t>& dims, Array& out) {
-  std::vector<int64_t> in_strides = strides_of(x.shape);
+  std::vector<int64_t> in_strides = ops::row_major_strides(x.shape);
   for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t source = 0;
     for (size_t d = 0; d < dims.size(); ++d)
@@ -157,7 +152,7 @@ void broadcast(const Array& x, const std::vector<int64_t>& dims, Array& out) {
 }
 
 void transpose(const Array& x, const std::vector<int64_t>& perm, Array& out) {
-  std::vector<int64_t> in_strides = strides_of(x.shape);
+  std::vector<int64_t> in_strides = ops::row_major_strides(x.shape);
   for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t source = 0;
     for (size_t d = 0; d < perm.size(); ++d) source += index[d] * in_strides[perm[d]];
@@ -166,7 +161,7 @@ void transpose(const Array& x, const std::vector<int64_t>& perm, Array& out) {
 }
 
 void slice(const Array& x, const std::vector<Attr>& attrs, Array& out) {
-  std::vector<int64_t> in_strides = strides_of(x.shape);
+  std::vector<int64_t> in_strides = ops::row_major_strides(x.shape);
   for_each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t source = 0;
     for (size_t d = 0; d < index.size(); ++d)
@@ -176,7 +171,7 @@ void slice(const Array& x, const std::vector<Attr>& attrs, Array& out) {
 }
 
 void concat(const std::vector<const Array*>& xs, int64_t axis, Array& out) {
-  std::vector<int64_t> out_strides = strides_of(out.shape);
+  std::vector<int64_t> out_strides = ops::row_major_strides(out.shape);
   int64_t offset = 0;
   for (const Array* x : xs) {
     for_each_index(x->shape, [&](int64_t flat, const std::vector<int64_t>& index) {
@@ -206,32 +201,19 @@ void reduce(uint32_t op, const Array& x, const std::vector<int64_t>& axes, Array
       stride *= x.shape[d];
     }
   int64_t outputs = out.size();
-  double init = op == LAZYLAB_OP_ReduceMax ? -INFINITY : op == LAZYLAB_OP_ReduceMin ? INFINITY : 0.0;
-  std::vector<double> acc(outputs, init);
-  std::vector<long long> acc_int(outputs, op == LAZYLAB_OP_ReduceMax   ? std::numeric_limits<long long>::min()
-                                          : op == LAZYLAB_OP_ReduceMin ? std::numeric_limits<long long>::max()
-                                                                       : 0);
+  // The op table's combiner and its identity (sums wrap for integers; max
+  // and min propagate NaN).
+  uint32_t combine = ops::combiner(op);
+  std::vector<double> acc(outputs, ops::identity_value(ops::identity(op)));
+  std::vector<long long> acc_int(outputs, ops::identity_integer(ops::identity(op)));
   bool integer = !is_float(x.dtype);
   for_each_index(x.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t target = 0;
     for (size_t d = 0; d < index.size(); ++d) target += index[d] * kept_strides[d];
-    if (integer) {
-      long long v = load_int(x, flat);
-      long long& a = acc_int[target];
-      if (op == LAZYLAB_OP_ReduceMax || op == LAZYLAB_OP_ReduceMin)
-        a = op == LAZYLAB_OP_ReduceMax ? std::max(a, v) : std::min(a, v);
-      else
-        reference::apply_binary_int(LAZYLAB_OP_Add, a, v, a);  // wraps
-      return;
-    }
-    double v = load(x, flat);
-    double& a = acc[target];
-    if (op == LAZYLAB_OP_ReduceMax)
-      a = (std::isnan(a) || std::isnan(v)) ? NAN : std::max(a, v);
-    else if (op == LAZYLAB_OP_ReduceMin)
-      a = (std::isnan(a) || std::isnan(v)) ? NAN : std::min(a, v);
+    if (integer)
+      reference::apply_binary_int(combine, acc_int[target], load_int(x, flat), acc_int[target]);
     else
-      a += v;
+      reference::apply_binary(combine, acc[target], load(x, flat), acc[target]);
   });
   double count = static_cast<double>(x.size()) / static_cast<double>(outputs ? outputs : 1);
   if (integer && op == LAZYLAB_OP_ReduceMean && count == 0 && outputs > 0)
@@ -341,7 +323,7 @@ void scatter_add(const Array& data, const Array& indices, const Array& updates, 
 
 void pad(const Array& x, const std::vector<Attr>& attrs, Array& out) {
   fill_scalar(out, attrs[2]);
-  std::vector<int64_t> out_strides = strides_of(out.shape);
+  std::vector<int64_t> out_strides = ops::row_major_strides(out.shape);
   for_each_index(x.shape, [&](int64_t flat, const std::vector<int64_t>& index) {
     int64_t at = 0;
     for (size_t d = 0; d < index.size(); ++d) at += (index[d] + attrs[0].ints[d]) * out_strides[d];

@@ -34,6 +34,7 @@ nlohmann::json probe_json(const std::string& path, const std::string& options, b
     return json;
   }
   json["summary"] = *summary;
+  if (auto options = backend_library_options(path)) json["options"] = *options;
   std::cout << "creating" << std::endl;
   auto backend = load_backend(path, options);
   if (!backend) {
@@ -94,6 +95,7 @@ BackendProbe probe_in_child(const std::string& path, const std::string& options,
     probe.summary = json.value("summary", "");
     probe.device = json.value("device", "");
     probe.error = json.value("problem", "");
+    probe.options = json.value("options", std::vector<std::string>());
     if (json.contains("ceilings") && json["ceilings"].is_object())
       probe.ceilings = {json["ceilings"].value("copy_gb_s", 0.0), json["ceilings"].value("gemm_gflop_s", 0.0),
                         json["ceilings"].value("method", std::string())};

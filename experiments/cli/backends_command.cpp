@@ -27,6 +27,8 @@ void print_listing(const BackendListing& b) {
                              b.problem, b.path);
   else
     std::cout << fmt::format("{:<10} UNUSABLE: {}\n           file: {}\n", b.name, b.problem, b.path);
+  for (size_t i = 0; i < b.options.size(); ++i)
+    std::cout << fmt::format("           {:<9}{}\n", i == 0 ? "options:" : "", b.options[i]);
 }
 
 }  // namespace
@@ -57,6 +59,7 @@ int backends_command(const Args& args) {
       listing.summary = found.summary;
       listing.device = found.device;
       listing.problem = found.crash.empty() ? found.error : found.crash;
+      listing.options = found.options;
     }
     print_listing(listing);
   }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "lazylab/op_formulas.hpp"
+#include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
 
 namespace lazylab {
@@ -56,12 +57,6 @@ struct Value {
 };
 
 using Index = std::vector<int64_t>;
-
-Index strides_of(const Dims& shape) {
-  Index strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
-}
 
 Index unravel(int64_t flat, const Dims& shape) {
   Index index(shape.size());
@@ -187,7 +182,7 @@ class Evaluator {
   Status broadcast(const Node& node, Value& out) {
     const Value& x = operand(node, 0);
     const Ints& dims = node.attrs[0].ints;
-    Index strides = strides_of(x.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape);
     return gather(out, [&](const Index& o) {
       int64_t flat = 0;
       for (size_t d = 0; d < dims.size(); ++d)
@@ -199,7 +194,7 @@ class Evaluator {
   Status transpose(const Node& node, Value& out) {
     const Value& x = operand(node, 0);
     const Ints& perm = node.attrs[0].ints;
-    Index strides = strides_of(x.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape);
     return gather(out, [&](const Index& o) {
       int64_t flat = 0;
       for (size_t d = 0; d < perm.size(); ++d) flat += o[d] * strides[perm[d]];
@@ -210,7 +205,7 @@ class Evaluator {
   Status slice(const Node& node, Value& out) {
     const Value& x = operand(node, 0);
     const Ints &start = node.attrs[0].ints, &stride = node.attrs[2].ints;
-    Index strides = strides_of(x.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape);
     return gather(out, [&](const Index& o) {
       int64_t flat = 0;
       for (size_t d = 0; d < o.size(); ++d) flat += (start[d] + o[d] * stride[d]) * strides[d];
@@ -224,7 +219,7 @@ class Evaluator {
       Index in = o;
       for (size_t i = 0; i < node.operands.size(); ++i) {
         const Value& x = operand(node, static_cast<int>(i));
-        if (in[axis] < x.type.shape[axis]) return x.elements[ravel(in, strides_of(x.type.shape))];
+        if (in[axis] < x.type.shape[axis]) return x.elements[ravel(in, ops::row_major_strides(x.type.shape))];
         in[axis] -= x.type.shape[axis];
       }
       return Real(NAN);  // unreachable for a verified graph
@@ -235,7 +230,7 @@ class Evaluator {
   Status take(const Node& node, Value& out) {
     const Value &x = operand(node, 0), &indices = operand(node, 1);
     int64_t axis = node.attrs[0].i, count = static_cast<int64_t>(indices.type.shape.size());
-    Index strides = strides_of(x.type.shape), index_strides = strides_of(indices.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape), index_strides = ops::row_major_strides(indices.type.shape);
     return gather(out, [&](const Index& o) {
       Index in(o.begin(), o.begin() + axis), picked(o.begin() + axis, o.begin() + axis + count);
       int64_t row = as_integer(indices.elements[ravel(picked, index_strides)]);
@@ -250,7 +245,7 @@ class Evaluator {
   Status scatter_add(const Node& node, Value& out) {
     const Value &x = operand(node, 0), &indices = operand(node, 1), &updates = operand(node, 2);
     int64_t axis = node.attrs[0].i, count = static_cast<int64_t>(indices.type.shape.size());
-    Index strides = strides_of(x.type.shape), index_strides = strides_of(indices.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape), index_strides = ops::row_major_strides(indices.type.shape);
     out.elements = x.elements;
     for (size_t flat = 0; flat < updates.elements.size(); ++flat) {
       Index u = unravel(static_cast<int64_t>(flat), updates.type.shape);
@@ -267,7 +262,7 @@ class Evaluator {
   Status pad(const Node& node, Value& out) {
     const Value& x = operand(node, 0);
     const Ints& low = node.attrs[0].ints;
-    Index strides = strides_of(x.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape);
     Real fill = scalar_value(out.type.dtype, node.attrs[2]);
     return gather(out, [&](const Index& o) {
       Index in = o;
@@ -300,7 +295,7 @@ class Evaluator {
     const Value &x = operand(node, 0), &w = operand(node, 1);
     const Dims &in = x.type.shape, &taps = w.type.shape;
     int64_t group_in = taps[1], group_out = out.type.shape[1] / node.attrs[3].i;
-    Index x_strides = strides_of(in), w_strides = strides_of(taps);
+    Index x_strides = ops::row_major_strides(in), w_strides = ops::row_major_strides(taps);
     return gather(out, [&](const Index& o) {
       Real acc = 0;
       for (int64_t c = 0; c < group_in; ++c) {
@@ -316,7 +311,7 @@ class Evaluator {
   Status pool(const Node& node, Value& out) {
     const Value& x = operand(node, 0);
     const Dims& in = x.type.shape;
-    Index strides = strides_of(in);
+    Index strides = ops::row_major_strides(in);
     bool max = node.op == OpId::MaxPool2d;
     Dims kernel{node.attrs[0].ints[0], node.attrs[0].ints[1]};
     return gather(out, [&](const Index& o) {
@@ -383,7 +378,7 @@ class Evaluator {
       if (reduced[d]) reduced_shape.push_back(in_shape[d]);
     int64_t count = 1;
     for (int64_t d : reduced_shape) count *= d;
-    Index strides = strides_of(in_shape);
+    Index strides = ops::row_major_strides(in_shape);
     bool integer = is_integral(x.type.dtype);
     if (integer && node.op == OpId::ReduceMean && count == 0 && !out.elements.empty())
       return make_error("integer mean over no elements");
@@ -393,30 +388,19 @@ class Evaluator {
         if (!reduced[d]) in[d] = o[kept];
         if (!reduced[d] || keepdim) ++kept;
       }
-      Real acc = node.op == OpId::ReduceMax ? -INFINITY : node.op == OpId::ReduceMin ? INFINITY : 0;
-      long long acc_int = node.op == OpId::ReduceMax   ? std::numeric_limits<long long>::min()
-                          : node.op == OpId::ReduceMin ? std::numeric_limits<long long>::max()
-                                                       : 0;
+      uint32_t combine = ops::combiner(static_cast<uint32_t>(node.op));
+      Real acc = ops::identity_value(ops::identity(combine));
+      long long acc_int = ops::identity_integer(ops::identity(combine));
+      LongDoubleMath math;
       for (int64_t r = 0; r < count; ++r) {
         Index position = unravel(r, reduced_shape);
         for (size_t d = 0, k = 0; d < in_shape.size(); ++d)
           if (reduced[d]) in[d] = position[k++];
         Real v = x.elements[ravel(in, strides)];
-        if (integer) {
-          long long iv = as_integer(v);
-          if (node.op == OpId::ReduceMax)
-            acc_int = std::max(acc_int, iv);
-          else if (node.op == OpId::ReduceMin)
-            acc_int = std::min(acc_int, iv);
-          else
-            reference::apply_binary_int(LAZYLAB_OP_Add, acc_int, iv, acc_int);
-        } else if (node.op == OpId::ReduceMax) {
-          acc = LongDoubleMath::max(acc, v);
-        } else if (node.op == OpId::ReduceMin) {
-          acc = LongDoubleMath::min(acc, v);
-        } else {
-          acc += v;
-        }
+        if (integer)
+          reference::apply_binary_int(combine, acc_int, as_integer(v), acc_int);
+        else
+          formulas::binary(math, combine, acc, v, acc);
       }
       if (integer) return store_integer(out.type.dtype, node.op == OpId::ReduceMean ? acc_int / count : acc_int);
       return store_real(out.type.dtype, node.op == OpId::ReduceMean ? acc / static_cast<Real>(count) : acc);
@@ -427,7 +411,7 @@ class Evaluator {
     const Value &a = operand(node, 0), &b = operand(node, 1);
     size_t rank = a.type.shape.size();
     int64_t k = a.type.shape[rank - 1];
-    Index a_strides = strides_of(a.type.shape), b_strides = strides_of(b.type.shape);
+    Index a_strides = ops::row_major_strides(a.type.shape), b_strides = ops::row_major_strides(b.type.shape);
     bool integer = is_integral(a.type.dtype);
     return gather(out, [&](const Index& o) {
       Index ia = o, ib = o;
@@ -451,7 +435,7 @@ class Evaluator {
   Status softmax(const Node& node, Value& out) {
     const Value& x = operand(node, 0);
     int64_t axis = node.attrs[0].i, len = x.type.shape[axis];
-    Index strides = strides_of(x.type.shape);
+    Index strides = ops::row_major_strides(x.type.shape);
     return gather(out, [&](const Index& o) {
       Index at = o;
       auto element = [&](int64_t j) {
@@ -471,7 +455,7 @@ class Evaluator {
     Real eps = node.attrs[0].f;
     return gather(out, [&](const Index& o) {
       int64_t j = o.empty() ? 0 : o.back();
-      int64_t flat = ravel(o, strides_of(x.type.shape)), row = flat - j;
+      int64_t flat = ravel(o, ops::row_major_strides(x.type.shape)), row = flat - j;
       Real mean = 0, var = 0;
       for (int64_t t = 0; t < len; ++t) mean += x.elements[row + t];
       mean /= static_cast<Real>(len);

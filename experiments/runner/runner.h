@@ -176,9 +176,10 @@ std::string workload_shown(const Experiment& e, size_t w);
 // how the child ended.
 struct BackendProbe {
   std::string summary, device;
-  std::string error;        // an error it returned (refused as one loaded here is)
-  std::string crash;        // how the child died or hung, and at which stage; empty if it did not
-  DeviceCeilings ceilings;  // measured there, where asked
+  std::string error;                 // an error it returned (refused as one loaded here is)
+  std::string crash;                 // how the child died or hung, and at which stage; empty if it did not
+  DeviceCeilings ceilings;           // measured there, where asked
+  std::vector<std::string> options;  // what it declares (describe_options)
 };
 
 // Which backends a run keeps out of its own process: each is loaded and

@@ -206,6 +206,10 @@ check "a mistyped workload" 1 "typo-workload.yaml:2: workloads\[1\]: unknown wor
 experiment "$work/typo-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{stratgy=none},lower'}" "backends: [interp]"
 check "a mistyped pass option" 1 "pass 'fuse' has no option 'stratgy' \(did you mean 'strategy'\?\)" -- \
   "$lazylab" run "$work/typo-option.yaml"
+experiment "$work/typo-backend-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+  "backends: [{name: cpu, options: 'thread=1'}]"
+check "a mistyped backend option" 1 "backend 'cpu' has no option 'thread' \(did you mean 'threads'\?\) \(options: threads, tile, stream, strict, row-groups\)" -- \
+  "$lazylab" run "$work/typo-backend-option.yaml"
 experiment "$work/typo-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backend: [interp]"
 check "a mistyped key" 1 "typo-key.yaml:4: backend: unknown key \(did you mean 'backends'\?\)" -- "$lazylab" run "$work/typo-key.yaml"
 check "validation comes before any measurement" 1 "^lazylab: [^ ]*typo-workload.yaml" -- \
@@ -663,19 +667,19 @@ fi
 if [[ -f $cuda_plugin ]]; then  # options are checked before anything else, GPU or not
   experiment "$work/cuda-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
     "backends: [{name: cuda, options: tf32=maybe}]"
-  check "a bad cuda option names it" 1 "cuda option tf32 must be on or off, got 'maybe'" -- "$lazylab" run "$work/cuda-option.yaml"
+  check "a bad cuda option names it" 1 "backend 'cuda': option 'tf32' expects on or off, got 'maybe'" -- "$lazylab" run "$work/cuda-option.yaml"
   experiment "$work/cuda-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
     "backends: [{name: cuda, options: colour=red}]"
-  check "an unknown cuda option names the options" 1 "cuda has no option 'colour' \\(options: tf32, cache, cache-dir, graph, bias-epilogue, row-block, row-groups\\)" -- \
+  check "an unknown cuda option names the options" 1 "backend 'cuda' has no option 'colour' \\(options: tf32, cache, cache-dir, graph, bias-epilogue, row-block, row-groups\\)" -- \
     "$lazylab" run "$work/cuda-key.yaml"
   experiment "$work/cuda-graph.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
     "backends: [{name: cuda, options: graph=sometimes}]"
-  check "a bad graph option names the choices" 1 "cuda option graph must be auto, on or off, got 'sometimes'" -- \
+  check "a bad graph option names the choices" 1 "backend 'cuda': option 'graph' expects one of \\{auto, on, off\\}, got 'sometimes'" -- \
     "$lazylab" run "$work/cuda-graph.yaml"
   for value in 300 wide -256; do
     experiment "$work/cuda-row-block.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
       "backends: [{name: cuda, options: 'row-block=$value'}]"
-    check "row-block=$value names the sizes" 1 "cuda option row-block must be auto, 128, 256, 512 or 1024, got '$value'" -- \
+    check "row-block=$value names the sizes" 1 "backend 'cuda': option 'row-block' expects one of \\{auto, 128, 256, 512, 1024\\}, got '$value'" -- \
       "$lazylab" run "$work/cuda-row-block.yaml"
   done
 fi
@@ -778,6 +782,9 @@ check "a plugin crashing on load is listed as crashed" 0 "crashload +UNUSABLE: c
 check "the others are listed beside a crashing plugin" 0 "^counting +reference kernels on private memory" -- \
   env LAZYLAB_PLUGIN_PATH="$test_build" "$lazylab" backends
 check "backends gives each file and device" 0 "device: .*" -- "$lazylab" backends
+check "backends lists each declared option with its default" 0 "options: +threads=0 +\(integer >= 0\) TBB and OpenBLAS threads" -- \
+  "$lazylab" backends
+check "and a choice's values" 0 "^ +row-groups=on +\(on\|off\)" -- "$lazylab" backends
 check "workloads lists the suite" 0 "gpt2-block" -- "$lazylab" workloads
 
 # ONNX models as workloads, and ONNX's node tests (libonnx-testdata, from .ci/setup).

@@ -79,13 +79,31 @@ TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
 }
 
 TEST_CASE("cpu options are checked and composites must be decomposed") {
-  auto bad = load_backend("cpu", "threads=0");
+  auto bad = load_backend("cpu", "threads=-1");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message.find("cpu option threads must be a positive integer, got '0'") != std::string::npos);
+  CHECK(bad.error().message == "backend 'cpu': option 'threads' must be at least 0, got '-1'");
+  auto zero_tile = load_backend("cpu", "tile=0");
+  REQUIRE_FALSE(zero_tile.ok());
+  CHECK(zero_tile.error().message == "backend 'cpu': option 'tile' must be at least 1, got '0'");
   auto unknown = load_backend("cpu", "colour=red");
   REQUIRE_FALSE(unknown.ok());
-  CHECK(unknown.error().message.find(
-            "cpu has no option 'colour' (options: threads, tile, stream, strict, row-groups)") != std::string::npos);
+  CHECK(unknown.error().message ==
+        "backend 'cpu' has no option 'colour' (options: threads, tile, stream, strict, "
+        "row-groups)");
+  auto typo = load_backend("cpu", "strct=on");
+  REQUIRE_FALSE(typo.ok());
+  CHECK(typo.error().message.find("has no option 'strct' (did you mean 'strict'?)") != std::string::npos);
+  auto twice = load_backend("cpu", "tile=8,tile=16");
+  REQUIRE_FALSE(twice.ok());
+  CHECK(twice.error().message == "backend 'cpu': option 'tile' is given twice");
+  // Two spellings of one configuration are one backend identity (and so one
+  // set of cache entries); another value is another.
+  auto spelled = load_backend("cpu", "strict=1,threads=1");
+  auto defaults = load_backend("cpu", "threads=1,strict=on,row-groups=true,tile=4096");
+  auto other = load_backend("cpu", "threads=1,strict=on,tile=256");
+  REQUIRE((spelled.ok() && defaults.ok() && other.ok()));
+  CHECK((*spelled)->fingerprint() == (*defaults)->fingerprint());
+  CHECK((*spelled)->fingerprint() != (*other)->fingerprint());
   auto never = load_backend("cpu", "stream=9223372036854775807");  // KiB: more bytes than an int64 holds
   REQUIRE(never.ok());
   auto cpu = load_backend("cpu", "threads=1,tile=256");

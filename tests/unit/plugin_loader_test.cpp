@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "attention_variants.h"
+#include "core/backend_options.h"
 #include "core/pass_manager.h"
 #include "support.h"
 
@@ -175,9 +176,11 @@ TEST_CASE("an attention kernel is refused before compiling by a backend that run
 }
 
 TEST_CASE("bad backend options, compile failures and execute failures come back as errors") {
+  // interp declares none: its create() (plugin::BackendOptions) refuses any.
   CHECK(load_error("interp", "threads=4") == "backend plugin " + load_backend("interp").value()->path() +
-                                                 ": create: interp takes no options, got 'threads'");
-  CHECK(load_error("interp", "garbage").find("backend option 'garbage' is not key=value") != std::string::npos);
+                                                 ": create: backend 'interp' has no option 'threads' (options: none)");
+  CHECK(load_error("interp", "garbage").find("option 'garbage' is not name=value") != std::string::npos);
+  CHECK(load_error("cpu", "garbage") == "backend 'cpu': option 'garbage' is not name=value");
   for (bool fail_compile : {true, false}) {
     auto backend = load_backend(kDir + "/lazylab-backend-failing.so", fail_compile ? "fail-compile=1" : "");
     REQUIRE(backend.ok());
@@ -226,4 +229,46 @@ TEST_CASE("only the backends lazylab ships, in its own plugin folder, count as s
                              std::filesystem::copy_options::overwrite_existing);
   CHECK_FALSE(is_shipped_backend((copy / "lazylab-backend-interp.so").string()));
   std::filesystem::remove_all(copy);
+}
+
+TEST_CASE("a backend's declared options are checked, spelled out in order, and listed") {
+  lazylab_option_spec specs[] = {
+      {"size", LAZYLAB_OPTION_INT, "8", "a size", nullptr, 1},
+      {"mode", LAZYLAB_OPTION_ENUM, "fast", "a mode", "fast|exact", 0},
+      {"trace", LAZYLAB_OPTION_BOOL, "off", "a switch", nullptr, 0},
+  };
+  lazylab_backend_api api{};
+  api.struct_size = sizeof api;
+  api.name = "toy";
+  api.options = specs;
+  api.num_options = 3;
+  REQUIRE(check_declared_options(api).ok());
+  CHECK(canonical_options(api, "").value() == "size=8,mode=fast,trace=off");
+  CHECK(canonical_options(api, "trace=1,size=064").value() == "size=64,mode=fast,trace=on");
+  CHECK(canonical_options(api, "mode=exakt").error().message ==
+        "backend 'toy': option 'mode' expects one of {fast, exact}, got 'exakt'");
+  CHECK(canonical_options(api, "sise=2").error().message ==
+        "backend 'toy' has no option 'sise' (did you mean 'size'?) (options: size, mode, trace)");
+  CHECK(canonical_options(api, "size=0").error().message == "backend 'toy': option 'size' must be at least 1, got '0'");
+  CHECK(describe_options(api) == std::vector<std::string>{"size=8  (integer >= 1) a size",
+                                                          "mode=fast  (fast|exact) a mode",
+                                                          "trace=off  (on|off) a switch"});
+  // A plugin built before 3.11 (a shorter table) declares none: its text
+  // goes to create() as written.
+  api.struct_size = offsetof(lazylab_backend_api, options);
+  CHECK(declared_options(api).empty());
+  CHECK(canonical_options(api, "anything=1").value() == "anything=1");
+  // Malformed declarations are refused when the plugin is loaded.
+  api.struct_size = sizeof api;
+  specs[0].default_value = "0";
+  CHECK(check_declared_options(api).error().message ==
+        "backend toy declares a bad option: the default of option 'size' must be at least 1, got '0'");
+  specs[0].default_value = "8";
+  specs[1].choices = nullptr;
+  CHECK(check_declared_options(api).error().message ==
+        "backend toy declares a bad option: option 'mode' is a choice without choices");
+  specs[1].choices = "fast|exact";
+  specs[2].summary = nullptr;
+  CHECK(check_declared_options(api).error().message ==
+        "backend toy declares a bad option: option 'trace' has a NULL default or summary");
 }

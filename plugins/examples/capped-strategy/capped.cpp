@@ -12,9 +12,7 @@ namespace {
 
 using namespace lazylab;
 
-bool elementwise(OpId op) {
-  return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
-}
+bool elementwise(OpId op) { return fuses_as_elementwise(op); }
 
 class Capped : public FusionStrategy {
  public:

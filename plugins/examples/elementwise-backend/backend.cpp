@@ -98,9 +98,9 @@ class ElementwiseExecutable : public lazylab::plugin::HostExecutable {
 
 class ElementwiseBackend : public lazylab::plugin::Backend {
  public:
-  explicit ElementwiseBackend(const std::map<std::string, std::string>& options) {
-    if (!options.empty()) throw std::invalid_argument("the example backend takes no options");
-  }
+  // Declares no options (a static constexpr lazylab_option_spec kOptions[]
+  // would declare some): the helper refuses any.
+  explicit ElementwiseBackend(const lazylab::plugin::BackendOptions&) {}
   // Constants, reshapes and same-dtype elementwise math; the host refuses
   // programs with anything else before compile() is called.
   void capabilities(lazylab_capabilities& caps) const override {

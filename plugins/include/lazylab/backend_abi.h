@@ -74,11 +74,15 @@
  * it does not own (host data it aliases).
  * Version 3.9 appends the op scatter_add (gather's adjoint: an embedding's
  * gradient).
- * Version 3.10 (this header) appends the access kind
+ * Version 3.10 appends the access kind
  * LAZYLAB_ACCESS_ROW_GROUP: a value constant along each row and shared by
  * groups of rows (batch norm's per-channel [C] spread over NCHW, whose rows
  * are N * C * H), read in place by a row-space kernel rather than copied out
  * first; and the capability that asks for it (reads_row_groups).
+ * Version 3.11 (this header) appends the options a backend declares
+ * (lazylab_option_spec: name, kind, default, summary): the host checks a
+ * user's option text against them, once, and calls create() with every
+ * option spelled canonically; `lazylab backends` lists them.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -126,12 +130,12 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 10u
+#define LAZYLAB_ABI_MINOR 11u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
 enum lazylab_op_id {
-#define LAZYLAB_OP(id, name, category, arity, type_rule, schema) LAZYLAB_OP_##id,
+#define LAZYLAB_OP(id, ...) LAZYLAB_OP_##id,
 #include "lazylab/ops.def"
 #undef LAZYLAB_OP
   LAZYLAB_OP_COUNT
@@ -411,6 +415,24 @@ typedef struct lazylab_execute_args {
   ((args)->struct_size >= offsetof(lazylab_execute_args, profile_kernels) + sizeof(uint32_t) && \
    (args)->profile_kernels != 0)
 
+/* ABI 3.11: one option a backend's create() accepts. The layout is fixed:
+ * a later minor version that needs more says so in a new array. */
+typedef enum lazylab_option_kind {
+  LAZYLAB_OPTION_INT = 0,   /* a decimal integer, at least min_value */
+  LAZYLAB_OPTION_BOOL = 1,  /* true, false, on, off, 1 or 0 */
+  LAZYLAB_OPTION_ENUM = 2,  /* one of `choices` */
+  LAZYLAB_OPTION_STRING = 3 /* any text without a comma */
+} lazylab_option_kind;
+
+typedef struct lazylab_option_spec {
+  const char* name;          /* as written in "name=value" */
+  uint32_t kind;             /* lazylab_option_kind */
+  const char* default_value; /* a value of the kind ("" for a STRING that has none) */
+  const char* summary;       /* one line */
+  const char* choices;       /* ENUM: the values allowed, separated by '|'; else NULL */
+  int64_t min_value;         /* INT: the least value allowed */
+} lazylab_option_spec;
+
 typedef struct lazylab_backend_api {
   size_t struct_size;
   uint32_t abi_major;
@@ -502,6 +524,15 @@ typedef struct lazylab_backend_api {
    * (freeing a buffer, say) runs after the work queued on another library's
    * `stream` so far. Returns 0, else nonzero with *error set. */
   int (*device_wait_stream)(lazylab_backend* backend, int32_t device, uint64_t stream, char** error);
+
+  /* ABI 3.11, optional (NULL or none: create() gets the user's text as
+   * written). The options create() accepts, valid while the plugin is
+   * loaded. The host checks a user's text against them (a name that is none
+   * of them gets the nearest; a value, its kind's check) and calls create()
+   * with every option, in this order, as "name=value,..." with the defaults
+   * filled in. */
+  const lazylab_option_spec* options;
+  uint32_t num_options;
 } lazylab_backend_api;
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,27 +23,21 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lazylab/backend_abi.h"
+#include "lazylab/backend_options.hpp"
 
 namespace lazylab::plugin {
 
-// "key=value,key=value" -> map; throws on a malformed item.
+// "key=value,key=value" -> map, for a backend that declares no options and
+// takes the text as written; throws on a malformed item.
 inline std::map<std::string, std::string> parse_options(const char* text) {
-  std::map<std::string, std::string> options;
-  std::string all = text ? text : "";
-  size_t start = 0;
-  while (start < all.size()) {
-    size_t comma = all.find(',', start);
-    std::string item = all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    size_t eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("backend option '" + item + "' is not key=value");
-    options[item.substr(0, eq)] = item.substr(eq + 1);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return options;
+  std::vector<std::pair<std::string, std::string>> items;
+  if (std::string error = options::split_items(text ? text : "", items); !error.empty())
+    throw std::invalid_argument("backend " + error);
+  return {items.begin(), items.end()};
 }
 
 inline size_t dtype_bytes(uint32_t dtype) {
@@ -382,8 +377,32 @@ inline void check_device(Backend& backend, int32_t device) {
                             std::to_string(backend.device_count()) + " devices)");
 }
 
+// A backend declares its options as `static constexpr lazylab_option_spec
+// kOptions[]` and takes them as `const BackendOptions&`; one without
+// kOptions declares none (a BackendOptions constructor then refuses any).
+template <class B, class = void>
+struct DeclaredOptions {
+  static constexpr const lazylab_option_spec* specs = nullptr;
+  static constexpr uint32_t count = 0;
+};
+template <class B>
+struct DeclaredOptions<B, std::void_t<decltype(B::kOptions)>> {
+  static constexpr const lazylab_option_spec* specs = B::kOptions;
+  static constexpr uint32_t count = static_cast<uint32_t>(std::size(B::kOptions));
+};
+
+template <class BackendClass>
+std::unique_ptr<BackendClass> create_backend(const char* name, const char* text) {
+  using Declared = DeclaredOptions<BackendClass>;
+  if constexpr (std::is_constructible_v<BackendClass, const BackendOptions&>)
+    return std::make_unique<BackendClass>(BackendOptions(name, Declared::specs, Declared::count, text ? text : ""));
+  else
+    return std::make_unique<BackendClass>(parse_options(text));
+}
+
 template <class BackendClass>
 const lazylab_backend_api* make_api(const char* name, const char* summary) {
+  static const char* const backend_name = name;
   static const lazylab_backend_api api = {
       sizeof(lazylab_backend_api),
       LAZYLAB_ABI_MAJOR,
@@ -394,7 +413,7 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
         BackendHandle* handle = nullptr;
         guarded(error, [&] {
           auto owned = std::make_unique<BackendHandle>();
-          owned->backend = std::make_unique<BackendClass>(parse_options(options));
+          owned->backend = create_backend<BackendClass>(backend_name, options);
           owned->description = owned->backend->device_description();
           handle = owned.release();
         });
@@ -540,6 +559,8 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
           backend_of(backend).device_wait_stream(device, stream);
         });
       },
+      DeclaredOptions<BackendClass>::specs,
+      DeclaredOptions<BackendClass>::count,
   };
   return &api;
 }

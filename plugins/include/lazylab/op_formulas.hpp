@@ -131,13 +131,13 @@ constexpr bool has_formula(uint32_t op) {
 template <class F>
 bool with_formula_op(uint32_t op, F&& f) {
   switch (op) {
-#define LAZYLAB_OP(id, text, category, arity, type_rule, schema) \
-  case LAZYLAB_OP_##id:                                          \
-    if constexpr (has_formula(LAZYLAB_OP_##id)) {                \
-      f(std::integral_constant<uint32_t, LAZYLAB_OP_##id>{});    \
-      return true;                                               \
-    } else {                                                     \
-      return false;                                              \
+#define LAZYLAB_OP(id, ...)                                   \
+  case LAZYLAB_OP_##id:                                       \
+    if constexpr (has_formula(LAZYLAB_OP_##id)) {             \
+      f(std::integral_constant<uint32_t, LAZYLAB_OP_##id>{}); \
+      return true;                                            \
+    } else {                                                  \
+      return false;                                           \
     }
 #include "lazylab/ops.def"
 #undef LAZYLAB_OP
