@@ -113,6 +113,43 @@ std::function<OptionExtension(const PassOptions&)> registry_extension(std::strin
   };
 }
 
+// A pass that hands the module to the registry entry its one option names
+// (fuse's strategy, schedule's order, plan-memory's algo): the option, with
+// the entry's own options; the entry created with the invocation's options;
+// `apply(module, entry)` says whether the module changed, its errors
+// prefixed with the entry's `kind` and name ("scheduler 'memory': ...").
+template <class Info, class Apply>
+PassInfo registry_pass(std::string name, std::string summary, PassStage stage, std::string option,
+                       std::string default_entry, std::string kind, Apply apply) {
+  class RegistryPass : public Pass {
+   public:
+    RegistryPass(PassOptions options, std::string option, std::string kind, Apply apply)
+        : options_(std::move(options)), option_(std::move(option)), kind_(std::move(kind)), apply_(std::move(apply)) {}
+    Expected<bool> run(Module& module) override {
+      const std::string& entry_name = options_.get(option_);
+      const Info* info = Registry<Info>::global().find(entry_name);
+      if (!info) return make_error("unknown " + kind_ + " '" + entry_name + "'");
+      Expected<bool> changed = apply_(module, *info->create(options_));
+      if (!changed) return make_error(kind_ + " '" + entry_name + "': " + changed.error().message);
+      return changed;
+    }
+
+   private:
+    PassOptions options_;
+    std::string option_, kind_;
+    Apply apply_;
+  };
+  std::string help = "the " + kind;
+  return PassInfo{std::move(name),
+                  std::move(summary),
+                  {registry_option<Info>(option, std::move(default_entry), std::move(help))},
+                  [option, kind, apply](const PassOptions& options) -> std::unique_ptr<Pass> {
+                    return std::make_unique<RegistryPass>(options, option, kind, apply);
+                  },
+                  stage,
+                  registry_extension<Info>(option)};
+}
+
 // Parses `text` as `spec`'s kind and checks it against the spec's limits.
 Expected<OptionValue> parse_option_value(const PassOptionSpec& spec, const std::string& text);
 

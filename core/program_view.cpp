@@ -4,6 +4,11 @@ namespace lazylab {
 namespace {
 
 // Core's kinds are the ABI's values, cast across as they are.
+static_assert(static_cast<uint32_t>(KernelKind::Opaque) == LAZYLAB_KERNEL_OPAQUE);
+static_assert(static_cast<uint32_t>(KernelKind::Elementwise) == LAZYLAB_KERNEL_ELEMENTWISE);
+static_assert(static_cast<uint32_t>(KernelKind::RowReduction) == LAZYLAB_KERNEL_ROW_REDUCTION);
+static_assert(static_cast<uint32_t>(KernelKind::Contraction) == LAZYLAB_KERNEL_CONTRACTION);
+static_assert(static_cast<uint32_t>(KernelKind::Layout) == LAZYLAB_KERNEL_LAYOUT);
 static_assert(static_cast<uint32_t>(KernelKind::Attention) == LAZYLAB_KERNEL_ATTENTION);
 static_assert(static_cast<uint32_t>(KernelKind::Window) == LAZYLAB_KERNEL_WINDOW);
 static_assert(static_cast<uint32_t>(Access::Full) == LAZYLAB_ACCESS_FULL);

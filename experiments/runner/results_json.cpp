@@ -67,72 +67,159 @@ Verdict verdict_from(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// A cell's report fields, described once: the writer and the reader follow
+// this list, and a test checks report.schema.json against it
+// (cell_field_names). `field(key, value, required)`: `value` a member, or a
+// view of several (speedup, samples) that converts both ways.
+struct SpeedupView {
+  Estimate& estimate;
+  Verdict& verdict;
+};
+struct SamplesView {
+  std::vector<double>& step_ms;
+  std::vector<double>& device_ms;
+};
+struct CorrectnessView {
+  Correctness& correctness;
+};
+struct StatusView {
+  CellStatus& status;
+};
+struct SpreadView {
+  Spread& spread;
+};
+struct EstimateView {
+  Estimate& estimate;
+};
+struct PassesView {
+  std::vector<PassStat>& passes;
+};
+struct MetricsView {
+  Metrics& metrics;
+};
+
+void to_json(json& j, const SpeedupView& v) {
+  j = estimate_json(v.estimate);
+  j["verdict"] = verdict_name(v.verdict);
+}
+void from_json(const json& j, SpeedupView v) {
+  if (!j.is_object()) return;
+  v.estimate = estimate_from(j);
+  v.verdict = verdict_from(j.value("verdict", ""));
+}
+void to_json(json& j, const SamplesView& v) { j = {{"step_ms", v.step_ms}, {"device_ms", v.device_ms}}; }
+void from_json(const json& j, SamplesView v) {
+  v.step_ms = j.value("step_ms", std::vector<double>{});
+  v.device_ms = j.value("device_ms", std::vector<double>{});
+}
+void to_json(json& j, const CorrectnessView& v) {
+  const Correctness& c = v.correctness;
+  j = {
+      {"pass", c.pass}, {"max_abs_error", c.max_abs_error}, {"max_rel_error", c.max_rel_error}, {"problem", c.problem}};
+}
+void from_json(const json& j, CorrectnessView v) {
+  v.correctness = {j.value("pass", false), j.value("max_abs_error", 0.0), j.value("max_rel_error", 0.0),
+                   j.value("problem", "")};
+}
+void to_json(json& j, const StatusView& v) { j = status_name(v.status); }
+void from_json(const json& j, StatusView v) { v.status = status_from(j.get<std::string>()); }
+void to_json(json& j, const EstimateView& v) { j = estimate_json(v.estimate); }
+void from_json(const json& j, EstimateView v) { v.estimate = estimate_from(j); }
+void to_json(json& j, const SpreadView& v) { j = spread_json(v.spread); }
+void from_json(const json& j, SpreadView v) { v.spread = spread_from(j); }
+void to_json(json& j, const PassesView& v) { j = passes_json(v.passes); }
+void from_json(const json& j, PassesView v) { v.passes = passes_from(j); }
+void to_json(json& j, const MetricsView& v) {
+  j = json::object();
+  visit_metrics(v.metrics, [&](const char* key, const auto& value) { j[key] = value; });
+}
+void from_json(const json& j, MetricsView v) {
+  visit_metrics(v.metrics, [&](const char* key, auto& value) { value = j.value(key, value); });
+}
+
+constexpr bool kRequired = true, kOptional = false;
+
+// One list serves both directions, so it takes a mutable cell; the writer
+// only reads through it.
+template <class Field>
+void visit_cell_fields(CellResult& c, Field&& field) {
+  field("workload", c.workload, kRequired);
+  field("workload_params", c.workload_params, kRequired);
+  field("pipeline", c.pipeline, kRequired);
+  field("pipeline_text", c.pipeline_text, kRequired);
+  field("backend", c.backend, kRequired);
+  field("backend_options", c.backend_options, kRequired);
+  field("label", c.label, kOptional);
+  field("workload_shown", c.workload_shown, kOptional);
+  field("backend_shown", c.backend_shown, kOptional);
+  field("workload_entry", c.workload_entry, kOptional);
+  field("backend_entry", c.backend_entry, kOptional);
+  field("pipeline_entry", c.pipeline_entry, kOptional);
+  field("status", StatusView{c.status}, kOptional);
+  field("error", c.error, kOptional);
+  field("correctness", CorrectnessView{c.correctness}, kRequired);
+  field("kernels", c.kernels, kOptional);
+  field("arena_bytes", c.arena_bytes, kOptional);
+  field("naive_arena_bytes", c.naive_arena_bytes, kOptional);
+  field("kernel_bytes", c.cost.kernel_bytes, kOptional);
+  field("kernel_operations", c.cost.kernel_operations, kOptional);
+  field("kernel_flops", c.cost.kernel_flops, kOptional);
+  field("kernel_labels", c.kernel_labels, kOptional);
+  field("compile_notes", c.compile_notes, kOptional);
+  field("kernel_ms", c.kernel_ms, kOptional);
+  field("bytes_moved", c.cost.total_bytes, kOptional);
+  field("minimum_bytes", c.cost.minimum_bytes, kOptional);
+  field("flops", c.cost.flops, kOptional);
+  field("minimum_flops", c.cost.minimum_flops, kOptional);
+  field("elementwise_ops", c.cost.elementwise_ops, kOptional);
+  field("achieved_gb_s", c.achieved_gb_s, kOptional);
+  field("copy_bandwidth_fraction", c.copy_bandwidth_fraction, kOptional);
+  field("floor_ms", c.floor_ms, kOptional);
+  field("floor_fraction", c.floor_fraction, kOptional);
+  field("rounds_copy_gb_s", c.rounds_copy_gb_s, kOptional);
+  field("rounds_sgemm_gflop_s", c.rounds_sgemm_gflop_s, kOptional);
+  field("rounds_floor_ms", c.rounds_floor_ms, kOptional);
+  field("rounds_floor_fraction", c.rounds_floor_fraction, kOptional);
+  field("device_ceilings", c.device_ceilings, kOptional);
+  field("compile_ms", c.compile_ms, kOptional);
+  field("recompile_ms", c.recompile_ms, kOptional);
+  field("cold_step_ms", c.cold_step_ms, kOptional);
+  field("step_ms", SpreadView{c.step_ms}, kOptional);
+  field("trace_us", SpreadView{c.trace_us}, kOptional);
+  field("hit_sync_overhead_us", SpreadView{c.hit_sync_overhead_us}, kOptional);
+  field("execute_ms", SpreadView{c.execute_ms}, kOptional);
+  field("device_ms", SpreadView{c.device_ms}, kOptional);
+  field("samples", SamplesView{c.step_samples_ms, c.device_samples_ms}, kOptional);
+  field("time_ms", EstimateView{c.time}, kOptional);
+  field("noisy", c.noisy, kOptional);
+  field("nodes_per_step", c.nodes_per_step, kOptional);
+  field("ops_per_step", c.ops_per_step, kOptional);
+  field("speedup_vs_baseline", SpeedupView{c.speedup, c.speedup_verdict}, kOptional);
+  field("passes", PassesView{c.passes}, kOptional);
+  field("fusion_refusals", c.fusion_refusals, kOptional);
+  field("kernel_graph_dot", c.kernel_graph, kOptional);
+  field("metrics", MetricsView{c.metrics}, kOptional);
+}
+
+// Written from the fields above, read by nobody.
+constexpr const char* kDerivedCellFields[] = {"timed_on_device", "step_us_per_op"};
+
+}  // namespace
+
+std::vector<std::string> cell_field_names() {
+  std::vector<std::string> names;
+  CellResult cell;
+  visit_cell_fields(cell, [&](const char* key, auto&&, bool) { names.push_back(key); });
+  for (const char* key : kDerivedCellFields) names.push_back(key);
+  return names;
+}
+
 json cell_to_json(const CellResult& c) {
-  json metrics = json::object();
-  visit_metrics(c.metrics, [&](const char* key, const auto& value) { metrics[key] = value; });
-  json speedup = estimate_json(c.speedup);
-  speedup["verdict"] = verdict_name(c.speedup_verdict);
-  json cell = {{"workload", c.workload},
-               {"workload_params", c.workload_params},
-               {"pipeline", c.pipeline},
-               {"pipeline_text", c.pipeline_text},
-               {"backend", c.backend},
-               {"backend_options", c.backend_options},
-               {"label", c.label},
-               {"workload_shown", c.workload_shown},
-               {"backend_shown", c.backend_shown},
-               {"workload_entry", c.workload_entry},
-               {"backend_entry", c.backend_entry},
-               {"pipeline_entry", c.pipeline_entry},
-               {"status", status_name(c.status)},
-               {"error", c.error},
-               {"correctness",
-                {{"pass", c.correctness.pass},
-                 {"max_abs_error", c.correctness.max_abs_error},
-                 {"max_rel_error", c.correctness.max_rel_error},
-                 {"problem", c.correctness.problem}}},
-               {"kernels", c.kernels},
-               {"arena_bytes", c.arena_bytes},
-               {"naive_arena_bytes", c.naive_arena_bytes},
-               {"kernel_bytes", c.cost.kernel_bytes},
-               {"kernel_operations", c.cost.kernel_operations},
-               {"kernel_flops", c.cost.kernel_flops},
-               {"kernel_labels", c.kernel_labels},
-               {"compile_notes", c.compile_notes},
-               {"kernel_ms", c.kernel_ms},
-               {"bytes_moved", c.cost.total_bytes},
-               {"minimum_bytes", c.cost.minimum_bytes},
-               {"flops", c.cost.flops},
-               {"minimum_flops", c.cost.minimum_flops},
-               {"elementwise_ops", c.cost.elementwise_ops},
-               {"achieved_gb_s", c.achieved_gb_s},
-               {"copy_bandwidth_fraction", c.copy_bandwidth_fraction},
-               {"floor_ms", c.floor_ms},
-               {"floor_fraction", c.floor_fraction},
-               {"rounds_copy_gb_s", c.rounds_copy_gb_s},
-               {"rounds_sgemm_gflop_s", c.rounds_sgemm_gflop_s},
-               {"rounds_floor_ms", c.rounds_floor_ms},
-               {"rounds_floor_fraction", c.rounds_floor_fraction},
-               {"device_ceilings", c.device_ceilings},
-               {"compile_ms", c.compile_ms},
-               {"recompile_ms", c.recompile_ms},
-               {"cold_step_ms", c.cold_step_ms},
-               {"step_ms", spread_json(c.step_ms)},
-               {"trace_us", spread_json(c.trace_us)},
-               {"hit_sync_overhead_us", spread_json(c.hit_sync_overhead_us)},
-               {"execute_ms", spread_json(c.execute_ms)},
-               {"device_ms", spread_json(c.device_ms)},
-               {"samples", {{"step_ms", c.step_samples_ms}, {"device_ms", c.device_samples_ms}}},
-               {"time_ms", estimate_json(c.time)},
-               {"timed_on_device", c.timed_on_device()},
-               {"noisy", c.noisy},
-               {"nodes_per_step", c.nodes_per_step},
-               {"ops_per_step", c.ops_per_step},
-               {"speedup_vs_baseline", speedup},
-               {"passes", passes_json(c.passes)},
-               {"fusion_refusals", c.fusion_refusals},
-               {"kernel_graph_dot", c.kernel_graph},
-               {"metrics", metrics}};
+  json cell = json::object();
+  visit_cell_fields(const_cast<CellResult&>(c), [&](const char* key, const auto& value, bool) { cell[key] = value; });
+  cell["timed_on_device"] = c.timed_on_device();
   if (c.ops_per_step > 0) cell["step_us_per_op"] = c.step_ms.median * 1e3 / static_cast<double>(c.ops_per_step);
   return cell;
 }
@@ -140,71 +227,16 @@ json cell_to_json(const CellResult& c) {
 Expected<CellResult> cell_from_json(const json& j) {
   try {
     CellResult c;
-    c.workload = j.at("workload").get<std::string>();
-    c.workload_params = j.at("workload_params").get<WorkloadParams>();
-    c.pipeline = j.at("pipeline").get<std::string>();
-    c.pipeline_text = j.at("pipeline_text").get<std::string>();
-    c.backend = j.at("backend").get<std::string>();
-    c.backend_options = j.at("backend_options").get<std::string>();
-    c.label = j.value("label", "");
-    c.workload_shown = j.value("workload_shown", c.workload);
-    c.backend_shown = j.value("backend_shown", c.backend);
-    c.workload_entry = j.value("workload_entry", size_t{0});
-    c.backend_entry = j.value("backend_entry", size_t{0});
-    c.pipeline_entry = j.value("pipeline_entry", size_t{0});
-    c.status = status_from(j.value("status", "ok"));
-    c.error = j.value("error", "");
-    const json& correct = j.at("correctness");
-    c.correctness = {correct.value("pass", false), correct.value("max_abs_error", 0.0),
-                     correct.value("max_rel_error", 0.0), correct.value("problem", "")};
-    c.kernels = j.value("kernels", size_t{0});
-    c.arena_bytes = j.value("arena_bytes", uint64_t{0});
-    c.naive_arena_bytes = j.value("naive_arena_bytes", uint64_t{0});
-    c.cost.kernel_bytes = j.value("kernel_bytes", std::vector<uint64_t>{});
-    c.cost.kernel_operations = j.value("kernel_operations", std::vector<uint64_t>{});
-    c.cost.kernel_flops = j.value("kernel_flops", std::vector<uint64_t>{});
-    c.kernel_labels = j.value("kernel_labels", std::vector<std::string>{});
-    c.compile_notes = j.value("compile_notes", std::vector<std::string>{});
-    c.kernel_ms = j.value("kernel_ms", std::vector<double>{});
-    c.cost.total_bytes = j.value("bytes_moved", uint64_t{0});
-    c.cost.minimum_bytes = j.value("minimum_bytes", uint64_t{0});
-    c.cost.flops = j.value("flops", uint64_t{0});
-    c.cost.minimum_flops = j.value("minimum_flops", c.cost.flops);  // reports before it: the dense count
-    c.cost.elementwise_ops = j.value("elementwise_ops", uint64_t{0});
-    c.achieved_gb_s = j.value("achieved_gb_s", 0.0);
-    c.copy_bandwidth_fraction = j.value("copy_bandwidth_fraction", 0.0);
-    c.floor_ms = j.value("floor_ms", 0.0);
-    c.floor_fraction = j.value("floor_fraction", 0.0);
-    c.rounds_copy_gb_s = j.value("rounds_copy_gb_s", 0.0);
-    c.rounds_sgemm_gflop_s = j.value("rounds_sgemm_gflop_s", 0.0);
-    c.rounds_floor_ms = j.value("rounds_floor_ms", 0.0);
-    c.rounds_floor_fraction = j.value("rounds_floor_fraction", 0.0);
-    c.device_ceilings = j.value("device_ceilings", false);
-    c.compile_ms = j.value("compile_ms", 0.0);
-    c.recompile_ms = j.value("recompile_ms", 0.0);
-    c.cold_step_ms = j.value("cold_step_ms", 0.0);
-    c.step_ms = spread_from(j.value("step_ms", json::object()));
-    c.trace_us = spread_from(j.value("trace_us", json::object()));
-    c.hit_sync_overhead_us = spread_from(j.value("hit_sync_overhead_us", json::object()));
-    c.execute_ms = spread_from(j.value("execute_ms", json::object()));
-    c.device_ms = spread_from(j.value("device_ms", json::object()));
-    json samples = j.value("samples", json::object());
-    c.step_samples_ms = samples.value("step_ms", std::vector<double>{});
-    c.device_samples_ms = samples.value("device_ms", std::vector<double>{});
-    c.time = estimate_from(j.value("time_ms", json::object()));
-    c.noisy = j.value("noisy", false);
-    c.nodes_per_step = j.value("nodes_per_step", int64_t{0});
-    c.ops_per_step = j.value("ops_per_step", int64_t{0});
-    json speedup = j.value("speedup_vs_baseline", json::object());
-    if (speedup.is_object()) {
-      c.speedup = estimate_from(speedup);
-      c.speedup_verdict = verdict_from(speedup.value("verdict", ""));
-    }
-    c.passes = passes_from(j.value("passes", json::array()));
-    c.fusion_refusals = j.value("fusion_refusals", std::map<std::string, uint64_t>{});
-    c.kernel_graph = j.value("kernel_graph_dot", "");
-    json metrics = j.value("metrics", json::object());
-    visit_metrics(c.metrics, [&](const char* key, auto& value) { value = metrics.value(key, value); });
+    visit_cell_fields(c, [&](const char* key, auto&& value, bool required) {
+      if (required)
+        j.at(key).get_to(value);
+      else if (auto it = j.find(key); it != j.end())
+        it->get_to(value);
+    });
+    // Reports from before these fields.
+    if (!j.contains("workload_shown")) c.workload_shown = c.workload;
+    if (!j.contains("backend_shown")) c.backend_shown = c.backend;
+    if (!j.contains("minimum_flops")) c.cost.minimum_flops = c.cost.flops;  // the dense count
     return c;
   } catch (const json::exception& ex) {
     return make_error(fmt::format("a cell in the report is malformed: {}", ex.what()));

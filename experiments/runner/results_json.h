@@ -11,6 +11,9 @@ namespace lazylab {
 
 nlohmann::json cell_to_json(const CellResult& cell);
 Expected<CellResult> cell_from_json(const nlohmann::json& json);
+// Every key cell_to_json writes (report.schema.json's cell properties must
+// be these).
+std::vector<std::string> cell_field_names();
 
 nlohmann::json ceilings_to_json(const Ceilings& ceilings);
 Ceilings ceilings_from_json(const nlohmann::json& json);

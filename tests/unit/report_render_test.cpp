@@ -1,11 +1,15 @@
 // The report's renderings from a fixed JSON report (tests/data): every
 // format, a cell that failed, a peer that did not run, text that must be
 // escaped; and the JSON round trip that makes the JSON the one source.
+#include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "runner/report.h"
 #include "runner/report_tables.h"
+#include "runner/results_json.h"
 #include "support.h"
 
 using namespace lazylab;
@@ -225,4 +229,29 @@ TEST_CASE("a column blank in every row is left out where it asks to be, but not 
     CHECK(has(render_table(columns, one_probed, format), "81%"));
   }
   CHECK(lines_of(render_table(columns, none_probed, ReportFormat::Csv)).front().starts_with("name,probed,kept"));
+}
+
+TEST_CASE("a cell's fields are described once: the writer, the reader and the schema agree") {
+  std::vector<std::string> names = cell_field_names();
+  std::set<std::string> fields(names.begin(), names.end());
+  CHECK(fields.size() == names.size());  // no key twice
+  std::ifstream in(LAZYLAB_REPORT_SCHEMA);
+  nlohmann::json schema = nlohmann::json::parse(in);
+  const nlohmann::json& cell = schema.at("$defs").at("cell");
+  std::set<std::string> in_schema;
+  for (const auto& [key, value] : cell.at("properties").items()) in_schema.insert(key);
+  CHECK(in_schema == fields);
+  for (const std::string& required : cell.at("required").get<std::vector<std::string>>())
+    CHECK_MESSAGE(fields.count(required), required);
+  // What the writer writes is what the list says, and reads back to the
+  // same JSON.
+  for (const CellResult& c : fixture().cells) {
+    nlohmann::json written = cell_to_json(c);
+    std::set<std::string> keys;
+    for (const auto& [key, value] : written.items()) keys.insert(key);
+    for (const std::string& key : keys) CHECK_MESSAGE(fields.count(key), key);
+    auto read = cell_from_json(written);
+    REQUIRE(read.ok());
+    CHECK(cell_to_json(*read) == written);
+  }
 }
