@@ -526,17 +526,6 @@ KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> op
   return {};
 }
 
-std::string_view kind_name(KernelKind kind) {
-  switch (kind) {
-    case KernelKind::Opaque: return "opaque";
-    case KernelKind::Elementwise: return "elementwise";
-    case KernelKind::RowReduction: return "row-reduction";
-    case KernelKind::Contraction: return "contraction";
-    case KernelKind::Layout: return "layout";
-    case KernelKind::Window: return "window";
-    case KernelKind::Attention: return "attention";
-  }
-  return "?";
-}
+std::string_view kind_name(KernelKind kind) { return lazylab_kernel_kind_name(static_cast<uint32_t>(kind)); }
 
 }  // namespace lazylab

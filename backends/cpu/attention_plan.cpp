@@ -127,12 +127,12 @@ class AttentionPlan : public KernelPlan {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_attention_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                                const RowPlanOptions& options, const openblas::Runtime& blas) {
+Planned<KernelPlan> make_attention_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                        const RowPlanOptions& options, const openblas::Runtime& blas) {
   if (kernel.kind != LAZYLAB_KERNEL_ATTENTION || !lazylab_kernel_has_attention(&kernel)) return nullptr;
   const lazylab_attention& a = kernel.attention;
   for (uint32_t v : {a.q, a.k, a.v, a.output})
-    if (values[v].dtype != LAZYLAB_F32) return nullptr;
+    if (values[v].dtype != LAZYLAB_F32) return decline("the attention's values are not all f32");
   return std::make_unique<AttentionPlan>(a, options, blas);
 }
 

@@ -10,13 +10,14 @@
 #include <memory>
 
 #include "openblas_runtime.h"
+#include "planned.h"
 #include "row_plan.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr if the kernel is not an attention kernel (or is not f32).
-std::unique_ptr<KernelPlan> make_attention_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                                const RowPlanOptions& options, const openblas::Runtime& blas);
+// A plan (planned.h) for an attention kernel of f32 values.
+Planned<KernelPlan> make_attention_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                        const RowPlanOptions& options, const openblas::Runtime& blas);
 
 }  // namespace lazylab::cpu

@@ -68,17 +68,19 @@ class AxisReduction : public KernelPlan {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                                     tbb::task_arena* arena) {
+Planned<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                             tbb::task_arena* arena) {
   if (kernel.num_ops != 1) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   if ((op.op != LAZYLAB_OP_ReduceSum && op.op != LAZYLAB_OP_ReduceMean) || op.num_attrs < 1) return nullptr;
   const ValueInfo& x = values[op.operands[0]];
-  if (x.dtype != LAZYLAB_F32 || values[op.result].dtype != LAZYLAB_F32 || x.size() == 0) return nullptr;
+  if (x.dtype != LAZYLAB_F32 || values[op.result].dtype != LAZYLAB_F32) return decline("a sum of values not f32");
+  if (x.size() == 0) return decline("a sum of no elements");
   std::vector<bool> reduced(x.shape.size(), false);
   const lazylab_attr& axes = op.attrs[0];
   for (uint32_t i = 0; i < axes.num_ints; ++i) {
-    if (axes.ints[i] < 0 || axes.ints[i] >= static_cast<int64_t>(reduced.size())) return nullptr;
+    if (axes.ints[i] < 0 || axes.ints[i] >= static_cast<int64_t>(reduced.size()))
+      return decline("an axis out of range");
     reduced[axes.ints[i]] = true;
   }
   // reduced* kept* reduced*, the kept run not empty
@@ -86,7 +88,7 @@ std::unique_ptr<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kerne
   while (begin < end && reduced[begin]) ++begin;
   while (end > begin && reduced[end - 1]) --end;
   if (begin == end || std::any_of(reduced.begin() + begin, reduced.begin() + end, [](bool r) { return r; }))
-    return nullptr;
+    return nullptr;  // not a sum over leading or trailing axes: the row loops' kind
   int64_t outer = 1, kept = 1, inner = 1;
   for (size_t d = 0; d < x.shape.size(); ++d) (d < begin ? outer : d < end ? kept : inner) *= x.shape[d];
   return std::make_unique<AxisReduction>(op.operands[0], op.result, outer, kept, inner, op.op == LAZYLAB_OP_ReduceMean,

@@ -9,13 +9,14 @@
 
 #include <memory>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one reduce_sum or reduce_mean of f32 values
+// A plan (planned.h) only if the kernel is one reduce_sum or reduce_mean of f32 values
 // whose reduced axes are a leading and a trailing run (either may be empty).
-std::unique_ptr<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                                     tbb::task_arena* arena);
+Planned<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                             tbb::task_arena* arena);
 
 }  // namespace lazylab::cpu

@@ -14,7 +14,9 @@
 #include <tbb/task_arena.h>
 
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <map>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -28,6 +30,7 @@
 #include "gemm_plan.h"
 #include "layout_plan.h"
 #include "lazylab/backend_plugin.hpp"
+#include "lazylab/op_table.hpp"
 #include "pool_plan.h"
 #include "reference_plan.h"
 #include "row_plan.h"
@@ -71,6 +74,45 @@ uint64_t place_products(const lazylab_program& program, std::vector<ValueInfo>& 
   return end;
 }
 
+// The plan of the first builder that makes one for `kernel`; else the
+// reference kernels, and why: the reasons of the builders that declined it.
+struct KernelChoice {
+  std::unique_ptr<KernelPlan> plan;
+  std::string on_reference_kernels;  // empty: all of it runs on a fast plan
+};
+
+KernelChoice choose_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                         const RowPlanOptions& options, const openblas::Runtime& blas) {
+  const std::pair<const char*, std::function<Planned<KernelPlan>()>> builders[] = {
+      {"attention", [&] { return make_attention_plan(kernel, values, options, blas); }},
+      {"gemm", [&] { return make_gemm_plan(kernel, values, options, blas); }},
+      {"convolution", [&] { return make_conv_plan(kernel, values, options, blas); }},
+      {"pool", [&] { return make_pool_plan(kernel, values, options.arena); }},
+      {"layout copy", [&] { return make_layout_plan(kernel, values, options.arena); }},
+      {"axis sum", [&] { return make_axis_reduction_plan(kernel, values, options.arena); }},
+      {"concat", [&] { return make_concat_plan(kernel, values, options.arena); }},
+      {"gather", [&] { return make_gather_plan(kernel, values, options.arena); }},
+      {"scatter-add", [&] { return make_scatter_plan(kernel, values, options.arena); }},
+      {"row loops", [&] { return Planned<KernelPlan>(make_row_plan(kernel, values, options)); }},
+  };
+  std::string declined;
+  for (const auto& [builder, build] : builders) {
+    Planned<KernelPlan> planned = build();
+    if (planned) {
+      std::unique_ptr<KernelPlan> plan = planned.take();
+      std::string partly = plan->on_reference_kernels();
+      return {std::move(plan), partly.empty() ? "" : std::string(builder) + ": " + partly};
+    }
+    if (!planned.reason().empty())
+      declined += (declined.empty() ? "" : "; ") + std::string(builder) + " declined: " + planned.reason();
+  }
+  if (declined.empty()) {  // no builder covers its ops
+    declined = "no fast plan for";
+    for (uint32_t i = 0; i < kernel.num_ops; ++i) declined += std::string(i ? ", " : " ") + ops::name(kernel.ops[i].op);
+  }
+  return {make_reference_plan(kernel, values), declined};
+}
+
 class CpuExecutable : public plugin::HostExecutable {
  public:
   CpuExecutable(const lazylab_program& program, std::shared_ptr<plugin::HostMemoryPool> pool,
@@ -82,26 +124,30 @@ class CpuExecutable : public plugin::HostExecutable {
     std::string without_fast_plan;  // strict: every such kernel, named in one error
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
-      std::unique_ptr<KernelPlan> plan = make_attention_plan(kernel, values_, options, blas);
-      if (!plan) plan = make_gemm_plan(kernel, values_, options, blas);
-      if (!plan) plan = make_conv_plan(kernel, values_, options, blas);
-      if (!plan) plan = make_pool_plan(kernel, values_, options.arena);
-      if (!plan) plan = make_layout_plan(kernel, values_, options.arena);
-      if (!plan) plan = make_axis_reduction_plan(kernel, values_, options.arena);
-      if (!plan) plan = make_concat_plan(kernel, values_, options.arena);
-      if (!plan) plan = make_gather_plan(kernel, values_, options.arena);
-      if (!plan) plan = make_scatter_plan(kernel, values_, options.arena);
-      if (!plan) plan = make_row_plan(kernel, values_, options);
-      bool fast = plan && !plan->runs_reference_kernels();
-      if (!fast && strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))
-        without_fast_plan += std::string(without_fast_plan.empty() ? "" : ", ") + std::to_string(k) + " (" +
-                             kind_name(kernel.kind) + ")";
-      if (!plan) plan = make_reference_plan(kernel, values_);
-      plans_.push_back(std::move(plan));
+      KernelChoice choice = choose_plan(kernel, values_, options, blas);
+      if (!choice.on_reference_kernels.empty()) {
+        std::string where = std::string(lazylab_kernel_kind_name(kernel.kind)) + ": " + choice.on_reference_kernels;
+        reference_notes_[where].push_back(k);
+        if (strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))
+          without_fast_plan += "\n  kernel " + std::to_string(k) + " (" + where + ")";
+      }
+      plans_.push_back(std::move(choice.plan));
     }
     if (!without_fast_plan.empty())
-      throw std::runtime_error("cpu (strict): kernels with no fast plan, which would run on the reference kernels: " +
+      throw std::runtime_error("cpu (strict): kernels with no fast plan, which would run on the reference kernels:" +
                                without_fast_plan);
+  }
+
+  // Which kernels run on the reference kernels, and why: kernels for one
+  // reason on one line.
+  std::string notes() const override {
+    std::string notes;
+    for (const auto& [where, kernels] : reference_notes_) {
+      std::string list;
+      for (uint32_t k : kernels) list += (list.empty() ? "" : ", ") + std::to_string(k);
+      notes += (kernels.size() == 1 ? "kernel " : "kernels ") + list + " on the reference kernels (" + where + ")\n";
+    }
+    return notes;
   }
 
   void run(const void* const* parameters, void* const* outputs) override { run_kernels(parameters, outputs, nullptr); }
@@ -133,15 +179,12 @@ class CpuExecutable : public plugin::HostExecutable {
     }
     return true;
   }
-  static std::string kind_name(uint32_t kind) {
-    const char* names[] = {"opaque", "elementwise", "row-reduction", "contraction", "layout", "window"};
-    return kind < 6 ? names[kind] : "?";
-  }
 
   std::vector<ValueInfo> values_;
   std::unique_ptr<std::byte, AlignedFree> arena_;
   std::vector<uint32_t> outputs_;
   std::vector<std::unique_ptr<KernelPlan>> plans_;
+  std::map<std::string, std::vector<uint32_t>> reference_notes_;  // why -> the kernels running there
 };
 
 class CpuBackend : public plugin::Backend {

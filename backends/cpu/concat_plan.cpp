@@ -69,15 +69,16 @@ class ConcatCopy : public KernelPlan {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_concat_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             tbb::task_arena* arena) {
+Planned<KernelPlan> make_concat_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     tbb::task_arena* arena) {
   if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_Concat || kernel.ops[0].num_attrs < 1) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo& out = values[op.result];
-  if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL || out.shape.empty() || out.size() == 0) return nullptr;
+  if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the concat's result has no memory");
+  if (out.shape.empty() || out.size() == 0) return decline("a concat of no elements");
   int64_t axis = op.attrs[0].i;
   if (axis < 0) axis += static_cast<int64_t>(out.shape.size());
-  if (axis < 0 || axis >= static_cast<int64_t>(out.shape.size())) return nullptr;
+  if (axis < 0 || axis >= static_cast<int64_t>(out.shape.size())) return decline("the axis is out of range");
   int64_t rows = 1, inner = 1, element = static_cast<int64_t>(out.bytes) / out.size();
   for (int64_t d = 0; d < axis; ++d) rows *= out.shape[d];
   for (size_t d = axis + 1; d < out.shape.size(); ++d) inner *= out.shape[d];
@@ -85,8 +86,9 @@ std::unique_ptr<KernelPlan> make_concat_plan(const lazylab_kernel& kernel, const
   std::vector<int64_t> blocks;
   for (uint32_t k = 0; k < op.num_operands; ++k) {
     const ValueInfo& in = values[op.operands[k]];
-    if (in.kind == LAZYLAB_VALUE_KERNEL_LOCAL || in.dtype != out.dtype || in.shape.size() != out.shape.size())
-      return nullptr;
+    if (in.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("an operand has no memory");
+    if (in.dtype != out.dtype || in.shape.size() != out.shape.size())
+      return decline("an operand's dtype or rank differs from the result's");
     operands.push_back(op.operands[k]);
     blocks.push_back(in.shape[axis] * inner * element);
   }

@@ -8,13 +8,14 @@
 
 #include <memory>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one concat whose operands and result have
+// A plan (planned.h) only if the kernel is one concat whose operands and result have
 // memory.
-std::unique_ptr<KernelPlan> make_concat_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             tbb::task_arena* arena);
+Planned<KernelPlan> make_concat_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     tbb::task_arena* arena);
 
 }  // namespace lazylab::cpu

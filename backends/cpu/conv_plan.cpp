@@ -415,8 +415,8 @@ class ConvPlan : public KernelPlan {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           const RowPlanOptions& options, const openblas::Runtime& blas) {
+Planned<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                   const RowPlanOptions& options, const openblas::Runtime& blas) {
   bool window = lazylab_kernel_described(&kernel) && kernel.kind == LAZYLAB_KERNEL_WINDOW;
   if (!window && (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_Conv2d)) return nullptr;
   const lazylab_op* conv = nullptr;
@@ -426,10 +426,12 @@ std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const s
       conv = &kernel.ops[i];
     else
       epilogue.push_back(kernel.ops[i]);
-  if (!conv || values[conv->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
+  if (!conv) return nullptr;
+  if (values[conv->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the convolution's result has no memory");
   const lazylab_op& op = *conv;
   const ValueInfo &x = values[op.operands[0]], &w = values[op.operands[1]], &out = values[op.result];
-  if (x.dtype != LAZYLAB_F32 || out.size() == 0) return nullptr;
+  if (x.dtype != LAZYLAB_F32) return decline("a convolution not of f32");
+  if (out.size() == 0) return decline("a convolution of no elements");
   ConvShape s{x.shape[0],   x.shape[1],   x.shape[2],    x.shape[3], w.shape[0], w.shape[2], w.shape[3],
               out.shape[2], out.shape[3], op.attrs[3].i, {},         {},         {}};
   for (int d = 0; d < 2; ++d) {
@@ -442,8 +444,9 @@ std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const s
     lazylab_kernel part = kernel;  // the same description: the convolution's [N * O, OH * OW]
     part.num_ops = static_cast<uint32_t>(epilogue.size());
     part.ops = epilogue.data();
-    epilogue_plan = make_row_plan(part, values, options);
-    if (!epilogue_plan) return nullptr;
+    Planned<RowKernelPlan> planned = make_row_plan(part, values, options);
+    if (!planned) return decline("the epilogue's row loops declined: " + planned.reason());
+    epilogue_plan = planned.take();
   }
   return std::make_unique<ConvPlan>(s, op.operands[0], op.operands[1], op.result, std::move(epilogue_plan), options,
                                     blas);

@@ -18,16 +18,17 @@
 #include <memory>
 
 #include "openblas_runtime.h"
+#include "planned.h"
 #include "row_plan.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one f32 conv2d, alone or with its epilogue (a
+// A plan (planned.h) only if the kernel is one f32 conv2d, alone or with its epilogue (a
 // window kernel: the epilogue runs over the output once all its products
 // are written). The conv2d's result must have memory
 // (CpuExecutable gives a kernel-local one arena space).
-std::unique_ptr<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           const RowPlanOptions& options, const openblas::Runtime& blas);
+Planned<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                   const RowPlanOptions& options, const openblas::Runtime& blas);
 
 }  // namespace lazylab::cpu

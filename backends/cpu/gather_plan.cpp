@@ -77,16 +77,18 @@ std::vector<int64_t> checked_indices(const Memory& memory, uint32_t indices, int
   return rows;
 }
 
-std::unique_ptr<KernelPlan> make_gather_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             tbb::task_arena* arena) {
+Planned<KernelPlan> make_gather_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     tbb::task_arena* arena) {
   if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_Gather || kernel.ops[0].num_attrs < 1) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo &data = values[op.operands[0]], &indices = values[op.operands[1]], &out = values[op.result];
   bool has_memory = data.kind != LAZYLAB_VALUE_KERNEL_LOCAL && indices.kind != LAZYLAB_VALUE_KERNEL_LOCAL &&
                     out.kind != LAZYLAB_VALUE_KERNEL_LOCAL;
-  if (!has_memory || (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32) || data.size() == 0) return nullptr;
+  if (!has_memory) return decline("the gather's data, indices or result has no memory");
+  if (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32) return decline("indices not i64 or i32");
+  if (data.size() == 0) return decline("a gather from no elements");
   int64_t axis = op.attrs[0].i;
-  if (axis < 0 || axis >= static_cast<int64_t>(data.shape.size())) return nullptr;
+  if (axis < 0 || axis >= static_cast<int64_t>(data.shape.size())) return decline("the axis is out of range");
   int64_t outer = 1, inner = 1, element = static_cast<int64_t>(data.bytes) / data.size();
   for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
   for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
@@ -20,9 +21,9 @@ namespace lazylab::cpu {
 // one out of range, naming `op` (gather, scatter_add).
 std::vector<int64_t> checked_indices(const Memory& memory, uint32_t indices, int64_t extent, const char* op);
 
-// nullptr unless the kernel is one gather of data with memory by i64 or i32
+// A plan (planned.h) only if the kernel is one gather of data with memory by i64 or i32
 // indices with memory.
-std::unique_ptr<KernelPlan> make_gather_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             tbb::task_arena* arena);
+Planned<KernelPlan> make_gather_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     tbb::task_arena* arena);
 
 }  // namespace lazylab::cpu

@@ -135,26 +135,27 @@ class GemmPlan : public KernelPlan {
 // select(x > 0, grad, 0) after a product no longer takes the product along.
 class ProductThenReference : public KernelPlan {
  public:
-  ProductThenReference(std::unique_ptr<KernelPlan> product, std::unique_ptr<KernelPlan> epilogue)
-      : product_(std::move(product)), epilogue_(std::move(epilogue)) {}
+  ProductThenReference(std::unique_ptr<KernelPlan> product, std::unique_ptr<KernelPlan> epilogue, std::string why)
+      : product_(std::move(product)), epilogue_(std::move(epilogue)), why_(std::move(why)) {}
   void run(const Memory& memory) override {
     product_->run(memory);
     epilogue_->run(memory);
   }
-  bool runs_reference_kernels() const override { return true; }
+  std::string on_reference_kernels() const override { return why_; }
 
  private:
   std::unique_ptr<KernelPlan> product_, epilogue_;
+  std::string why_;
 };
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           const RowPlanOptions& options, const openblas::Runtime& blas) {
+Planned<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                   const RowPlanOptions& options, const openblas::Runtime& blas) {
   if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_CONTRACTION) return nullptr;
   const lazylab_contraction& c = kernel.contraction;
-  if (values[c.matmul].dtype != LAZYLAB_F32) return nullptr;
-  if (values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;  // needs memory
+  if (values[c.matmul].dtype != LAZYLAB_F32) return decline("a product not of f32");
+  if (values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the product has no memory for sgemm");
   // The epilogue: every op but the product and the transposes folded into it.
   std::vector<uint32_t> folded;
   for (uint32_t i = 0; i < kernel.num_ops; ++i)
@@ -173,17 +174,19 @@ std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const s
     lazylab_kernel part = kernel;  // the same description: the product's row space
     part.num_ops = static_cast<uint32_t>(epilogue.size());
     part.ops = epilogue.data();
-    epilogue_plan = make_row_plan(part, values, options);
+    Planned<RowKernelPlan> planned = make_row_plan(part, values, options);
+    epilogue_plan = planned.take();
     bool reads_folded = std::any_of(epilogue.begin(), epilogue.end(), [&](const lazylab_op& op) {
       return std::any_of(op.operands, op.operands + op.num_operands,
                          [&](uint32_t v) { return std::find(folded.begin(), folded.end(), v) != folded.end(); });
     });
-    if (!epilogue_plan && reads_folded) return nullptr;
+    if (!epilogue_plan && reads_folded)
+      return decline("the epilogue reads a folded transpose, and its row loops declined: " + planned.reason());
     if (!epilogue_plan)
       return std::make_unique<ProductThenReference>(
           std::make_unique<GemmPlan>(Operand{c.lhs, c.lhs_transposed != 0}, Operand{c.rhs, c.rhs_transposed != 0},
                                      c.matmul, values[c.matmul], c.k, nullptr, options, blas),
-          make_reference_plan(part, values));
+          make_reference_plan(part, values), "the epilogue's row loops declined: " + planned.reason());
   }
   return std::make_unique<GemmPlan>(Operand{c.lhs, c.lhs_transposed != 0}, Operand{c.rhs, c.rhs_transposed != 0},
                                     c.matmul, values[c.matmul], c.k, std::move(epilogue_plan), options, blas);

@@ -12,14 +12,15 @@
 #include <memory>
 
 #include "openblas_runtime.h"
+#include "planned.h"
 #include "row_plan.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr if the kernel is not such a contraction. The matmul's result must
+// A plan (planned.h) for such a contraction. The matmul's result must
 // have memory (CpuExecutable gives kernel-local products arena space).
-std::unique_ptr<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           const RowPlanOptions& options, const openblas::Runtime& blas);
+Planned<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                   const RowPlanOptions& options, const openblas::Runtime& blas);
 
 }  // namespace lazylab::cpu

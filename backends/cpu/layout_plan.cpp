@@ -255,15 +255,17 @@ std::optional<std::vector<std::byte>> fill_element(const lazylab_attr& value, ui
   }
 }
 
-std::unique_ptr<KernelPlan> make_pad_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                          tbb::task_arena* arena) {
+Planned<KernelPlan> make_pad_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                  tbb::task_arena* arena) {
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo &in = values[op.operands[0]], &out = values[op.result];
-  if (in.kind == LAZYLAB_VALUE_KERNEL_LOCAL || out.kind == LAZYLAB_VALUE_KERNEL_LOCAL || out.shape.empty() ||
-      in.size() == 0 || op.num_attrs < 3 || op.attrs[0].num_ints != out.shape.size())
-    return nullptr;
+  if (in.kind == LAZYLAB_VALUE_KERNEL_LOCAL || out.kind == LAZYLAB_VALUE_KERNEL_LOCAL)
+    return decline("the pad's operand or result has no memory");
+  if (out.shape.empty() || in.size() == 0 || op.num_attrs < 3 || op.attrs[0].num_ints != out.shape.size())
+    return decline("a pad of a scalar or of no elements");
   auto fill = fill_element(op.attrs[2], out.dtype);
-  if (!fill || static_cast<int64_t>(fill->size()) * out.size() != static_cast<int64_t>(out.bytes)) return nullptr;
+  if (!fill || static_cast<int64_t>(fill->size()) * out.size() != static_cast<int64_t>(out.bytes))
+    return decline("no fill element for the result's dtype");
   return std::make_unique<PadCopy>(op.operands[0], op.result, in.shape, out.shape,
                                    std::vector<int64_t>(op.attrs[0].ints, op.attrs[0].ints + op.attrs[0].num_ints),
                                    std::move(*fill), arena);
@@ -271,15 +273,15 @@ std::unique_ptr<KernelPlan> make_pad_plan(const lazylab_kernel& kernel, const st
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             tbb::task_arena* arena) {
+Planned<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     tbb::task_arena* arena) {
   if (kernel.num_ops == 1 && kernel.ops[0].op == LAZYLAB_OP_Pad) return make_pad_plan(kernel, values, arena);
   if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_LAYOUT) return nullptr;
   // A view of the first op's operand, written to the last op's result (a
   // chain of layout ops, ABI 3.3).
   uint32_t source = kernel.ops[0].operands[0], result = kernel.ops[kernel.num_ops - 1].result;
   const ValueInfo &in = values[source], &out = values[result];
-  if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
+  if (out.kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the copy's result has no memory");
   const lazylab_layout& layout = kernel.layout;
   size_t element = in.size() ? in.bytes / in.size() : 1;
   return std::make_unique<StridedCopy>(source, result, std::vector<int64_t>(layout.shape, layout.shape + layout.rank),

@@ -8,12 +8,13 @@
 
 #include <memory>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel's description is a layout copy.
-std::unique_ptr<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             tbb::task_arena* arena);
+// A plan (planned.h) only if the kernel's description is a layout copy.
+Planned<KernelPlan> make_layout_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     tbb::task_arena* arena);
 
 }  // namespace lazylab::cpu

@@ -74,13 +74,15 @@ class MaxPool : public KernelPlan {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           tbb::task_arena* arena) {
+Planned<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                   tbb::task_arena* arena) {
   if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_MaxPool2d) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo &x = values[op.operands[0]], &y = values[op.result];
   bool memory = x.kind != LAZYLAB_VALUE_KERNEL_LOCAL && y.kind != LAZYLAB_VALUE_KERNEL_LOCAL;
-  if (!memory || x.dtype != LAZYLAB_F32 || x.shape.size() != 4 || y.shape.size() != 4 || y.size() == 0) return nullptr;
+  if (!memory) return decline("the pool's input or result has no memory");
+  if (x.dtype != LAZYLAB_F32) return decline("a pool of values not f32");
+  if (x.shape.size() != 4 || y.shape.size() != 4 || y.size() == 0) return decline("not a non-empty NCHW pool");
   PoolWindow w{};
   for (int d = 0; d < 2; ++d) {
     w.kernel[d] = op.attrs[0].ints[d];

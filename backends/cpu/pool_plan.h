@@ -6,12 +6,13 @@
 
 #include <memory>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one max_pool2d of f32 values with memory.
-std::unique_ptr<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                           tbb::task_arena* arena);
+// A plan (planned.h) only if the kernel is one max_pool2d of f32 values with memory.
+Planned<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                   tbb::task_arena* arena);
 
 }  // namespace lazylab::cpu

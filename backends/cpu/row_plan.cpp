@@ -11,6 +11,7 @@
 
 #include "float_math.h"
 #include "lazylab/reference_semantics.hpp"
+#include "lazylab/row_space.hpp"
 #include "parallel.h"
 #include "register_run.h"
 #include "row_reductions.h"
@@ -770,18 +771,23 @@ void recompute_cheap_buffers(std::vector<Instr>& instrs, std::vector<RunInstr>& 
   }
 }
 
-// Turns a kernel into instructions, or gives up (nullopt) on anything the
-// loops cannot run.
+// Renders a kernel's row space (lazylab/row_space.hpp) as instructions,
+// or declines, saying why, where the loops cannot run an op.
 class RowCompiler {
  public:
   RowCompiler(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values) : kernel_(kernel), values_(values) {}
 
-  std::unique_ptr<RowKernelPlan> compile(const RowPlanOptions& options) {
-    if (!read_description() || !dtypes_supported()) return nullptr;
-    compute_last_uses();
+  Planned<RowKernelPlan> compile(const RowPlanOptions& options) {
+    if (!read_description()) return nullptr;  // not a row-space kernel
+    if (rows_ * cols_ <= 0) return decline("an empty row space");
+    if (auto op = first_of_unsupported_dtypes())
+      return decline(op_named(*op) + ": the loops hold f32 values (bools only from comparisons, i64 only as casts)");
     auto plan = std::make_unique<RowPlan>(rows_, cols_, reduces_, options);
-    for (uint32_t i = 0; i < kernel_.num_ops; ++i)
-      if (!compile_op(kernel_.ops[i], i, *plan)) return nullptr;
+    for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
+      why_.clear();
+      if (!compile_op(kernel_.ops[i], i, *plan))
+        return decline(op_named(kernel_.ops[i]) + ": " + (why_.empty() ? "no loop runs it" : why_));
+    }
     form_register_runs(plan->instrs, plan->runs);
     if (reduces_) fold_sums_into_runs(plan->instrs, plan->runs);  // a segment is then a whole row
     recompute_cheap_buffers(plan->instrs, plan->runs);
@@ -888,57 +894,54 @@ class RowCompiler {
            static_cast<int64_t>(sizeof(float));
   }
 
+  static std::string op_named(const lazylab_op& op) {
+    return std::string("op '") + ops::name(op.op) + "' (%" + std::to_string(op.result) + ")";
+  }
+
+  // Records why an op cannot run on the loops.
+  bool fail(const char* why) const {
+    why_ = why;
+    return false;
+  }
+
   // The iteration space and each value's indexing, as lower described them.
   bool read_description() {
     if (!lazylab_kernel_described(&kernel_)) return false;
     bool row_space = kernel_.kind == LAZYLAB_KERNEL_ELEMENTWISE || kernel_.kind == LAZYLAB_KERNEL_ROW_REDUCTION ||
                      kernel_.kind == LAZYLAB_KERNEL_CONTRACTION ||  // a contraction's epilogue
                      kernel_.kind == LAZYLAB_KERNEL_WINDOW;         // a convolution's
-    if (!row_space || kernel_.rows * kernel_.cols <= 0) return false;
+    if (!row_space) return false;
+    // As this backend sees the values: a product it gave memory leaves.
+    auto facts = [&](uint32_t v) { return rows::ValueFacts{values_[v].kind, values_[v].dtype, values_[v].size()}; };
+    space_.emplace(kernel_, rows::RowSpace::all_ops(kernel_), facts);
     rows_ = kernel_.rows;
     cols_ = kernel_.cols;
     reduces_ = kernel_.kind == LAZYLAB_KERNEL_ROW_REDUCTION;
-    for (uint32_t i = 0; i < kernel_.num_accesses; ++i) accesses_[kernel_.accesses[i].value] = &kernel_.accesses[i];
     return true;
   }
 
   // These loops hold f32 values; bools only as a comparison's result, a
   // select's predicate or a broadcast of one; i64s only as a cast of f32
   // values and cast back.
-  bool dtypes_supported() const {
+  const lazylab_op* first_of_unsupported_dtypes() const {
     for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
       const lazylab_op& op = kernel_.ops[i];
       uint32_t result = values_[op.result].dtype;
       bool cast = op.op == LAZYLAB_OP_Cast;
       bool makes_bool = op.op == LAZYLAB_OP_Broadcast || ops::is_comparison(op.op);
       if (result != LAZYLAB_F32 && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast))
-        return false;
+        return &op;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
         uint32_t operand = values_[op.operands[k]].dtype;
         bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
         bool cast_back = cast && operand == LAZYLAB_I64 && result == LAZYLAB_F32;
-        if (operand != LAZYLAB_F32 && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return false;
+        if (operand != LAZYLAB_F32 && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return &op;
       }
     }
-    return true;
+    return nullptr;
   }
 
-  // A reshape is a view of its operand's buffer: the buffer lives as long
-  // as the view is read.
-  void compute_last_uses() {
-    for (uint32_t i = 0; i < kernel_.num_ops; ++i)
-      for (uint32_t k = 0; k < kernel_.ops[i].num_operands; ++k) last_use_[kernel_.ops[i].operands[k]] = i;
-    for (uint32_t i = kernel_.num_ops; i-- > 0;) {
-      const lazylab_op& op = kernel_.ops[i];
-      if (op.op == LAZYLAB_OP_Reshape && last_use_.count(op.result))
-        last_use_[op.operands[0]] = std::max(last_use_[op.operands[0]], last_use_[op.result]);
-    }
-  }
-
-  const lazylab_access* access(uint32_t value) const {
-    auto it = accesses_.find(value);
-    return it == accesses_.end() ? nullptr : it->second;
-  }
+  const lazylab_access* access(uint32_t value) const { return space_->access(value); }
 
   // Memory `source` read as the access says.
   std::optional<Slot> memory_slot(uint32_t source, const lazylab_access& a) const {
@@ -948,18 +951,24 @@ class RowCompiler {
       case LAZYLAB_ACCESS_PER_ROW: slot.kind = Slot::PerRow; break;
       case LAZYLAB_ACCESS_SCALAR: slot.kind = Slot::Scalar; break;
       case LAZYLAB_ACCESS_REPEAT:
-        if (a.period % cols_ != 0) return std::nullopt;  // a segment must not wrap around
+        if (a.period % cols_ != 0) {  // a segment must not wrap around
+          fail("reads a value repeating within a row");
+          return std::nullopt;
+        }
         slot.kind = Slot::Suffix;
         slot.period = a.period;
         break;
       case LAZYLAB_ACCESS_ROW_GROUP:  // spread along each segment, so that the loops stay flat
-        if (a.period <= 0 || values_[source].size() <= 0 || values_[source].dtype == LAZYLAB_I64) return std::nullopt;
+        if (a.period <= 0 || values_[source].size() <= 0 || values_[source].dtype == LAZYLAB_I64) {
+          fail("reads an empty or i64 value per group of rows");
+          return std::nullopt;
+        }
         slot.kind = Slot::Spread;
         slot.period = a.period * cols_;
         slot.groups = values_[source].size();
         slot.local = num_spreads_++;
         break;
-      default: return std::nullopt;
+      default: fail("reads memory through an access the loops do not index"); return std::nullopt;
     }
     slot.byte = values_[source].dtype == LAZYLAB_BOOL;
     slot.int64 = values_[source].dtype == LAZYLAB_I64;
@@ -977,14 +986,14 @@ class RowCompiler {
   // Frees local buffers whose last use is op `index`, then places the result
   // (in a local buffer where it is the kernel's own, or `local`).
   Slot place_result(uint32_t id, Slot::Kind kind, uint32_t index, bool local = false) {
-    for (auto& [value, last] : last_use_)
+    for (auto& [value, last] : space_->last_reads())
       if (last == index && slots_.count(value) && slots_[value].where == Slot::Local &&
           slots_[value].kind == Slot::Full && !freed_.count(value)) {
         free_buffers_.push_back(slots_[value].local);
         freed_.insert({value, true});
       }
     Slot slot{kind, Slot::Memory, id};
-    if (local || values_[id].kind == LAZYLAB_VALUE_KERNEL_LOCAL) {
+    if (local || !space_->leaves(id)) {
       slot.where = Slot::Local;
       if (kind == Slot::PerRow) {
         slot.local = num_per_row_++;
@@ -1029,18 +1038,18 @@ class RowCompiler {
     if (op.op == LAZYLAB_OP_Constant) {
       Slot splat{Slot::Splat};
       splat.splat = static_cast<float>(op.attrs[0].f);
-      if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return materialize(op.result, splat, index, plan);
+      if (space_->leaves(op.result)) return materialize(op.result, splat, index, plan);
       slots_[op.result] = splat;
       return true;
     }
     if (op.op == LAZYLAB_OP_Broadcast || op.op == LAZYLAB_OP_Reshape) {
       auto view = broadcast_view(op);
-      if (!view) return false;
-      if (values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) {
+      if (!view) return fail("a view of a value of this kernel that the loops cannot index");
+      if (space_->leaves(op.result)) {
         // A view of bools: of memory (bytes) or of a comparison here (1s and
         // 0s in floats, found by lazylab fuzz: written out as floats).
         if (view->byte || values_[op.result].dtype == LAZYLAB_BOOL) return materialize_bytes(op.result, *view, plan);
-        if (!view->floats()) return false;  // i64 views leave through the reference path
+        if (!view->floats()) return fail("an i64 view leaving the kernel");
         return materialize(op.result, *view, index, plan);
       }
       slots_[op.result] = *view;
@@ -1052,11 +1061,12 @@ class RowCompiler {
     if (reduction) return compile_reduce(op, index, plan);
     bool is_unary = op.num_operands == 1 && is_unary_formula(op.op);
     bool is_binary = op.num_operands == 2 && is_binary_formula(op.op);
-    if (!is_unary && !is_binary) return false;
+    if (!is_unary && !is_binary) return fail("no elementwise loop computes it");
     auto a = read(op.operands[0]);
     auto b = is_binary ? read(op.operands[1]) : std::optional<Slot>(Slot{});
     auto kind = layout_of(op.result);
-    if (!a || !b || !kind || !a->floats() || !b->floats()) return false;
+    if (!a || !b || !kind || !a->floats() || !b->floats())
+      return why_.empty() ? fail("an operand or its result the loops cannot index") : false;
     if (values_[op.result].dtype == LAZYLAB_BOOL) return compile_comparison(op, *a, *b, *kind, index, plan);
     Slot out = place_result(op.result, *kind, index);
     plan.instrs.push_back({is_binary ? InstrKind::Binary : InstrKind::Unary, op.op, out, *a, *b, {}});
@@ -1067,8 +1077,8 @@ class RowCompiler {
   // (a select as its predicate); one that leaves the kernel is then stored
   // as bytes from there.
   bool compile_comparison(const lazylab_op& op, Slot a, Slot b, Slot::Kind kind, uint32_t index, RowPlan& plan) {
-    if (kind != Slot::Full) return false;
-    bool leaves = values_[op.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL;
+    if (kind != Slot::Full) return fail("a comparison with a result per row");
+    bool leaves = space_->leaves(op.result);
     Slot local = place_result(op.result, kind, index, true);
     plan.instrs.push_back({InstrKind::Binary, op.op, local, a, b, {}});
     if (!leaves) return true;
@@ -1084,21 +1094,22 @@ class RowCompiler {
   bool compile_cast(const lazylab_op& op, uint32_t index, RowPlan& plan) {
     auto a = read(op.operands[0]);
     auto kind = layout_of(op.result);
-    if (!a || a->byte) return false;
+    if (!a || a->byte) return fail("a cast of dtypes or layouts the loops do not run");
     if (kind == Slot::PerRow) return compile_row_cast(op, *a, index, plan);
-    if (kind != Slot::Full) return false;
+    if (kind != Slot::Full) return fail("a cast of dtypes or layouts the loops do not run");
     if (values_[op.result].dtype == LAZYLAB_I64) {
-      if (!a->floats()) return false;
+      if (!a->floats()) return fail("a cast of dtypes or layouts the loops do not run");
       Slot local = place_result(op.result, Slot::Full, index, true);
       plan.instrs.push_back({InstrKind::Truncate, op.op, local, *a, {}, {}});
-      if (values_[op.result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return true;
+      if (!space_->leaves(op.result)) return true;
       Slot integers{Slot::Full, Slot::Memory, op.result};
       integers.int64 = true;
       plan.instrs.push_back({InstrKind::Materialize, 0, integers, local, {}, {}});
       return true;
     }
-    if (values_[op.result].dtype != LAZYLAB_F32) return false;
-    if (a->int64 && (a->kind != Slot::Full || a->where != Slot::Memory)) return false;
+    if (values_[op.result].dtype != LAZYLAB_F32) return fail("a cast of dtypes or layouts the loops do not run");
+    if (a->int64 && (a->kind != Slot::Full || a->where != Slot::Memory))
+      return fail("a cast of dtypes or layouts the loops do not run");
     Slot out = place_result(op.result, Slot::Full, index);
     plan.instrs.push_back({a->int64 ? InstrKind::Convert : InstrKind::Materialize, 0, out, *a, {}, {}});
     return true;
@@ -1109,8 +1120,9 @@ class RowCompiler {
   // their rows: the GPT's one-hot kernel ran on the reference kernels, 0.9
   // ms of its 8 ms step).
   bool compile_row_cast(const lazylab_op& op, const Slot& a, uint32_t index, RowPlan& plan) {
-    if (values_[op.result].dtype != LAZYLAB_F32 || a.kind != Slot::PerRow) return false;
-    if (a.int64 && a.where != Slot::Memory) return false;
+    if (values_[op.result].dtype != LAZYLAB_F32 || a.kind != Slot::PerRow)
+      return fail("a cast of dtypes or layouts the loops do not run");
+    if (a.int64 && a.where != Slot::Memory) return fail("a cast of dtypes or layouts the loops do not run");
     Slot out = place_result(op.result, Slot::PerRow, index);
     plan.instrs.push_back({a.int64 ? InstrKind::Convert : InstrKind::Materialize, 0, out, a, {}, {}});
     return true;
@@ -1119,7 +1131,8 @@ class RowCompiler {
   bool compile_select(const lazylab_op& op, uint32_t index, RowPlan& plan) {
     auto predicate = read(op.operands[0]), a = read(op.operands[1]), b = read(op.operands[2]);
     auto kind = layout_of(op.result);
-    if (!predicate || !a || !b || !kind || !a->floats() || !b->floats()) return false;
+    if (!predicate || !a || !b || !kind || !a->floats() || !b->floats())
+      return why_.empty() ? fail("an operand or its result the loops cannot index") : false;
     Slot out = place_result(op.result, *kind, index);
     plan.instrs.push_back({InstrKind::Select, op.op, out, *predicate, *a, *b});
     return true;
@@ -1128,7 +1141,7 @@ class RowCompiler {
   // The description says it reduces the last axis of the row space.
   bool compile_reduce(const lazylab_op& op, uint32_t index, RowPlan& plan) {
     auto a = read(op.operands[0]);
-    if (!a || a->kind != Slot::Full) return false;
+    if (!a || a->kind != Slot::Full) return why_.empty() ? fail("a reduction of a value not read in full") : false;
     Slot out = place_result(op.result, Slot::PerRow, index);
     plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}, {}});
     return true;
@@ -1137,7 +1150,8 @@ class RowCompiler {
   // A view of bools (an attention mask spread over the batch) written out in
   // full because it leaves the kernel; later ops read the view.
   bool materialize_bytes(uint32_t id, Slot source, RowPlan& plan) {
-    if (values_[id].size() != rows_ * cols_ || values_[id].dtype != LAZYLAB_BOOL) return false;
+    if (space_->stored(id) != rows::Stored::Full || values_[id].dtype != LAZYLAB_BOOL)
+      return fail("a view of bools leaving the kernel, not of the row space's size");
     Slot out{Slot::Full, Slot::Memory, id};
     out.byte = true;
     plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}, {}});
@@ -1150,12 +1164,10 @@ class RowCompiler {
   bool materialize(uint32_t id, Slot source, uint32_t index, RowPlan& plan) {
     // A constant or a view is described by where its elements come from; as
     // stored it is a full or a per-row value, row-major like any other.
-    int64_t n = values_[id].size();
-    std::optional<Slot::Kind> kind = n == rows_ * cols_ ? std::optional(Slot::Full)
-                                     : n == rows_       ? std::optional(Slot::PerRow)
-                                                        : std::nullopt;
-    if (!kind) return false;
-    Slot out = place_result(id, *kind, index);
+    rows::Stored stored = space_->stored(id);
+    if (stored == rows::Stored::Neither)
+      return fail("a constant or view leaving the kernel, neither per element nor per row");
+    Slot out = place_result(id, stored == rows::Stored::Full ? Slot::Full : Slot::PerRow, index);
     plan.instrs.push_back({InstrKind::Materialize, 0, out, source, {}, {}});
     return true;
   }
@@ -1165,11 +1177,11 @@ class RowCompiler {
   int64_t rows_ = 0, cols_ = 0;
   bool reduces_ = false;
   std::map<uint32_t, Slot> slots_;
-  std::map<uint32_t, const lazylab_access*> accesses_;
-  std::map<uint32_t, uint32_t> last_use_;
+  std::optional<rows::RowSpace> space_;  // read_description()
   std::map<uint32_t, bool> freed_;
   std::vector<int> free_buffers_;
   int num_buffers_ = 0, num_per_row_ = 0;
+  mutable std::string why_;  // why the op being compiled cannot run (fail())
   // Spread slots, each with its own scratch: counted as memory is read
   // (read() is const; a broadcast's view is made once and kept in slots_).
   mutable int num_spreads_ = 0;
@@ -1177,8 +1189,8 @@ class RowCompiler {
 
 }  // namespace
 
-std::unique_ptr<RowKernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             const RowPlanOptions& options) {
+Planned<RowKernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     const RowPlanOptions& options) {
   return RowCompiler(kernel, values).compile(options);
 }
 

@@ -11,6 +11,7 @@
 
 #include <memory>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
@@ -33,8 +34,9 @@ class RowKernelPlan : public KernelPlan {
   virtual void run_rows_here(const Memory& memory, int64_t first_row, int64_t end_row) = 0;
 };
 
-// nullptr if the kernel has ops or layouts the fused loops cannot run.
-std::unique_ptr<RowKernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                             const RowPlanOptions& options);
+// A plan (planned.h) for a row-space kernel, or why the loops cannot run one
+// of its ops or layouts.
+Planned<RowKernelPlan> make_row_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                     const RowPlanOptions& options);
 
 }  // namespace lazylab::cpu

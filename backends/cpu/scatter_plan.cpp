@@ -54,15 +54,16 @@ class ScatterAdd : public KernelPlan {
 
 }  // namespace
 
-std::unique_ptr<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                              tbb::task_arena* arena) {
+Planned<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                      tbb::task_arena* arena) {
   if (kernel.num_ops != 1 || kernel.ops[0].op != LAZYLAB_OP_ScatterAdd) return nullptr;
   const lazylab_op& op = kernel.ops[0];
   const ValueInfo &data = values[op.operands[0]], &indices = values[op.operands[1]], &updates = values[op.operands[2]],
                   &out = values[op.result];
   for (const ValueInfo* v : {&data, &indices, &updates, &out})
-    if (v->kind == LAZYLAB_VALUE_KERNEL_LOCAL) return nullptr;
-  if (data.dtype != LAZYLAB_F32 || (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32)) return nullptr;
+    if (v->kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("an operand or the result has no memory");
+  if (data.dtype != LAZYLAB_F32) return decline("data not f32");
+  if (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32) return decline("indices not i64 or i32");
   int64_t axis = op.attrs[0].i, outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
   for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];

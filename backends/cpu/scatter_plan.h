@@ -7,13 +7,14 @@
 
 #include <memory>
 
+#include "planned.h"
 #include "values.h"
 
 namespace lazylab::cpu {
 
-// nullptr unless the kernel is one scatter_add of f32 values with memory by
+// A plan (planned.h) only if the kernel is one scatter_add of f32 values with memory by
 // i64 or i32 indices with memory.
-std::unique_ptr<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
-                                              tbb::task_arena* arena);
+Planned<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,
+                                      tbb::task_arena* arena);
 
 }  // namespace lazylab::cpu

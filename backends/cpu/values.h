@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lazylab/backend_abi.h"
@@ -48,9 +49,9 @@ class KernelPlan {
  public:
   virtual ~KernelPlan() = default;
   virtual void run(const Memory& memory) = 0;
-  // Whether part of the kernel runs on the reference kernels (strict=1
-  // refuses that for kernels the fast plans should cover).
-  virtual bool runs_reference_kernels() const { return false; }
+  // Where part of the kernel runs on the reference kernels, why (strict=1
+  // refuses that for kernels the fast plans should cover); else empty.
+  virtual std::string on_reference_kernels() const { return ""; }
 };
 
 }  // namespace lazylab::cpu

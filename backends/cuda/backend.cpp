@@ -541,6 +541,10 @@ class CudaExecutable : public plugin::Executable {
     for (uint32_t k = 0; k < program.num_kernels; ++k)
       kernels_.push_back(load(program.kernels[k], code.kernels[k], compiler, tf32));
     notes_ = compile_notes(module);
+    for (uint32_t k = 0; k < program.num_kernels; ++k)
+      if (!code.kernels[k].op_by_op.empty())
+        notes_ += fmt::format("kernel {} ({}): op by op: {}\n", k, lazylab_kernel_kind_name(program.kernels[k].kind),
+                              code.kernels[k].op_by_op);
   }
 
   std::string notes() const override { return notes_; }

@@ -13,6 +13,7 @@
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
+#include "lazylab/row_space.hpp"
 
 namespace lazylab::cuda {
 namespace {
@@ -71,7 +72,6 @@ bool is_float(uint32_t dtype) { return dtype == LAZYLAB_F32 || dtype == LAZYLAB_
 // Ops that compute nothing: their access in the description says which
 // elements of their source they read (a reshape keeping the rows, ABI 3.3,
 // reads the same elements in the same order).
-bool is_view(const lazylab_op& op) { return op.op == LAZYLAB_OP_Broadcast || op.op == LAZYLAB_OP_Reshape; }
 
 const char* storage_type(uint32_t dtype) {
   switch (dtype) {
@@ -250,20 +250,8 @@ std::string parameters(const lazylab_program& program, const std::set<uint32_t>&
 // A row-space kernel's ops ([rows, cols]), as the description indexes them.
 class RowSpaceSource {
  public:
-  RowSpaceSource(const lazylab_program& program, std::vector<const lazylab_op*> ops, int64_t rows, int64_t cols,
-                 std::map<uint32_t, lazylab_access> accesses, std::set<uint32_t> stored)
-      : program_(program),
-        ops_(std::move(ops)),
-        rows_(rows),
-        cols_(cols),
-        accesses_(std::move(accesses)),
-        stored_(std::move(stored)) {
-    for (const lazylab_op* op : ops_) produced_[op->result] = op;
-  }
-
-  bool reduces() const {
-    return std::any_of(ops_.begin(), ops_.end(), [](const lazylab_op* op) { return ops::is_reduction(op->op); });
-  }
+  RowSpaceSource(const lazylab_program& program, rows::RowSpace space)
+      : program_(program), space_(std::move(space)), rows_(space_.rows()), cols_(space_.cols()) {}
 
   // `from_the_end`: the loop walks the elements last first. A contraction's
   // epilogue reads the product that cuBLASLt has just written, last tiles
@@ -285,11 +273,11 @@ class RowSpaceSource {
       body += vec_ == 1 ? "    const long long i_0 = t;\n"
                         : fmt::format("    const long long i_{0} = t * 4 + {0};\n", lane);
       body += fmt::format("    const long long r_{0} = i_{0} / {1}LL;\n", lane, cols_);
-      for (const lazylab_op* op : ops_) body += element_op(*op);
-      for (uint32_t v : writes_)
+      for (const lazylab_op* op : space_.ops()) body += element_op(*op);
+      for (uint32_t v : space_.writes())
         if (!vector_store(v)) body += store_element(v);
     }
-    for (uint32_t v : writes_)
+    for (uint32_t v : space_.writes())
       if (vector_store(v)) body += fmt::format("    reinterpret_cast<float4*>(p{})[t] = {};\n", v, float4_of(v));
     return fmt::format(
         "extern \"C\" __global__ void {}({}) {{\n"
@@ -297,7 +285,7 @@ class RowSpaceSource {
         "       s += (long long)blockDim.x * gridDim.x) {{\n"
         "    const long long t = {};\n"
         "{}  }}\n}}\n",
-        name, parameters(program_, reads_, writes_, launch), from_the_end ? "work - 1 - s" : "s", body);
+        name, parameters(program_, space_.reads(), space_.writes(), launch), from_the_end ? "work - 1 - s" : "s", body);
   }
 
   // A row per warp (rows up to kWarpRowCols) or per block; with 128-bit
@@ -313,15 +301,15 @@ class RowSpaceSource {
     launch.block = block_;
     launch.items_per_block = warp_rows_ ? block_ / 32 : 1;
     std::string shared, body;
-    for (const lazylab_op* op : ops_) {
+    for (const lazylab_op* op : space_.ops()) {
       if (ops::is_reduction(op->op)) {
         body += reduction(*op, shared);
-      } else if (row_value(op->result)) {
+      } else if (space_.per_row(op->result)) {
         body += fmt::format("    const {} v{} = {};\n", register_type(dtype(op->result)), op->result,
                             expression(*op, true));
         row_known_.insert(op->result);
       }
-      if (row_value(op->result) && stored_per_row(op->result) && writes_.count(op->result))
+      if (space_.per_row(op->result) && stored_per_row(op->result) && space_.leaves(op->result))
         body += fmt::format("    if (lane_in_row == 0) p{0}[row] = ({1})v{0};\n", op->result,
                             storage_type(dtype(op->result)));
     }
@@ -329,13 +317,14 @@ class RowSpaceSource {
     std::string last_loop;
     for (int lane = 0; lane < vec_; ++lane) {
       open_lane(lane, last_loop);
-      for (uint32_t v : writes_)
+      for (uint32_t v : space_.writes())
         if (!stored_per_row(v)) last_loop += column_value(v) + (vector_store(v) ? "" : store_element(v));
     }
-    for (uint32_t v : writes_)
+    for (uint32_t v : space_.writes())
       if (!stored_per_row(v) && vector_store(v))
         last_loop += fmt::format("      reinterpret_cast<float4*>(p{} + base)[g] = {};\n", v, float4_of(v));
-    bool stores_in_full = std::any_of(writes_.begin(), writes_.end(), [&](uint32_t v) { return !stored_per_row(v); });
+    bool stores_in_full =
+        std::any_of(space_.writes().begin(), space_.writes().end(), [&](uint32_t v) { return !stored_per_row(v); });
     if (stores_in_full) body += row_loop(last_loop);
     std::string row_threads = warp_rows_ ? "32" : "(int)blockDim.x";
     return fmt::format(
@@ -345,8 +334,8 @@ class RowSpaceSource {
         "  for (long long row = blockIdx.x * rows_per_block + threadIdx.x / {}; row < work;\n"
         "       row += gridDim.x * rows_per_block) {{\n"
         "    const long long base = row * {}LL;\n{}{}  }}\n}}\n",
-        name, parameters(program_, reads_, writes_, launch), shared, row_threads, launch.items_per_block, row_threads,
-        cols_, cached_loads(), body);
+        name, parameters(program_, space_.reads(), space_.writes(), launch), shared, row_threads,
+        launch.items_per_block, row_threads, cols_, cached_loads(), body);
   }
 
  private:
@@ -427,51 +416,33 @@ class RowSpaceSource {
   uint32_t dtype(uint32_t v) const { return program_.values[v].dtype; }
 
   const lazylab_access& access(uint32_t v) const {
-    auto it = accesses_.find(v);
-    if (it == accesses_.end()) throw std::invalid_argument(fmt::format("codegen: %{} has no access", v));
-    return it->second;
+    const lazylab_access* a = space_.access(v);
+    if (!a) throw std::invalid_argument(fmt::format("codegen: %{} has no access", v));
+    return *a;
   }
 
-  // The elements `v` has in memory, as stored: full or one per row.
-  bool stored_per_row(uint32_t v) const {
-    return elements_of(program_.values[v]) != rows_ * cols_ && elements_of(program_.values[v]) == rows_;
-  }
+  // The elements `v` has in memory, as stored: one per row (else full).
+  bool stored_per_row(uint32_t v) const { return space_.stored(v) == rows::Stored::PerRow; }
 
-  // Whether `v` is the same for every element of a row: computed once a row.
-  bool row_value(uint32_t v) const {
-    const lazylab_access& a = access(v);
-    if (a.kind == LAZYLAB_ACCESS_SPLAT || a.kind == LAZYLAB_ACCESS_SCALAR || a.kind == LAZYLAB_ACCESS_ROW_GROUP)
-      return true;
-    if (a.kind == LAZYLAB_ACCESS_PER_ROW) return a.source == v || !produced_.count(a.source) || row_value(a.source);
-    return false;
-  }
-
+  // The 128-bit loads: of values read in full by the ops themselves (not
+  // only through a view), the thread's four elements in one; in a row
+  // kernel, of a vector along the row (a layernorm's weights), a group's.
   void collect_memory() {
-    for (const lazylab_op* op : ops_) {
-      if (stored_.count(op->result)) writes_.insert(op->result);
-      if (is_view(*op)) {
-        const lazylab_access& a = access(op->result);
-        if (a.kind != LAZYLAB_ACCESS_SPLAT && !produced_.count(a.source)) reads_.insert(a.source);
-        // A vector along the row (a layernorm's weights): a 128-bit load per group.
-        if (row_mode_ && vec_ == 4 && a.kind == LAZYLAB_ACCESS_REPEAT && a.period == cols_ &&
-            !produced_.count(a.source) && dtype(a.source) == LAZYLAB_F32)
-          repeat_vectors_.insert(a.source);
-        continue;
-      }
-      for (uint32_t k = 0; k < op->num_operands; ++k)
-        if (!produced_.count(op->operands[k])) reads_.insert(op->operands[k]);
+    for (const lazylab_op* op : space_.ops()) {
+      if (!rows::is_view(*op)) continue;
+      const lazylab_access& a = access(op->result);
+      if (row_mode_ && vec_ == 4 && a.kind == LAZYLAB_ACCESS_REPEAT && a.period == cols_ &&
+          !space_.produced(a.source) && dtype(a.source) == LAZYLAB_F32)
+        repeat_vectors_.insert(a.source);
     }
-    // Read in full by the ops themselves (not only through a view): one
-    // 128-bit load for the thread's four elements.
     if (vec_ == 4)
-      for (uint32_t v : reads_)
-        if (auto it = accesses_.find(v);
-            it != accesses_.end() && dtype(v) == LAZYLAB_F32 && it->second.kind == LAZYLAB_ACCESS_FULL)
+      for (uint32_t v : space_.reads())
+        if (const lazylab_access* a = space_.access(v); a && dtype(v) == LAZYLAB_F32 && a->kind == LAZYLAB_ACCESS_FULL)
           vector_loads_.insert(v);
   }
 
   bool vector_store(uint32_t v) const {
-    return vec_ == 4 && dtype(v) == LAZYLAB_F32 && elements_of(program_.values[v]) == rows_ * cols_;
+    return vec_ == 4 && dtype(v) == LAZYLAB_F32 && space_.stored(v) == rows::Stored::Full;
   }
 
   // Memory `source` read the way `kind` says, at this lane's element.
@@ -499,7 +470,7 @@ class RowSpaceSource {
   // The element of `source` that row `row` reads through a ROW_GROUP access:
   // each element spans `period` rows (a per-channel value over NCHW).
   std::string group_index(const std::string& row, uint32_t source, int64_t period) const {
-    return fmt::format("({} / {}LL) % {}LL", row, period, elements_of(program_.values[source]));
+    return fmt::format("({} / {}LL) % {}LL", row, period, space_.elements(source));
   }
 
   // Element i_lane of a value repeating every `period` elements, without a
@@ -516,7 +487,7 @@ class RowSpaceSource {
 
   // The expression for an operand: this kernel's variable, or a memory read.
   std::string operand(uint32_t v) const {
-    if (produced_.count(v)) return var(v);
+    if (space_.produced(v)) return var(v);
     const lazylab_access& a = access(v);
     return load(v, a.kind, a.period);
   }
@@ -537,11 +508,12 @@ class RowSpaceSource {
     auto read = [&](uint32_t v) { return per_row ? row_operand(v) : operand(v); };
     uint32_t result_type = dtype(op.result);
     if (op.op == LAZYLAB_OP_Constant) return scalar_literal(op.attrs[0], result_type);
-    if (is_view(op)) {
+    if (rows::is_view(op)) {
       const lazylab_access& a = access(op.result);
       if (a.kind == LAZYLAB_ACCESS_SPLAT)  // the constant `source` holds an integer exactly
-        return produced_.count(a.source) ? expression(*produced_.at(a.source), per_row) : literal(a.splat, result_type);
-      if (produced_.count(a.source)) return read(a.source);
+        return space_.produced(a.source) ? expression(*space_.producer(a.source), per_row)
+                                         : literal(a.splat, result_type);
+      if (space_.produced(a.source)) return read(a.source);
       return per_row ? row_load(a.source, a.kind, a.period) : load(a.source, a.kind, a.period);
     }
     if (op.op == LAZYLAB_OP_Select)
@@ -580,26 +552,26 @@ class RowSpaceSource {
 
   std::string row_operand(uint32_t v) const {
     if (row_known_.count(v)) return fmt::format("v{}", v);
-    if (produced_.count(v)) return expression(*produced_.at(v), true);  // a constant or view
+    if (space_.produced(v)) return expression(*space_.producer(v), true);  // a constant or view
     return row_load(v, access(v).kind, access(v).period);
   }
 
   // Declarations computing `v` at element i_0 of the row (and what it needs),
   // each once per loop body.
   std::string column_value(uint32_t v) {
-    if (row_known_.count(v) || !produced_.count(v) || scope_.count(v)) return "";
-    const lazylab_op& op = *produced_.at(v);
+    if (row_known_.count(v) || !space_.produced(v) || scope_.count(v)) return "";
+    const lazylab_op& op = *space_.producer(v);
     std::string code;
-    if (is_view(op)) {
+    if (rows::is_view(op)) {
       const lazylab_access& a = access(v);
-      if (a.kind != LAZYLAB_ACCESS_SPLAT && produced_.count(a.source)) code += column_value(a.source);
+      if (a.kind != LAZYLAB_ACCESS_SPLAT && space_.produced(a.source)) code += column_value(a.source);
     } else {
       for (uint32_t k = 0; k < op.num_operands; ++k) code += column_value(op.operands[k]);
     }
     scope_.insert(v);
     // A view or constant of per-row values, needed per element, reads them per row.
     return code + fmt::format("      const {} v{}_{} = {};\n", register_type(dtype(v)), v, lane_,
-                              expression(op, row_value(v)));
+                              expression(op, space_.per_row(v)));
   }
 
   std::string reduction(const lazylab_op& op, std::string& shared) {
@@ -635,18 +607,15 @@ class RowSpaceSource {
 
   std::string operand_in_loop(uint32_t v) const {
     if (row_known_.count(v)) return fmt::format("v{}", v);
-    if (produced_.count(v)) return fmt::format("v{}_{}", v, lane_);
+    if (space_.produced(v)) return fmt::format("v{}_{}", v, lane_);
     const lazylab_access& a = access(v);
     return load(v, a.kind, a.period);
   }
 
   const lazylab_program& program_;
-  std::vector<const lazylab_op*> ops_;
+  rows::RowSpace space_;
   int64_t rows_, cols_;
-  std::map<uint32_t, lazylab_access> accesses_;
-  std::set<uint32_t> stored_;
-  std::map<uint32_t, const lazylab_op*> produced_;
-  std::set<uint32_t> reads_, writes_, vector_loads_;
+  std::set<uint32_t> vector_loads_;
   std::set<uint32_t> scope_;      // declared in the current loop body or lane
   std::set<uint32_t> row_known_;  // declared once for the row
   int vec_ = 1;
@@ -709,13 +678,24 @@ class OpSource {
     }
     // Elementwise ops and constants: one element per point, all full.
     int64_t n = elements_of(out);
-    std::map<uint32_t, lazylab_access> accesses;
-    accesses[op.result] = op.op == LAZYLAB_OP_Constant
-                              ? lazylab_access{op.result, LAZYLAB_ACCESS_SPLAT, op.result, 0, op.attrs[0].f}
-                              : lazylab_access{op.result, LAZYLAB_ACCESS_FULL, op.result, 0, 0};
+    std::vector<lazylab_access> accesses;
+    accesses.push_back(op.op == LAZYLAB_OP_Constant
+                           ? lazylab_access{op.result, LAZYLAB_ACCESS_SPLAT, op.result, 0, op.attrs[0].f}
+                           : lazylab_access{op.result, LAZYLAB_ACCESS_FULL, op.result, 0, 0});
     for (uint32_t k = 0; k < op.num_operands; ++k)
-      accesses[op.operands[k]] = lazylab_access{op.operands[k], LAZYLAB_ACCESS_FULL, op.operands[k], 0, 0};
-    RowSpaceSource row(program_, {&op}, n ? 1 : 0, std::max<int64_t>(n, 1), accesses, {op.result});
+      accesses.push_back(lazylab_access{op.operands[k], LAZYLAB_ACCESS_FULL, op.operands[k], 0, 0});
+    lazylab_kernel one{};  // the op alone, as one row of n
+    one.rows = n ? 1 : 0;
+    one.cols = std::max<int64_t>(n, 1);
+    one.num_accesses = static_cast<uint32_t>(accesses.size());
+    one.accesses = accesses.data();
+    // Stored, whatever the Program says: an opaque kernel's ops each write memory.
+    auto facts = [&](uint32_t v) {
+      rows::ValueFacts value = rows::facts_of(program_.values[v]);
+      if (v == op.result) value.kind = LAZYLAB_VALUE_ARENA;
+      return value;
+    };
+    RowSpaceSource row(program_, rows::RowSpace(one, {&op}, facts));
     return row.elementwise(name, launch);
   }
 
@@ -1075,15 +1055,17 @@ class ProgramSource {
   KernelCode kernel(uint32_t k, ProgramCode& code) {
     const lazylab_kernel& kernel = program_.kernels[k];
     uint32_t kind = lazylab_kernel_described(&kernel) ? kernel.kind : static_cast<uint32_t>(LAZYLAB_KERNEL_OPAQUE);
-    if (kind == LAZYLAB_KERNEL_CONTRACTION && program_.values[kernel.contraction.matmul].dtype != LAZYLAB_F32)
-      kind = LAZYLAB_KERNEL_OPAQUE;  // cuBLASLt runs the f32 products
     std::string name = fmt::format("k{}", k);
     KernelCode result;
+    if (kind == LAZYLAB_KERNEL_CONTRACTION && program_.values[kernel.contraction.matmul].dtype != LAZYLAB_F32) {
+      kind = LAZYLAB_KERNEL_OPAQUE;
+      result.op_by_op = "cuBLASLt runs products of f32, this one is not";
+    }
     switch (kind) {
       case LAZYLAB_KERNEL_ELEMENTWISE:
       case LAZYLAB_KERNEL_ROW_REDUCTION: {
         Launch launch;
-        RowSpaceSource row = row_source(kernel, all_ops(kernel));
+        RowSpaceSource row = row_source(kernel, rows::RowSpace::all_ops(kernel));
         code.source += kind == LAZYLAB_KERNEL_ELEMENTWISE ? row.elementwise(name, launch)
                                                           : row.row_reduction(name, launch, options_.row_block_threads);
         result.launches.push_back(std::move(launch));
@@ -1091,7 +1073,11 @@ class ProgramSource {
       }
       case LAZYLAB_KERNEL_CONTRACTION: return contraction(kernel, name, code);
       case LAZYLAB_KERNEL_ATTENTION: {
-        if (!lazylab_kernel_has_attention(&kernel)) return opaque(kernel, name, code);
+        if (!lazylab_kernel_has_attention(&kernel)) {
+          result = opaque(kernel, name, code);
+          result.op_by_op = "a host before ABI 3.4 describes no attention";
+          return result;
+        }
         if (!attention_template_) code.source += kAttentionTemplate;
         attention_template_ = true;
         Launch launch;
@@ -1109,23 +1095,18 @@ class ProgramSource {
         result.launches.push_back(std::move(launch));
         return result;
       }
-      default: return opaque(kernel, name, code);
+      default: {
+        std::string why = std::move(result.op_by_op);
+        result = opaque(kernel, name, code);
+        result.op_by_op = std::move(why);
+        return result;
+      }
     }
   }
 
-  std::vector<const lazylab_op*> all_ops(const lazylab_kernel& kernel) const {
-    std::vector<const lazylab_op*> ops;
-    for (uint32_t i = 0; i < kernel.num_ops; ++i) ops.push_back(&kernel.ops[i]);
-    return ops;
-  }
-
   RowSpaceSource row_source(const lazylab_kernel& kernel, std::vector<const lazylab_op*> ops) const {
-    std::map<uint32_t, lazylab_access> accesses;
-    for (uint32_t i = 0; i < kernel.num_accesses; ++i) accesses[kernel.accesses[i].value] = kernel.accesses[i];
-    std::set<uint32_t> stored;
-    for (const lazylab_op* op : ops)
-      if (leaves(op->result)) stored.insert(op->result);
-    return RowSpaceSource(program_, std::move(ops), kernel.rows, kernel.cols, std::move(accesses), std::move(stored));
+    auto facts = [&](uint32_t v) { return rows::facts_of(program_.values[v]); };
+    return RowSpaceSource(program_, rows::RowSpace(kernel, std::move(ops), facts));
   }
 
   // The product through cuBLASLt, then the epilogue (every op but the matmul

@@ -45,6 +45,8 @@ struct KernelCode {
   double alpha = 1.0;  // cuBLASLt's scale of the product (a constant factor the epilogue had)
   std::vector<Launch> launches;
   std::string source;  // this kernel's functions (part of ProgramCode::source)
+  // Why a kernel described as more than that runs op by op; empty otherwise.
+  std::string op_by_op;
 };
 
 struct ProgramCode {

@@ -241,6 +241,18 @@ TEST_CASE("values repeating along the rows are indexed without a remainder per e
   CHECK(count(epilogue, "i_3 % 32LL") == 0);
 }
 
+TEST_CASE("a product cuBLASLt does not run goes op by op and says why") {
+  Context ctx;
+  Tensor product =
+      matmul(ctx.from_vector<int64_t>({1, 2, 3, 4}, {2, 2}), ctx.from_vector<int64_t>({1, 0, 0, 1}, {2, 2}));
+  Module module = lowered(ctx.capture(), "fuse{strategy=gemm-epilogue},lower");
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 1);
+  CHECK_FALSE(code.kernels[0].product);
+  CHECK(code.kernels[0].op_by_op == "cuBLASLt runs products of f32, this one is not");
+  CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
+
 TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha") {
   Module module =
       lowered(workload_graph("attention"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");

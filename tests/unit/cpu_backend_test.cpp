@@ -8,6 +8,7 @@
 #include "attention_variants.h"
 #include "backends/cpu/prefetch_queue.h"
 #include "core/fusion_strategy.h"
+#include "core/pass_manager.h"
 #include "runner/workload.h"
 #include "support.h"
 #include "workload_steps.h"
@@ -117,8 +118,10 @@ TEST_CASE("cpu options are checked and composites must be decomposed") {
 }
 
 // strict=1 names every kernel that would run on the reference kernels, not
-// the first: an i64 scalar's increment (a batch norm's step count) and a
-// bool compared with a bool, each a kernel of its own beside a product.
+// the first, and why: an i64 scalar's increment (a batch norm's step count)
+// and a bool compared with a bool, each a kernel of its own beside a
+// product. The executable's notes (which reports show) say the same without
+// strict.
 TEST_CASE("cpu strict=1 names every kernel without a fast plan") {
   auto cpu = load_backend("cpu", "strict=1");
   REQUIRE(cpu.ok());
@@ -132,10 +135,32 @@ TEST_CASE("cpu strict=1 names every kernel without a fast plan") {
   REQUIRE_FALSE(status.ok());
   const std::string& message = status.error().message;
   CAPTURE(message);
-  CHECK(message.find("cpu (strict): kernels with no fast plan, which would run on the reference kernels: ") !=
+  CHECK(message.find("cpu (strict): kernels with no fast plan, which would run on the reference kernels:\n") !=
         std::string::npos);
-  CHECK(message.find("(elementwise), ") != std::string::npos);  // two listed
-  CHECK(message.find("(contraction)") == std::string::npos);
+  CHECK(message.find("\n  kernel 1 (elementwise: row loops declined: op 'add' (%2): the loops hold f32 values") !=
+        std::string::npos);
+  CHECK(message.find("\n  kernel 4 (elementwise: row loops declined: op 'eq' (%7): ") != std::string::npos);
+  CHECK(message.find("contraction") == std::string::npos);
+}
+
+TEST_CASE("cpu's notes say which kernels run on the reference kernels, and why") {
+  auto cpu = load_backend("cpu", "threads=1");
+  REQUIRE(cpu.ok());
+  Context ctx;
+  Tensor count = ctx.from_vector<int64_t>({3}, {}) + 1.0;  // i64: the reference kernels
+  Tensor y = exp(ctx.from_vector<float>({1, 2}, {2}));     // the row loops
+  Module module;
+  module.graph = ctx.capture();
+  REQUIRE(run_pipeline(pipeline("fuse,lower,plan-memory"), module).ok());
+  auto executable = (*cpu)->compile(*module.program, module.graph);
+  REQUIRE(executable.ok());
+  auto notes = (*executable)->notes();
+  REQUIRE(notes.ok());
+  std::string text;
+  for (const std::string& line : *notes) text += line + "\n";
+  CAPTURE(text);
+  CHECK(text.find(" on the reference kernels (elementwise: row loops declined: op 'add' (%") != std::string::npos);
+  CHECK(text.find("exp") == std::string::npos);
 }
 
 // A register run (register_run.h) for every op it holds, with the running

@@ -197,6 +197,13 @@ typedef enum lazylab_kernel_kind {
   LAZYLAB_KERNEL_ATTENTION = 6
 } lazylab_kernel_kind;
 
+/* A kernel kind's name, as reports and errors spell it ("?" for none). */
+static inline const char* lazylab_kernel_kind_name(uint32_t kind) {
+  static const char* const names[] = {"opaque", "elementwise", "row-reduction", "contraction",
+                                      "layout", "window",      "attention"};
+  return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
 /* How a value's elements are indexed in the kernel's iteration space
  * [rows, cols] (point r, c; i = r * cols + c). */
 typedef enum lazylab_access_kind {
