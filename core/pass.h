@@ -89,6 +89,9 @@ struct PassInfo {
   std::function<OptionExtension(const PassOptions&)> extend = {};
   // "plugin NAME VERSION" for a pass a plugin registered; empty for built-ins.
   std::string provenance = {};
+  // A combinator (fix): set, the pass takes passes in parentheses,
+  // `fix(canonicalize,cse)`, and is made around them, not by `create`.
+  std::function<std::unique_ptr<Pass>(const PassOptions&, std::vector<std::unique_ptr<Pass>>)> create_around = {};
 };
 
 using PassRegistry = Registry<PassInfo>;

@@ -19,7 +19,7 @@ Expected<PassStat> run_one(const PassInvocation& invocation, Module& module, con
   stat.nodes_before = module.graph.size();
   stat.kernels_before = module.num_kernels();
   auto start = std::chrono::steady_clock::now();
-  auto changed = invocation.info->create(invocation.options)->run(module);
+  auto changed = invocation.create()->run(module);
   stat.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!changed) return make_error(fmt::format("pass {}: {}", invocation.canonical, changed.error().message));
   stat.changed = *changed;

@@ -19,22 +19,38 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-// Splits on `separator` outside braces.
+// Splits on `separator` outside braces and parentheses.
 Expected<std::vector<std::string_view>> split_top_level(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
-  int depth = 0;
+  std::string open;  // the brackets open at this point, innermost last
   size_t start = 0;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '{') ++depth;
-    if (text[i] == '}' && --depth < 0) return make_error(fmt::format("unbalanced '}}' at column {}", i + 1));
-    if (text[i] == separator && depth == 0) {
+    char c = text[i];
+    if (c == '{' || c == '(') open += c;
+    if (c == '}' || c == ')') {
+      if (open.empty() || open.back() != (c == '}' ? '{' : '('))
+        return make_error(fmt::format("unbalanced '{}' at column {}", c, i + 1));
+      open.pop_back();
+    }
+    if (c == separator && open.empty()) {
       parts.push_back(trim(text.substr(start, i - start)));
       start = i + 1;
     }
   }
-  if (depth != 0) return make_error("unbalanced '{'");
+  if (!open.empty()) return make_error(fmt::format("unbalanced '{}'", open.back()));
   parts.push_back(trim(text.substr(start)));
   return parts;
+}
+
+// Where the bracket opening `text` closes, or npos (split_top_level has
+// checked that brackets balance).
+size_t closing(std::string_view text) {
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '{' || text[i] == '(') ++depth;
+    if ((text[i] == '}' || text[i] == ')') && --depth == 0) return i;
+  }
+  return std::string_view::npos;
 }
 
 std::vector<std::string> known_names(const PassRegistry& registry) {
@@ -116,19 +132,64 @@ Expected<ParsedOptions> parse_option_text(const PassInfo& info, std::string_view
   return parsed;
 }
 
+Expected<std::vector<PassInvocation>> parse_items(std::string_view text, const PassRegistry& registry);
+
+// A pass's text after its name: {options}, then (passes) for a combinator.
+struct InvocationText {
+  std::string_view options, passes;
+  bool has_passes = false;
+};
+
+Expected<InvocationText> split_invocation(const std::string& name, std::string_view rest) {
+  InvocationText text;
+  if (!rest.empty() && rest.front() == '{') {
+    size_t close = closing(rest);
+    text.options = rest.substr(1, close - 1);
+    rest = trim(rest.substr(close + 1));
+  }
+  if (!rest.empty() && rest.front() == '(' && closing(rest) == rest.size() - 1) {
+    text.passes = rest.substr(1, rest.size() - 2);
+    text.has_passes = true;
+  } else if (!rest.empty()) {
+    return make_error(fmt::format("pass '{}': text after its {}", name, rest.front() == '(' ? "passes" : "options"));
+  }
+  return text;
+}
+
+// A combinator's passes: graph passes, at least one.
+Status parse_body(PassInvocation& invocation, std::string_view text, const PassRegistry& registry) {
+  const std::string& name = invocation.info->name;
+  if (trim(text).empty()) return make_error(fmt::format("pass '{}' names no pass in its parentheses", name));
+  auto body = parse_items(text, registry);
+  if (!body) return make_error(fmt::format("pass '{}': {}", name, body.error().message));
+  std::vector<std::string> canonical;
+  for (PassInvocation& pass : *body) {
+    if (pass.info->stage != PassStage::Graph)
+      return make_error(fmt::format("pass '{}' repeats graph passes; '{}' is not one", name, pass.info->name));
+    canonical.push_back(pass.canonical);
+    for (const std::string& source : pass.provenance)
+      if (std::find(invocation.provenance.begin(), invocation.provenance.end(), source) == invocation.provenance.end())
+        invocation.provenance.push_back(source);
+  }
+  invocation.canonical += fmt::format("({})", fmt::join(canonical, ","));
+  invocation.body = std::move(*body);
+  return {};
+}
+
 Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegistry& registry) {
-  size_t brace = item.find('{');
-  std::string name(trim(item.substr(0, brace)));
+  size_t open = item.find_first_of("{(");
+  std::string name(trim(item.substr(0, open)));
   const PassInfo* info = registry.find(name);
   if (!info)
     return make_error(fmt::format("unknown pass '{}'{} (known: {})", name, did_you_mean(name, known_names(registry)),
                                   fmt::join(known_names(registry), ", ")));
-  std::string_view body;
-  if (brace != std::string_view::npos) {
-    if (item.back() != '}') return make_error(fmt::format("pass '{}': text after its options", name));
-    body = item.substr(brace + 1, item.size() - brace - 2);
-  }
-  auto parsed = parse_option_text(*info, body);
+  auto text = split_invocation(name, open == std::string_view::npos ? std::string_view{} : item.substr(open));
+  if (!text) return text.error();
+  bool combinator = static_cast<bool>(info->create_around);
+  if (combinator && !text->has_passes)
+    return make_error(fmt::format("pass '{0}' repeats the passes in its parentheses, as {0}(canonicalize,cse)", name));
+  if (!combinator && text->has_passes) return make_error(fmt::format("pass '{}' takes no passes in parentheses", name));
+  auto parsed = parse_option_text(*info, text->options);
   if (!parsed) return parsed.error();
   std::vector<std::string> spelled;
   for (auto& [key, value] : parsed->values) spelled.push_back(key + "=" + option_text(value));
@@ -136,7 +197,23 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
   std::vector<std::string> provenance;
   for (const std::string* source : {&info->provenance, &std::as_const(parsed->extension_provenance)})
     if (!source->empty()) provenance.push_back(*source);
-  return PassInvocation{info, PassOptions(std::move(parsed->values)), std::move(canonical), std::move(provenance)};
+  PassInvocation invocation{info, PassOptions(std::move(parsed->values)), std::move(canonical), std::move(provenance)};
+  if (combinator) LAZYLAB_TRY(parse_body(invocation, text->passes, registry));
+  return invocation;
+}
+
+// Comma-separated pass invocations.
+Expected<std::vector<PassInvocation>> parse_items(std::string_view text, const PassRegistry& registry) {
+  auto items = split_top_level(text, ',');
+  if (!items) return items.error();
+  std::vector<PassInvocation> passes;
+  for (std::string_view item : *items) {
+    if (item.empty()) return make_error("empty pass name");
+    auto invocation = parse_invocation(item, registry);
+    if (!invocation) return invocation.error();
+    passes.push_back(std::move(*invocation));
+  }
+  return passes;
 }
 
 // The first pass out of stage order, named with the pass that it follows or
@@ -161,21 +238,23 @@ Status check_stage_order(const std::vector<PassInvocation>& passes) {
 
 }  // namespace
 
+std::unique_ptr<Pass> PassInvocation::create() const {
+  if (!info->create_around) return info->create(options);
+  std::vector<std::unique_ptr<Pass>> passes;
+  for (const PassInvocation& pass : body) passes.push_back(pass.create());
+  return info->create_around(options, std::move(passes));
+}
+
 Expected<Pipeline> parse_pipeline(std::string_view text, const PassRegistry& registry) {
   // One rule wherever a pipeline is given (an experiment, --pipeline, the
   // API): it names at least one pass.
   if (trim(text).empty()) return make_error(fmt::format("pipeline '{}' names no pass (e.g. 'lower')", text));
-  auto items = split_top_level(text, ',');
-  if (!items) return make_error(fmt::format("pipeline '{}': {}", text, items.error().message));
+  auto passes = parse_items(text, registry);
+  if (!passes) return make_error(fmt::format("pipeline '{}': {}", text, passes.error().message));
   Pipeline pipeline;
+  pipeline.passes = std::move(*passes);
   std::vector<std::string> canonical;
-  for (std::string_view item : *items) {
-    if (item.empty()) return make_error(fmt::format("pipeline '{}': empty pass name", text));
-    auto invocation = parse_invocation(item, registry);
-    if (!invocation) return make_error(fmt::format("pipeline '{}': {}", text, invocation.error().message));
-    canonical.push_back(invocation->canonical);
-    pipeline.passes.push_back(std::move(*invocation));
-  }
+  for (const PassInvocation& invocation : pipeline.passes) canonical.push_back(invocation.canonical);
   if (Status order = check_stage_order(pipeline.passes); !order)
     return make_error(fmt::format("pipeline '{}': {}", text, order.error().message));
   pipeline.lowers = std::any_of(pipeline.passes.begin(), pipeline.passes.end(),

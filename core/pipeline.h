@@ -17,6 +17,10 @@ struct PassInvocation {
   // The plugins (name and version) that provide this pass or the strategy
   // it runs; empty when all built in.
   std::vector<std::string> provenance;
+  std::vector<PassInvocation> body;  // a combinator's passes (fix(...)), in order
+
+  // The pass to run: info's, made with the options (around the body's).
+  std::unique_ptr<Pass> create() const;
 };
 
 struct Pipeline {

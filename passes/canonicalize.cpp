@@ -9,6 +9,7 @@
 // compilers; x * 0 is not folded (NaN and infinity would change).
 #include <cmath>
 
+#include "core/fixed_point.h"
 #include "core/graph_builder.h"
 #include "core/kernel_description.h"
 #include "core/pass.h"
@@ -298,34 +299,30 @@ std::vector<int64_t> use_counts(const Graph& graph) {
   return uses;
 }
 
-class Canonicalize : public Pass {
+// One round: every rule applied once over the graph.
+class CanonicalizeRound : public Pass {
  public:
-  explicit Canonicalize(int64_t max_iterations) : max_iterations_(max_iterations) {}
-
   Expected<bool> run(Module& module) override {
-    bool changed = false;
-    for (int64_t i = 0; i < max_iterations_; ++i) {
-      std::vector<int64_t> uses = use_counts(module.graph);
-      auto rebuilt = rebuild(module.graph, [&](GraphBuilder& builder, const Node& node, const Operands& operands) {
-        return apply_rules(builder, node, operands, uses);
-      });
-      if (!rebuilt) return rebuilt.error();
-      if (!rebuilt->changed) break;
-      replace_graph(module, std::move(rebuilt->graph));
-      changed = true;
-    }
-    return changed;
+    std::vector<int64_t> uses = use_counts(module.graph);
+    auto rebuilt = rebuild(module.graph, [&](GraphBuilder& builder, const Node& node, const Operands& operands) {
+      return apply_rules(builder, node, operands, uses);
+    });
+    if (!rebuilt) return rebuilt.error();
+    if (rebuilt->changed) replace_graph(module, std::move(rebuilt->graph));
+    return rebuilt->changed;
   }
-
- private:
-  int64_t max_iterations_;
 };
 
+// Rounds to a fixed point, in the loop fix(...) runs.
 LAZYLAB_REGISTER_PASS(PassInfo{
     "canonicalize",
     "Algebraic simplification and constant folding, to a fixed point",
     {{"max-iterations", OptionKind::Int, "8", "rewrite rounds before giving up on a fixed point", {}, {}, 1}},
-    [](const PassOptions& options) { return std::make_unique<Canonicalize>(options.get_int("max-iterations")); }});
+    [](const PassOptions& options) {
+      std::vector<std::unique_ptr<Pass>> round;
+      round.push_back(std::make_unique<CanonicalizeRound>());
+      return std::make_unique<FixedPoint>(std::move(round), options.get_int("max-iterations"));
+    }});
 
 }  // namespace
 }  // namespace lazylab

@@ -36,9 +36,9 @@ TEST_CASE("pipelines parse with defaults spelled out canonically") {
 }
 
 TEST_CASE("pipeline errors name the pass, the option and the value") {
-  CHECK(
-      pipeline_error("cse,bogus").find("unknown pass 'bogus' (known: canonicalize, cse, dce, decompose, fuse, lower") !=
-      std::string::npos);
+  CHECK(pipeline_error("cse,bogus")
+            .find("unknown pass 'bogus' (known: canonicalize, cse, dce, decompose, fix, fuse, lower") !=
+        std::string::npos);
   // The built-in strategies, in order; a strategy plugin another test of
   // this process loaded (pass_plugin_test: `capped`) may stand before them.
   std::string magic = pipeline_error("fuse{strategy=magic}");
@@ -52,6 +52,50 @@ TEST_CASE("pipeline errors name the pass, the option and the value") {
   CHECK(pipeline_error("cse,,dce").find("empty pass name") != std::string::npos);
   CHECK(pipeline_error("fuse{strategy=none").find("unbalanced '{'") != std::string::npos);
   CHECK(pipeline_error("fuse{strategy}").find("needs the form name=value") != std::string::npos);
+}
+
+TEST_CASE("fix(...) repeats its passes to a fixed point, spelled with theirs") {
+  auto p = parse_pipeline("fix(canonicalize, cse{}),dce");
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  REQUIRE(p->passes.size() == 2);
+  CHECK(p->canonical == "fix{max-iterations=8}(canonicalize{max-iterations=8},cse),dce");
+  CHECK(p->passes[0].body.size() == 2);
+  CHECK(parse_pipeline("fix{max-iterations=2}(canonicalize,cse),dce")->fingerprint != p->fingerprint);
+  CHECK(parse_pipeline("fix(cse,canonicalize),dce")->fingerprint != p->fingerprint);
+  CHECK(pipeline_error("fix").find("pass 'fix' repeats the passes in its parentheses, as fix(canonicalize,cse)") !=
+        std::string::npos);
+  CHECK(pipeline_error("fix()").find("pass 'fix' names no pass in its parentheses") != std::string::npos);
+  CHECK(pipeline_error("cse(dce)").find("pass 'cse' takes no passes in parentheses") != std::string::npos);
+  CHECK(pipeline_error("fix(cse,lower)").find("pass 'fix' repeats graph passes; 'lower' is not one") !=
+        std::string::npos);
+  CHECK(pipeline_error("fix(cse").find("unbalanced '('") != std::string::npos);
+  CHECK(pipeline_error("fix(cse))").find("unbalanced ')' at column 9") != std::string::npos);
+  CHECK(pipeline_error("fix(cse)dce").find("pass 'fix': text after its passes") != std::string::npos);
+  CHECK(pipeline_error("fix(csee)").find("pass 'fix': unknown pass 'csee' (did you mean 'cse'?)") != std::string::npos);
+
+  // Run: cse's merge lets canonicalize's rewrite of a transposed product
+  // fire in the second round (passes/fix.lzir has the IR).
+  const char* text = R"(graph @g {
+  %a = parameter {ordinal = 0} : f32[4,8]
+  %b = parameter {ordinal = 1} : f32[8,16]
+  %p = matmul(%a, %b) : f32[4,16]
+  %t1 = transpose(%p) {perm = [1, 0]} : f32[16,4]
+  %t2 = transpose(%p) {perm = [1, 0]} : f32[16,4]
+  %s = add(%t1, %t2) : f32[16,4]
+  return %s
+})";
+  auto matmuls_reading_parameters = [&](const std::string& pipeline_text) {
+    Module module = module_from(text);
+    auto stats = run_pipeline(*parse_pipeline(pipeline_text), module);
+    REQUIRE(stats.ok());
+    int count = 0;
+    for (const Node& node : module.graph.nodes())
+      if (node.op == OpId::Matmul && module.graph.node(node.operands[0]).op == OpId::Transpose) ++count;
+    return count;
+  };
+  CHECK(matmuls_reading_parameters("canonicalize,cse,dce") == 0);
+  CHECK(matmuls_reading_parameters("fix(canonicalize,cse),dce") == 1);
+  CHECK(matmuls_reading_parameters("fix{max-iterations=1}(canonicalize,cse),dce") == 0);
 }
 
 TEST_CASE("option values are parsed once into their kind's type") {
