@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "kernels.h"  // backends/reference
+#include "lazylab/reference/kernels.h"
 
 namespace lazylab::cpu {
 namespace {

@@ -1,11 +1,11 @@
 // interp: the reference backend. Runs every op of every kernel in order with
-// obviously correct loops (backends/reference); every other backend is
+// obviously correct loops (the reference kernels, plugins/reference); every other backend is
 // checked against it. Kernel-local values get their own scratch storage,
 // since the interpreter materialises every op.
 #include <stdexcept>
 
 #include "lazylab/backend_plugin.hpp"
-#include "program_runner.h"  // backends/reference
+#include "lazylab/reference/program_runner.h"
 
 namespace lazylab::interp {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "core/source_file.h"
 #include "core/tensor_ops.h"
-#include "kernels.h"  // backends/reference
+#include "lazylab/reference/kernels.h"
 #include "onnx_node.h"
 
 namespace lazylab {

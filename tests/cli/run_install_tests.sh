@@ -35,6 +35,8 @@ for file in "$lazylab" "$libdir/liblazylab.so" "$libdir/lazylab/lazylab-backend-
   "$libdir/lazylab/lazylab-backend-cpu.so" "$libdir/pkgconfig/lazylab.pc" "$libdir/pkgconfig/lazylab-plugin.pc" \
   "$libdir/cmake/lazylab/lazylabConfig.cmake" "$libdir/cmake/lazylab/lazylabConfigVersion.cmake" \
   "$prefix/include/lazylab/lazylab.h" "$prefix/include/lazylab/core/tensor.h" "$prefix/include/lazylab/backend_abi.h" \
+  "$prefix/include/lazylab/row_space.hpp" "$prefix/include/lazylab/reference/kernels.h" \
+  "$libdir/liblazylab-reference.a" "$libdir/pkgconfig/lazylab-reference.pc" \
   "$prefix/share/lazylab/experiments/quickstart.yaml" "$prefix/share/lazylab/experiments/workloads/axpy.lzir"; do
   [[ -e $file ]] || { fail "installed: ${file#"$stage"}"; missing=1; }
 done
@@ -97,7 +99,32 @@ for header in "$prefix"/include/lazylab/core/*.h "$prefix/include/lazylab/lazyla
   g++ -std=c++20 -fsyntax-only $(pkg-config --cflags lazylab) "$work/one.cpp" 2>"$work/header.log" ||
     { fail "<$name> compiles on its own" "$work/header.log"; header_failures=$((header_failures + 1)); }
 done
+for header in "$prefix"/include/lazylab/*.hpp "$prefix"/include/lazylab/reference/*.h; do
+  name=${header#"$prefix/include/"}
+  echo "#include <$name>" >"$work/one.cpp"
+  g++ -std=c++20 -fsyntax-only $(pkg-config --cflags lazylab-reference) "$work/one.cpp" 2>"$work/header.log" ||
+    { fail "<$name> compiles on its own" "$work/header.log"; header_failures=$((header_failures + 1)); }
+done
 ((header_failures == 0)) && ok "each installed header compiles on its own"
+
+# An out-of-tree host backend falls back on the installed reference kernels:
+# a product they compute, linked with pkg-config's lazylab-reference alone.
+cat >"$work/reference.cpp" <<'CPP'
+#include <lazylab/reference/kernels.h>
+#include <cstdio>
+int main() {
+  float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {};
+  lazylab::reference::Array x{LAZYLAB_F32, {2, 2}, a}, y{LAZYLAB_F32, {2, 2}, b}, z{LAZYLAB_F32, {2, 2}, c};
+  lazylab::reference::evaluate(LAZYLAB_OP_Matmul, {&x, &y}, {}, z);
+  std::printf("%g %g %g %g\n", c[0], c[1], c[2], c[3]);
+}
+CPP
+if g++ -std=c++20 "$work/reference.cpp" $(pkg-config --cflags --libs lazylab-reference) -o "$work/reference" \
+  2>"$work/reference.log" && [[ $("$work/reference" 2>>"$work/reference.log") == "19 22 43 50" ]]; then
+  ok "the reference kernels link out of tree (pkg-config lazylab-reference) and compute a product"
+else
+  fail "the reference kernels link out of tree (pkg-config lazylab-reference) and compute a product" "$work/reference.log"
+fi
 
 example=$src/plugins/examples/tensor-api
 if g++ -std=c++20 -O1 "$example/mlp.cpp" $flags -o "$work/mlp-pkgconfig" 2>"$work/build.log"; then

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "lazylab/backend_plugin.hpp"
-#include "program_runner.h"  // backends/reference
+#include "lazylab/reference/program_runner.h"
 
 extern "C" struct CountingStats {
   uint64_t uploads, upload_bytes, downloads, download_bytes, executions, live_buffers;

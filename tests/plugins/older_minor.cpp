@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "lazylab/backend_plugin.hpp"
-#include "program_runner.h"  // backends/reference
+#include "lazylab/reference/program_runner.h"
 
 namespace {
 

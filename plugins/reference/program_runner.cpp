@@ -1,4 +1,4 @@
-#include "program_runner.h"
+#include "lazylab/reference/program_runner.h"
 
 #include <cstring>
 

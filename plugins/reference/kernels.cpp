@@ -1,4 +1,4 @@
-#include "kernels.h"
+#include "lazylab/reference/kernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels.h"
+#include "lazylab/reference/kernels.h"
 #include "lazylab/backend_plugin.hpp"
 
 namespace lazylab::reference {
