@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "lazylab/reference/kernels.h"
 #include "lazylab/backend_plugin.hpp"
+#include "lazylab/reference/kernels.h"
 
 namespace lazylab::reference {
 
