@@ -5,7 +5,9 @@
 // their prologue and epilogue in the same function; layout kernels are
 // index-mapped copies; a contraction's product goes to cuBLASLt and its
 // epilogue is an elementwise launch; opaque kernels run op by op. The
-// elementwise math is op_formulas.hpp's, emitted as source text.
+// elementwise math is op_formulas.hpp's, emitted as source text. Row-space
+// kernels are rendered from the shared lowering (row_space_source.h), op by
+// op ones by op_source.h, both spelling values as source_text.h says.
 //
 // Needs no GPU: tests generate and compile (NVRTC) every workload's code in
 // CI.

@@ -1,0 +1,429 @@
+#include "op_source.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "lazylab/op_formulas.hpp"
+#include "lazylab/op_table.hpp"
+#include "lazylab/row_space.hpp"
+#include "row_space_source.h"
+#include "source_text.h"
+
+namespace lazylab::cuda {
+
+std::string strided_copy(const std::string& name, uint32_t in, uint32_t out, uint32_t dtype,
+                         const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t offset,
+                         Launch& launch) {
+  std::string index = fmt::format("      long long rest = t, source = {}LL;\n", offset);
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    index += fmt::format("      {{ const long long c = rest % {0}LL; rest /= {0}LL; source += c * {1}LL; }}\n",
+                         shape[d], strides[d]);
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  launch = Launch{name, {in, out}, n};
+  const char* type = storage_type(dtype);
+  return fmt::format(
+      "extern \"C\" __global__ void {}(const {}* __restrict__ p{}, {}* __restrict__ p{}, long long work) {{\n"
+      "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+      "       t += (long long)blockDim.x * gridDim.x) {{\n{}      p{}[t] = p{}[source];\n  }}\n}}\n",
+      name, type, in, type, out, index, out, in);
+}
+
+namespace {
+
+// An opaque reduction of at least this many elements per output, and fewer
+// outputs than the second, takes a block per output (a thread per output
+// otherwise, whose reads of neighbouring outputs' elements coalesce).
+constexpr int64_t kBlockReductionMin = 256;
+constexpr int64_t kBlockReductionMaxOutputs = 16384;
+
+// One op of an opaque kernel, as its own launch; its operands and result
+// are in memory.
+class OpSource {
+ public:
+  explicit OpSource(const lazylab_program& program) : program_(program) {}
+
+  std::string generate(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& out = program_.values[op.result];
+    switch (ops::category(op.op)) {
+      case ops::Category::Layout:
+        if (op.op == LAZYLAB_OP_Concat) return concat(op, name, launch);
+        if (op.op == LAZYLAB_OP_Gather) return gather(op, name, launch);
+        if (op.op == LAZYLAB_OP_ScatterAdd) return scatter_add(op, name, launch);
+        if (op.op == LAZYLAB_OP_Pad) return pad(op, name, launch);
+        return layout(op, name, launch);
+      case ops::Category::Window: return window(op, name, launch);
+      case ops::Category::Reduction: return reduction(op, name, launch);
+      case ops::Category::Contraction: return matmul(op, name, launch);
+      case ops::Category::Leaf:
+        if (op.op == LAZYLAB_OP_Iota) return iota(op, name, launch);
+        break;
+      case ops::Category::Composite:
+        if (op.op == LAZYLAB_OP_Softmax) return softmax(op, name, launch);
+        if (op.op == LAZYLAB_OP_Layernorm) return layernorm(op, name, launch);
+        break;  // gelu: a formula, below
+      default: break;
+    }
+    // Elementwise ops and constants: one element per point, all full.
+    int64_t n = elements_of(out);
+    std::vector<lazylab_access> accesses;
+    accesses.push_back(op.op == LAZYLAB_OP_Constant
+                           ? lazylab_access{op.result, LAZYLAB_ACCESS_SPLAT, op.result, 0, op.attrs[0].f}
+                           : lazylab_access{op.result, LAZYLAB_ACCESS_FULL, op.result, 0, 0});
+    for (uint32_t k = 0; k < op.num_operands; ++k)
+      accesses.push_back(lazylab_access{op.operands[k], LAZYLAB_ACCESS_FULL, op.operands[k], 0, 0});
+    lazylab_kernel one{};  // the op alone, as one row of n
+    one.rows = n ? 1 : 0;
+    one.cols = std::max<int64_t>(n, 1);
+    one.num_accesses = static_cast<uint32_t>(accesses.size());
+    one.accesses = accesses.data();
+    // Stored, whatever the Program says: an opaque kernel's ops each write memory.
+    auto facts = [&](uint32_t v) {
+      rows::ValueFacts value = rows::facts_of(program_.values[v]);
+      if (v == op.result) value.kind = LAZYLAB_VALUE_ARENA;
+      return value;
+    };
+    return elementwise_function(program_, rows::RowSpace(one, {&op}, facts), name, launch);
+  }
+
+ private:
+  std::string layout(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
+    std::vector<int64_t> in_shape = shape_of(in), shape = shape_of(out), strides;
+    std::vector<int64_t> in_strides = ops::row_major_strides(in_shape);
+    int64_t offset = 0;
+    switch (op.op) {
+      case LAZYLAB_OP_Reshape:
+        shape = {elements_of(out)};
+        strides = {1};
+        break;
+      case LAZYLAB_OP_Transpose:
+        for (uint32_t d = 0; d < op.attrs[0].num_ints; ++d) strides.push_back(in_strides[op.attrs[0].ints[d]]);
+        break;
+      case LAZYLAB_OP_Slice:
+        for (size_t d = 0; d < in_shape.size(); ++d) {
+          offset += op.attrs[0].ints[d] * in_strides[d];
+          strides.push_back(op.attrs[2].ints[d] * in_strides[d]);
+        }
+        break;
+      default:  // broadcast
+        strides.assign(shape.size(), 0);
+        for (size_t d = 0; d < in_shape.size(); ++d)
+          if (in_shape[d] != 1) strides[op.attrs[0].ints[d]] = in_strides[d];
+    }
+    return strided_copy(name, op.operands[0], op.result, out.dtype, shape, strides, offset, launch);
+  }
+
+  std::string concat(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& out = program_.values[op.result];
+    int64_t axis = op.attrs[0].i, inner = 1;
+    for (uint32_t d = axis + 1; d < out.rank; ++d) inner *= out.shape[d];
+    int64_t along = out.shape[axis];
+    std::string params, pick;
+    launch = Launch{name, {}, elements_of(out)};
+    int64_t start = 0;
+    for (uint32_t k = 0; k < op.num_operands; ++k) {
+      uint32_t v = op.operands[k];
+      int64_t size = program_.values[v].shape[axis];
+      params += fmt::format("const {}* __restrict__ q{}, ", storage_type(out.dtype), k);
+      launch.values.push_back(v);
+      pick += fmt::format("    {}if (a < {}LL) p{}[t] = q{}[(o * {}LL + a - {}LL) * {}LL + in];\n", k ? "else " : "",
+                          start + size, op.result, k, size, start, inner);
+      start += size;
+    }
+    launch.values.push_back(op.result);
+    return fmt::format(
+        "extern \"C\" __global__ void {}({}{}* __restrict__ p{}, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long in = t % {}LL, a = (t / {}LL) % {}LL, o = t / ({}LL * {}LL);\n{}  }}\n}}\n",
+        name, params, storage_type(out.dtype), op.result, inner, inner, along, inner, along, pick);
+  }
+
+  // A thread per result element; an index out of range is clamped (the
+  // reference reports it as an error; a kernel cannot).
+  std::string gather(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &data = program_.values[op.operands[0]], &indices = program_.values[op.operands[1]];
+    int64_t axis = op.attrs[0].i, inner = 1, n = data.shape[axis], count = elements_of(indices);
+    for (uint32_t d = axis + 1; d < data.rank; ++d) inner *= data.shape[d];
+    launch = Launch{name, {op.operands[0], op.operands[1], op.result}, elements_of(program_.values[op.result])};
+    const char* type = storage_type(data.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {2}* __restrict__ index, {1}* __restrict__ "
+        "y,"
+        " long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long in = t % {3}LL, i = (t / {3}LL) % {4}LL, o = t / ({3}LL * {4}LL);\n"
+        "    long long row = (long long)index[i];\n"
+        "    if (row < 0) row += {5}LL;\n"
+        "    row = row < 0 ? 0 : row >= {5}LL ? {5}LL - 1 : row;\n"
+        "    y[t] = x[(o * {5}LL + row) * {3}LL + in];\n  }}\n}}\n",
+        name, type, storage_type(indices.dtype), inner, count, n);
+  }
+
+  // A thread per column (outer slice o, inner position in): it copies its
+  // column of the data, then adds the updates in index order, so repeated
+  // indices sum in one order with no atomics (the result is the same on
+  // every run). Indices out of range are clamped, as gather's.
+  std::string scatter_add(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &data = program_.values[op.operands[0]], &indices = program_.values[op.operands[1]];
+    int64_t axis = op.attrs[0].i, inner = 1, outer = 1, n = data.shape[axis], count = elements_of(indices);
+    for (uint32_t d = axis + 1; d < data.rank; ++d) inner *= data.shape[d];
+    for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
+    launch = Launch{name, {op.operands[0], op.operands[1], op.operands[2], op.result}, outer * inner};
+    const char* type = storage_type(data.dtype);
+    const char* acc = data.dtype == LAZYLAB_F64 ? "double" : "float";
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {2}* __restrict__ index, "
+        "const {1}* __restrict__ u, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long in = t % {3}LL, o = t / {3}LL;\n"
+        "    for (long long r = 0; r < {5}LL; ++r) y[(o * {5}LL + r) * {3}LL + in] = x[(o * {5}LL + r) * {3}LL + in];\n"
+        "    for (long long i = 0; i < {4}LL; ++i) {{\n"
+        "      long long row = (long long)index[i];\n"
+        "      if (row < 0) row += {5}LL;\n"
+        "      row = row < 0 ? 0 : row >= {5}LL ? {5}LL - 1 : row;\n"
+        "      const long long at = (o * {5}LL + row) * {3}LL + in;\n"
+        "      y[at] = ({1})(({6})y[at] + ({6})u[(o * {4}LL + i) * {3}LL + in]);\n"
+        "    }}\n  }}\n}}\n",
+        name, type, storage_type(indices.dtype), inner, count, n, acc);
+  }
+
+  std::string pad(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
+    std::vector<int64_t> in_strides = ops::row_major_strides(shape_of(in));
+    std::string index = "    long long rest = t, source = 0;\n    bool inside = true;\n";
+    for (uint32_t d = in.rank; d-- > 0;)
+      index += fmt::format(
+          "    {{ const long long c = rest % {0}LL - {1}LL; rest /= {0}LL; inside = inside && c >= 0 && c < {2}LL; "
+          "source += c * {3}LL; }}\n",
+          out.shape[d], op.attrs[0].ints[d], in.shape[d], in_strides[d]);
+    launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
+    const char* type = storage_type(out.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n{2}"
+        "    y[t] = inside ? x[source] : ({1}){3};\n  }}\n}}\n",
+        name, type, index, scalar_literal(op.attrs[2], out.dtype));
+  }
+
+  // conv2d and the pools: a thread per result element, looping over its
+  // window (ops.def gives the semantics).
+  std::string window(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &x = program_.values[op.operands[0]], &out = program_.values[op.result];
+    bool conv = op.op == LAZYLAB_OP_Conv2d, max = op.op == LAZYLAB_OP_MaxPool2d;
+    const lazylab_attr &strides = op.attrs[conv ? 0 : 1], &pads = op.attrs[conv ? 1 : 2];
+    const lazylab_value* w = conv ? &program_.values[op.operands[1]] : nullptr;
+    int64_t kernel[2], dilation[2];
+    for (int d = 0; d < 2; ++d) {
+      kernel[d] = conv ? w->shape[2 + d] : op.attrs[0].ints[d];
+      dilation[d] = conv ? op.attrs[2].ints[d] : max ? op.attrs[3].ints[d] : 1;
+    }
+    int64_t channels = x.shape[1], h = x.shape[2], width = x.shape[3];
+    int64_t filters = out.shape[1], oh = out.shape[2], ow = out.shape[3];
+    int64_t group_in = conv ? w->shape[1] : 1, group_out = conv ? filters / op.attrs[3].i : 1;
+    const char* type = storage_type(out.dtype);
+    const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
+    std::string body;
+    if (conv)
+      body = fmt::format(
+          "    {0} acc = 0;\n"
+          "    for (long long c = 0; c < {1}LL; ++c) {{\n"
+          "      const {2}* plane = x + (n * {3}LL + (f / {4}LL) * {1}LL + c) * {5}LL * {6}LL;\n"
+          "      const {2}* taps = w + (f * {1}LL + c) * {7}LL * {8}LL;\n"
+          "      for (long long p = 0; p < {7}LL; ++p) for (long long q = 0; q < {8}LL; ++q) {{\n"
+          "        const long long yy = top + p * {9}LL, xx = left + q * {10}LL;\n"
+          "        if (yy >= 0 && yy < {5}LL && xx >= 0 && xx < {6}LL) acc += ({0})plane[yy * {6}LL + xx] * "
+          "({0})taps[p * {8}LL + q];\n"
+          "      }}\n    }}\n    y[t] = ({2})acc;\n",
+          acc, group_in, type, channels, group_out, h, width, kernel[0], kernel[1], dilation[0], dilation[1]);
+    else
+      body = fmt::format(
+          "    const {0}* plane = x + (n * {1}LL + f) * {2}LL * {3}LL;\n"
+          "    {4} acc = {5};\n    long long inside = 0;\n"
+          "    for (long long p = 0; p < {6}LL; ++p) for (long long q = 0; q < {7}LL; ++q) {{\n"
+          "      const long long yy = top + p * {8}LL, xx = left + q * {9}LL;\n"
+          "      if (yy >= 0 && yy < {2}LL && xx >= 0 && xx < {3}LL) {{ const {4} v = plane[yy * {3}LL + xx]; "
+          "acc = {10}; ++inside; }}\n"
+          "    }}\n{11}    y[t] = ({0})acc;\n",
+          type, channels, h, width, acc, max ? literal(-INFINITY, out.dtype) : "0", kernel[0], kernel[1], dilation[0],
+          dilation[1], max ? "LazylabMax()(acc, v)" : "acc + v",
+          max ? ""
+              : fmt::format("    acc /= ({})({});\n", acc,
+                            op.attrs[3].i ? fmt::format("((top + {0}LL < {1}LL ? top + {0}LL : {1}LL) - top) * "
+                                                        "((left + {2}LL < {3}LL ? left + {2}LL : {3}LL) - left)",
+                                                        kernel[0], h + pads.ints[2], kernel[1], width + pads.ints[3])
+                                          : std::string("inside")));
+    launch = Launch{name, {}, elements_of(out)};
+    launch.values = conv ? std::vector<uint32_t>{op.operands[0], op.operands[1], op.result}
+                         : std::vector<uint32_t>{op.operands[0], op.result};
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {2}{1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long j = t % {3}LL, i = (t / {3}LL) % {4}LL, f = (t / ({3}LL * {4}LL)) % {5}LL,"
+        " n = t / ({3}LL * {4}LL * {5}LL);\n"
+        "    const long long top = i * {6}LL - {7}LL, left = j * {8}LL - {9}LL;\n{10}  }}\n}}\n",
+        name, type, conv ? fmt::format("const {}* __restrict__ w, ", type) : "", ow, oh, filters, strides.ints[0],
+        pads.ints[0], strides.ints[1], pads.ints[1], body);
+  }
+
+  // Composites left whole (the interpreter runs them; `decompose` makes them
+  // fusible): a thread per row, accumulating in double as the reference does.
+  std::string softmax(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& x = program_.values[op.operands[0]];
+    int64_t axis = op.attrs[0].i, inner = 1;
+    for (uint32_t d = axis + 1; d < x.rank; ++d) inner *= x.shape[d];
+    int64_t length = x.shape[axis];
+    launch = Launch{name, {op.operands[0], op.result}, elements_of(x) / std::max<int64_t>(length, 1)};
+    const char* type = storage_type(x.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long base = (t / {2}LL) * {3}LL * {2}LL + t % {2}LL;\n"
+        "    double peak = -__longlong_as_double(0x7ff0000000000000LL), total = 0;\n"
+        "    for (long long j = 0; j < {3}LL; ++j) {{ const double v = x[base + j * {2}LL]; peak = peak < v ? v : "
+        "peak; }}\n"
+        "    for (long long j = 0; j < {3}LL; ++j) total += exp((double)x[base + j * {2}LL] - peak);\n"
+        "    for (long long j = 0; j < {3}LL; ++j)\n"
+        "      y[base + j * {2}LL] = ({1})(exp((double)x[base + j * {2}LL] - peak) / total);\n  }}\n}}\n",
+        name, type, inner, length);
+  }
+
+  std::string layernorm(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& x = program_.values[op.operands[0]];
+    int64_t length = x.rank ? x.shape[x.rank - 1] : 1;
+    launch = Launch{name,
+                    {op.operands[0], op.operands[1], op.operands[2], op.result},
+                    elements_of(x) / std::max<int64_t>(length, 1)};
+    const char* type = storage_type(x.dtype);
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {1}* __restrict__ w,\n"
+        "    const {1}* __restrict__ b, {1}* __restrict__ y, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const {1}* row = x + t * {2}LL;\n    double mean = 0, var = 0;\n"
+        "    for (long long j = 0; j < {2}LL; ++j) mean += row[j];\n    mean /= {2}.0;\n"
+        "    for (long long j = 0; j < {2}LL; ++j) {{ const double d = row[j] - mean; var += d * d; }}\n"
+        "    const double inv_std = 1.0 / sqrt(var / {2}.0 + {3});\n"
+        "    for (long long j = 0; j < {2}LL; ++j)\n"
+        "      y[t * {2}LL + j] = ({1})((row[j] - mean) * inv_std * w[j] + b[j]);\n  }}\n}}\n",
+        name, type, length, literal(op.attrs[0].f, LAZYLAB_F64));
+  }
+
+  std::string iota(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value& out = program_.values[op.result];
+    int64_t axis = op.attrs[0].i, inner = 1;
+    for (uint32_t d = axis + 1; d < out.rank; ++d) inner *= out.shape[d];
+    launch = Launch{name, {op.result}, elements_of(out)};
+    return fmt::format(
+        "extern \"C\" __global__ void {}({}* __restrict__ p{}, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x)\n"
+        "    p{}[t] = ({})((t / {}LL) % {}LL);\n}}\n",
+        name, storage_type(out.dtype), op.result, op.result, storage_type(out.dtype), inner, out.shape[axis]);
+  }
+
+  // A thread per output element, looping over the reduced elements.
+  std::string reduction(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
+    std::vector<int64_t> shape = shape_of(in), strides = ops::row_major_strides(shape);
+    std::vector<bool> reduced(shape.size());
+    for (uint32_t a = 0; a < op.attrs[0].num_ints; ++a) reduced[op.attrs[0].ints[a]] = true;
+    std::string kept = "    long long rest = t, base = 0;\n", inner = "      long long r = k, at = base;\n";
+    int64_t count = 1;
+    auto step = [](const char* index, const char* offset, int64_t size, int64_t stride) {
+      return fmt::format("{{ const long long c = {0} % {2}LL; {0} /= {2}LL; {1} += c * {3}LL; }}\n", index, offset,
+                         size, stride);
+    };
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (shape[d] == 1) continue;
+      if (reduced[d]) {
+        inner += "      " + step("r", "at", shape[d], strides[d]);
+        count *= shape[d];
+      } else {
+        kept += "    " + step("rest", "base", shape[d], strides[d]);
+      }
+    }
+    uint32_t type = in.dtype;
+    bool integer = !is_float(type);
+    bool sums = ops::combiner(op.op) == LAZYLAB_OP_Add;
+    bool boolean = type == LAZYLAB_BOOL;
+    std::string acc = integer && sums  ? "unsigned long long"
+                      : is_float(type) ? "double"
+                      : boolean        ? "int"
+                                       : register_type(type);
+    const char* functor = combiner_functor(op.op);
+    std::string init = identity_literal(op.op, type, true);
+    // A sum or mean of bools stored as a bool is whether one is true (the
+    // reference's); a count cast to a byte was stored as 2 or 8 (found by
+    // lazylab fuzz on the H200).
+    std::string result = type == LAZYLAB_BOOL             ? "acc != 0"
+                         : op.op == LAZYLAB_OP_ReduceMean ? (integer ? fmt::format("(long long)acc / {}LL", count)
+                                                                     : fmt::format("acc / {}.0", count))
+                                                          : "acc";
+    launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
+    if (count >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs) {
+      // A block per output element, its threads striding over the reduced
+      // elements: batch norm's statistics are 16-128 sums of 512-16,384
+      // elements each, which a thread apiece summed one after another (ResNet-18's
+      // training step at 32x32: 79 kernels, 4.8 of its 8.6 ms on an H100).
+      launch.block_per_item = true;
+      return fmt::format(
+          "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
+          "  __shared__ {5} shared[32];\n"
+          "  for (long long t = blockIdx.x; t < work; t += gridDim.x) {{\n{4}"
+          "    {5} acc = {6};\n    for (long long k = threadIdx.x; k < {7}LL; k += blockDim.x) {{\n{8}"
+          "      acc = {9}()(acc, ({5})p{2}[at]);\n    }}\n"
+          "    acc = lazylab_block_reduce(acc, shared, {9}());\n"
+          "    if (threadIdx.x == 0) p{3}[t] = ({1})({10});\n  }}\n}}\n",
+          name, storage_type(type), op.operands[0], op.result, kept, acc, init, count, inner, functor, result);
+    }
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n{4}"
+        "    {5} acc = {6};\n    for (long long k = 0; k < {7}LL; ++k) {{\n{8}"
+        "      acc = {9}()(acc, ({5})p{2}[at]);\n    }}\n    p{3}[t] = ({1})({10});\n  }}\n}}\n",
+        name, storage_type(type), op.operands[0], op.result, kept, acc, init, count, inner, functor, result);
+  }
+
+  // Matmuls cuBLASLt does not run (integer or f64, or in an opaque kernel):
+  // a thread per output element.
+  std::string matmul(const lazylab_op& op, const std::string& name, Launch& launch) const {
+    const lazylab_value &a = program_.values[op.operands[0]], &out = program_.values[op.result];
+    int64_t m = out.shape[out.rank - 2], n = out.shape[out.rank - 1], k = a.shape[a.rank - 1];
+    uint32_t type = out.dtype;
+    bool integer = !is_float(type);
+    std::string acc = integer ? "unsigned long long" : "double";
+    launch = Launch{name, {op.operands[0], op.operands[1], op.result}, elements_of(out)};
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ pa, const {1}* __restrict__ pb, {1}* __restrict__ pc,"
+        " long long work) {{\n"
+        "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+        "       t += (long long)blockDim.x * gridDim.x) {{\n"
+        "    const long long j = t % {3}LL, i = (t / {3}LL) % {2}LL, b = t / ({2}LL * {3}LL);\n"
+        "    {5} acc = 0;\n"
+        "    for (long long p = 0; p < {4}LL; ++p)\n"
+        "      acc += ({5})pa[(b * {2}LL + i) * {4}LL + p] * ({5})pb[(b * {4}LL + p) * {3}LL + j];\n"
+        "    pc[t] = ({1})({6});\n  }}\n}}\n",
+        name, storage_type(type), m, n, k, acc, type == LAZYLAB_BOOL ? "acc != 0" : "acc");
+  }
+
+  const lazylab_program& program_;
+};
+
+}  // namespace
+
+std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name, Launch& launch) {
+  return OpSource(program).generate(op, name, launch);
+}
+
+}  // namespace lazylab::cuda

@@ -1,0 +1,25 @@
+// An opaque kernel's ops, each as its own CUDA C++ function and launch,
+// its operands and result in memory: layout ops as index-mapped copies,
+// concat, gather, scatter-add, pad, windows (convolutions and pools), the
+// composites, iota, reductions over any axes, matmuls, and elementwise ops
+// through the row-space renderer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen.h"
+
+namespace lazylab::cuda {
+
+// `op`'s function, named `name`; `launch` says how to run it.
+std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name, Launch& launch);
+
+// A strided copy: element t of `shape` reads operand element offset +
+// sum_d coordinate_d * strides[d].
+std::string strided_copy(const std::string& name, uint32_t in, uint32_t out, uint32_t dtype,
+                         const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t offset,
+                         Launch& launch);
+
+}  // namespace lazylab::cuda
