@@ -1,0 +1,301 @@
+// A contraction's product on cuBLASLt, its algorithm chosen by timing the
+// heuristic's candidates (and a configuration search) once, then read from
+// the disk cache. Included by backend.cpp.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "algo_choice.h"
+#include "compiler.h"
+#include "device.h"
+
+namespace lazylab::cuda {
+
+// cuBLASLt algorithms timed per product shape. Asked for 16, its heuristic
+// gave 3 to 8 for the suite's shapes on an H100 (cuBLASLt 13), and its first
+// was the fastest of them each time.
+constexpr int kAlgoCandidates = 8;
+constexpr uint64_t kMaxAutotuneBytes = uint64_t{2} << 30;  // operands larger than this: the heuristic's choice
+// A product whose heuristic first takes longer than this times only the
+// heuristic's candidates: the configuration search (about 70 more timings
+// for f32) would cost more compile time than it could save.
+constexpr float kMaxSearchMs = 5.0f;
+constexpr int kFinalists = 3;  // timed again, 3 runs each, after one run of every candidate
+
+// A cuBLASLt product D = A B over row-major f32 matrices, batched: computed
+// as the column-major D^T = B^T A^T, so cuBLASLt's first operand is B's
+// memory and its second A's.
+class Product {
+ public:
+  // With `bias`, cuBLASLt adds a vector of n along each row of the product
+  // (its BIAS epilogue: in D^T's column-major terms, one value per row).
+  // `compiler` says where the disk cache keeps cuBLASLt's choices.
+  Product(const Device& device, const CompilerOptions& compiler, const lazylab_contraction& c, bool tf32, bool bias,
+          float alpha = 1.0f)
+      : device_(device), c_(c), bias_(bias), alpha_(alpha) {
+    const CublasLt& b = device.blas;
+    cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    check(b.cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    if (bias) {
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      cudaDataType_t type = CUDA_R_32F;
+      b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+      b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type);
+    }
+    cublasOperation_t first = c.rhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t second = c.lhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+    b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first);
+    b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second);
+    // B's memory: [k, n] row-major is column-major n x k (ld n); transposed,
+    // [n, k] row-major is column-major k x n (ld k). Likewise for A.
+    first_ = layout(c.rhs_transposed ? c.k : c.n, c.rhs_transposed ? c.n : c.k, c.k * c.n);
+    second_ = layout(c.lhs_transposed ? c.m : c.k, c.lhs_transposed ? c.k : c.m, c.m * c.k);
+    out_ = layout(c.n, c.m, c.m * c.n);
+    choice_ = choose_algo(compiler, tf32);
+    algo_ = choice_.algo;
+  }
+
+ private:
+  // The fastest of cuBLASLt's first heuristic choices for this shape, each
+  // timed on this device: once per shape and device in a process, and once
+  // per machine where the disk cache is on.
+  AlgoChoice choose_algo(const CompilerOptions& compiler, bool tf32) {
+    std::array<int64_t, 8> key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32};
+    std::lock_guard<std::mutex> lock(device_.algo_mutex);
+    if (auto it = device_.algos.find(key); it != device_.algos.end()) {
+      AlgoChoice again = it->second;
+      again.source = AlgoChoice::Source::Process;
+      return again;
+    }
+    std::string path;
+    if (compiler.disk_cache) {
+      path = algo_choice_path(cache_directory(compiler), identity(key, compiler));
+      std::string why;
+      if (auto stored = load_algo_choice(path, why); stored && runs(stored->algo)) {
+        device_.algos.emplace(key, *stored);
+        return *stored;
+      }
+    }
+    AlgoChoice choice = time_candidates(tf32);
+    device_.algos.emplace(key, choice);
+    if (!path.empty() && choice.source == AlgoChoice::Source::Timed) store_algo_choice(path, choice);
+    return choice;
+  }
+
+  // What a stored choice is valid for: the shape, the device and the
+  // libraries that timed it.
+  std::string identity(const std::array<int64_t, 8>& key, const CompilerOptions& compiler) const {
+    return fmt::format("{}|{}|{}|cublasLt {}|driver {}|candidates {} and configurations", fmt::join(key, " "),
+                       device_.name, device_.arch(), device_.blas.cublasLtGetVersion(), compiler.driver_version,
+                       kAlgoCandidates);
+  }
+
+  // Whether cuBLASLt accepts `algo` for this product (one read from disk
+  // is checked before it is trusted).
+  bool runs(const cublasLtMatmulAlgo_t& algo) const {
+    cublasLtMatmulHeuristicResult_t result{};
+    return device_.blas.cublasLtMatmulAlgoCheck(device_.lt, desc_, first_, second_, out_, out_, &algo, &result) ==
+               CUBLAS_STATUS_SUCCESS &&
+           result.workspaceSize <= kWorkspaceBytes;
+  }
+
+  AlgoChoice time_candidates(bool tf32) {
+    const CublasLt& b = device_.blas;
+    cublasLtMatmulPreference_t preference = nullptr;
+    check(b.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+    size_t workspace = kWorkspaceBytes;
+    b.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                           sizeof workspace);
+    std::array<cublasLtMatmulHeuristicResult_t, kAlgoCandidates> results{};
+    int found = 0;
+    cublasStatus_t status = b.cublasLtMatmulAlgoGetHeuristic(device_.lt, desc_, first_, second_, out_, out_, preference,
+                                                             kAlgoCandidates, results.data(), &found);
+    b.cublasLtMatmulPreferenceDestroy(preference);
+    check(status, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0)
+      throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for a {} x [{} x {}] x [{} x {}] product",
+                                           c_.batch, c_.m, c_.k, c_.k, c_.n));
+    std::vector<cublasLtMatmulAlgo_t> candidates;
+    for (int i = 0; i < found; ++i) candidates.push_back(results[i].algo);
+    return fastest(std::move(candidates), tf32);
+  }
+
+  // Every configuration cuBLASLt accepts for this product: each algorithm's
+  // tiles, stages and CTA swizzling. The heuristic names a few of them; for
+  // mlp's f32 products on an H100 its first was 3.7% and 2.8% slower than
+  // the fastest configuration (1.376 against 1.325 ms, 1.353 against 1.315).
+  std::vector<cublasLtMatmulAlgo_t> configurations(bool tf32) const {
+    const CublasLt& b = device_.blas;
+    cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    std::array<int, 64> ids{};
+    int count = 0;
+    if (b.cublasLtMatmulAlgoGetIds(device_.lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                   static_cast<int>(ids.size()), ids.data(), &count) != CUBLAS_STATUS_SUCCESS)
+      return {};
+    std::vector<cublasLtMatmulAlgo_t> found;
+    for (int i = 0; i < count; ++i) {
+      cublasLtMatmulAlgo_t algo{};
+      if (b.cublasLtMatmulAlgoInit(device_.lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                   ids[i], &algo) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      int swizzling = 0;
+      size_t written = 0;
+      b.cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzling, sizeof swizzling,
+                                          &written);
+      for (int tile : capability_ids(algo, CUBLASLT_ALGO_CAP_TILE_IDS))
+        for (int stages : capability_ids(algo, CUBLASLT_ALGO_CAP_STAGES_IDS))
+          for (int swizzle = 0; swizzle <= (swizzling ? 1 : 0); ++swizzle) {
+            cublasLtMatmulAlgo_t config = algo;
+            const int split_k = 1;
+            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
+            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                                   sizeof swizzle);
+            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k, sizeof split_k);
+            if (runs(config)) found.push_back(config);
+          }
+    }
+    return found;
+  }
+
+  // An algorithm's list of tile or stage ids; {0} (cuBLASLt's "undefined",
+  // its own choice) where it has none.
+  std::vector<int> capability_ids(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t what) const {
+    const CublasLt& b = device_.blas;
+    size_t bytes = 0;
+    b.cublasLtMatmulAlgoCapGetAttribute(&algo, what, nullptr, 0, &bytes);
+    std::vector<int> ids(bytes / sizeof(int));
+    if (ids.empty() ||
+        b.cublasLtMatmulAlgoCapGetAttribute(&algo, what, ids.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS)
+      return {0};
+    return ids;
+  }
+
+  // Times every candidate on scratch operands (one run after one to warm up),
+  // then the fastest few again (3 runs each), and keeps the fastest of
+  // those; the heuristic's first where the operands would not fit or every
+  // candidate fails. The heuristic's candidates come first; where its first
+  // is quick to time, every configuration of cuBLASLt's algorithms follows.
+  AlgoChoice fastest(std::vector<cublasLtMatmulAlgo_t> candidates, bool tf32) {
+    const Driver& d = device_.driver;
+    // Each operand 256-byte aligned, as the arena places them.
+    auto aligned = [](uint64_t floats) { return (floats * 4 + 255) / 256 * 256; };
+    const uint64_t lhs_bytes = aligned(c_.batch * c_.m * c_.k), rhs_bytes = aligned(c_.batch * c_.k * c_.n);
+    const uint64_t out_bytes = aligned(c_.batch * c_.m * c_.n),
+                   bytes = lhs_bytes + rhs_bytes + out_bytes + aligned(c_.n);
+    AlgoChoice heuristic{candidates[0], 0, {}, AlgoChoice::Source::Heuristic};
+    if (bytes > kMaxAutotuneBytes) return heuristic;
+    CUdeviceptr scratch = 0;
+    if (d.cuMemAlloc(&scratch, bytes) != CUDA_SUCCESS) return heuristic;
+    CUdeviceptr lhs = scratch, rhs = lhs + lhs_bytes, out = rhs + rhs_bytes, bias = out + out_bytes;
+    d.cuMemsetD8Async(scratch, 0x3c, bytes, device_.stream);  // about 0.0115, not zero
+    CUevent start = nullptr, stop = nullptr;
+    d.cuEventCreate(&start, CU_EVENT_DEFAULT);
+    d.cuEventCreate(&stop, CU_EVENT_DEFAULT);
+    // The mean of `runs` runs after one to warm up; negative where it fails.
+    auto time = [&](const cublasLtMatmulAlgo_t& algo, int runs) -> float {
+      algo_ = algo;
+      try {
+        run(device_.stream, lhs, rhs, out, bias);
+        d.cuEventRecord(start, device_.stream);
+        for (int r = 0; r < runs; ++r) run(device_.stream, lhs, rhs, out, bias);
+        d.cuEventRecord(stop, device_.stream);
+        float ms = 0;
+        if (d.cuEventSynchronize(stop) != CUDA_SUCCESS || d.cuEventElapsedTime(&ms, start, stop) != CUDA_SUCCESS)
+          return -1;
+        return ms / static_cast<float>(runs);
+      } catch (const std::runtime_error&) {  // this candidate cannot run the product
+        return -1;
+      }
+    };
+    float first_ms = time(candidates[0], 1);
+    if (first_ms >= 0 && first_ms < kMaxSearchMs)
+      for (const cublasLtMatmulAlgo_t& config : configurations(tf32)) candidates.push_back(config);
+    AlgoChoice choice{candidates[0], 0, std::vector<float>(candidates.size(), -1.0f), AlgoChoice::Source::Timed};
+    choice.candidate_ms[0] = first_ms;
+    for (size_t i = 1; i < candidates.size(); ++i) choice.candidate_ms[i] = time(candidates[i], 1);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (choice.candidate_ms[i] >= 0) order.push_back(i);
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return choice.candidate_ms[a] < choice.candidate_ms[b]; });
+    float best_ms = std::numeric_limits<float>::infinity();
+    for (size_t rank = 0; rank < std::min<size_t>(order.size(), kFinalists); ++rank) {
+      size_t i = order[rank];
+      float ms = time(candidates[i], 3);
+      if (ms < 0) continue;
+      choice.candidate_ms[i] = ms;
+      if (ms < best_ms) best_ms = ms, choice.algo = candidates[i], choice.chosen = static_cast<int>(i);
+    }
+    d.cuStreamSynchronize(device_.stream);
+    d.cuEventDestroy(start);
+    d.cuEventDestroy(stop);
+    d.cuMemFree(scratch);
+    return std::isfinite(best_ms) ? choice : heuristic;
+  }
+
+ public:
+  ~Product() {
+    const CublasLt& b = device_.blas;
+    b.cublasLtMatrixLayoutDestroy(first_);
+    b.cublasLtMatrixLayoutDestroy(second_);
+    b.cublasLtMatrixLayoutDestroy(out_);
+    b.cublasLtMatmulDescDestroy(desc_);
+  }
+  Product(const Product&) = delete;
+  Product& operator=(const Product&) = delete;
+
+  void run(CUstream stream, CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr bias = 0) const {
+    const float zero = 0.0f;
+    if (bias_) {
+      const void* pointer = reinterpret_cast<const void*>(bias);
+      check(device_.blas.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+                                                        sizeof pointer),
+            "cublasLtMatmulDescSetAttribute (bias)");
+    }
+    check(device_.blas.cublasLtMatmul(device_.lt, desc_, &alpha_, reinterpret_cast<const void*>(rhs), first_,
+                                      reinterpret_cast<const void*>(lhs), second_, &zero, reinterpret_cast<void*>(out),
+                                      out_, reinterpret_cast<void*>(out), out_, &algo_,
+                                      reinterpret_cast<void*>(device_.workspace), kWorkspaceBytes, stream),
+          "cublasLtMatmul");
+  }
+  const lazylab_contraction& contraction() const { return c_; }
+  const AlgoChoice& choice() const { return choice_; }
+  bool adds_bias() const { return bias_; }
+
+ private:
+  cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t batch_stride) {
+    cublasLtMatrixLayout_t l = nullptr;
+    check(device_.blas.cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, rows), "cublasLtMatrixLayoutCreate");
+    int32_t batch = static_cast<int32_t>(c_.batch);
+    device_.blas.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+    device_.blas.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+                                                  sizeof batch_stride);
+    return l;
+  }
+
+  const Device& device_;
+  lazylab_contraction c_;
+  bool bias_;
+  float alpha_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  AlgoChoice choice_;
+};
+
+}  // namespace lazylab::cuda
