@@ -24,6 +24,9 @@
 #include "scalar_division.h"
 
 namespace lazylab::cpu::row_exec {
+// Internal to row_plan.cpp, its one includer: the loops inline as they
+// did there.
+namespace {
 
 // An operand as the loops see it: a pointer, or a scalar for the segment.
 struct View {
@@ -535,4 +538,5 @@ class RowPlan : public RowKernelPlan {
   tbb::enumerable_thread_specific<Scratch> scratch_;
 };
 
+}  // namespace
 }  // namespace lazylab::cpu::row_exec

@@ -55,7 +55,8 @@ class RowSpace {
   // `ops`: the kernel's ops in order, or the part of them a backend renders
   // as an epilogue (the description's accesses still index them);
   // `facts(v)`: value v's ValueFacts. A value leaves the kernel where it has
-  // memory (the arena or an output).
+  // memory (the arena or an output). The RowSpace points into `kernel`'s
+  // accesses and at `ops`: they must outlive it.
   template <class Facts>
   RowSpace(const lazylab_kernel& kernel, std::vector<const lazylab_op*> ops, const Facts& facts)
       : rows_(kernel.rows), cols_(kernel.cols), ops_(std::move(ops)) {
@@ -73,7 +74,7 @@ class RowSpace {
     extend_reads_through_reshapes();
   }
 
-  // The kernels' ops in order, all of the description's.
+  // The kernel's ops in order: all that its description covers.
   static std::vector<const lazylab_op*> all_ops(const lazylab_kernel& kernel) {
     std::vector<const lazylab_op*> ops;
     for (uint32_t i = 0; i < kernel.num_ops; ++i) ops.push_back(&kernel.ops[i]);
