@@ -444,6 +444,27 @@ Expected<lazylab_ceilings> Backend::measure_ceilings(int32_t device) {
   return ceilings;
 }
 
+bool Backend::measures_host() const {
+  const lazylab_backend_api& api = instance_->api();
+  return has_optional_entry(api, offsetof(lazylab_backend_api, measure_host_ceilings), api.measure_host_ceilings);
+}
+
+Expected<HostCeilings> Backend::measure_host_ceilings(bool quick) {
+  if (!measures_host())
+    return make_error(fmt::format("backend {} does not measure the host's ceilings (that needs ABI 3.12)", name_));
+  lazylab_host_ceilings out{sizeof(lazylab_host_ceilings), 0, 0, 0, nullptr, nullptr, nullptr};
+  char* error = nullptr;
+  if (instance_->api().measure_host_ceilings(instance_->handle, quick ? 1 : 0, &out, &error) != 0)
+    return instance_->take_error(error, "measure host ceilings");
+  for (const char* text : {out.gemm_library, out.method, out.peer_environment})
+    if (!text) return make_error(fmt::format("backend {}: measure_host_ceilings left a string NULL", name_));
+  HostCeilings ceilings{out.copy_gb_s, out.elementwise_gop_s, out.gemm_gflop_s, out.gemm_library, out.method, {}};
+  std::istringstream lines(out.peer_environment);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) ceilings.peer_environment.push_back(line);
+  return ceilings;
+}
+
 Expected<std::string> Backend::generated_code(const Program& program, const Graph& graph) {
   const lazylab_backend_api& api = instance_->api();
   if (!has_optional_entry(api, offsetof(lazylab_backend_api, generated_code), api.generated_code))

@@ -107,6 +107,14 @@ class Executable {
   int32_t device_;
 };
 
+// The host's ceilings as a host backend measured them (ABI 3.12,
+// lazylab_host_ceilings says what each is), its strings copied.
+struct HostCeilings {
+  double copy_gb_s = 0, elementwise_gop_s = 0, gemm_gflop_s = 0;
+  std::string gemm_library, method;
+  std::vector<std::string> peer_environment;  // NAME=value
+};
+
 class Backend {
  public:
   Backend(std::shared_ptr<BackendInstance> instance, std::string path, const std::string& options,
@@ -153,6 +161,11 @@ class Backend {
   // The device's ceilings as the backend measures them (zeros where it
   // measures none: host backends, plugins older than ABI 2.1).
   Expected<lazylab_ceilings> measure_ceilings(int32_t device = 0);
+  // Whether the backend measures the host's ceilings (ABI 3.12: one that
+  // computes on the host's cores), and those ceilings: the best of several
+  // trials, or with `quick` one trial of the copy and the product.
+  bool measures_host() const;
+  Expected<HostCeilings> measure_host_ceilings(bool quick);
   // The code the backend generates for the Program (empty: none); an error
   // for a plugin older than ABI 3.2, which cannot say.
   Expected<std::string> generated_code(const Program& program, const Graph& graph);

@@ -197,7 +197,8 @@ Expected<PassInvocation> parse_invocation(std::string_view item, const PassRegis
   std::vector<std::string> provenance;
   for (const std::string* source : {&info->provenance, &std::as_const(parsed->extension_provenance)})
     if (!source->empty()) provenance.push_back(*source);
-  PassInvocation invocation{info, PassOptions(std::move(parsed->values)), std::move(canonical), std::move(provenance)};
+  PassInvocation invocation{
+      info, PassOptions(std::move(parsed->values)), std::move(canonical), std::move(provenance), {}};
   if (combinator) LAZYLAB_TRY(parse_body(invocation, text->passes, registry));
   return invocation;
 }

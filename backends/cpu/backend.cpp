@@ -28,6 +28,7 @@
 #include "conv_plan.h"
 #include "gather_plan.h"
 #include "gemm_plan.h"
+#include "host_ceilings.h"
 #include "layout_plan.h"
 #include "lazylab/backend_plugin.hpp"
 #include "lazylab/op_table.hpp"
@@ -198,6 +199,10 @@ class CpuBackend : public plugin::Backend {
        "fail, naming each kernel, instead of falling back to the reference kernels", nullptr, 0},
       {"row-groups", LAZYLAB_OPTION_BOOL, "on", "read a per-channel value over NCHW's rows in place (ABI 3.10)",
        nullptr, 0},
+      {"openblas-core", LAZYLAB_OPTION_STRING, "",
+       "OpenBLAS's kernels: a core name (Haswell, SkylakeX, ...) or auto (lazylab's choice for this CPU, over "
+       "OPENBLAS_CORETYPE); empty: OPENBLAS_CORETYPE, else lazylab's choice. Chosen once a process",
+       nullptr, 0},
   };
 
   explicit CpuBackend(const plugin::BackendOptions& options) {
@@ -213,11 +218,18 @@ class CpuBackend : public plugin::Backend {
     row_groups_ = options.flag("row-groups");
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
+    const std::string& core = options.text("openblas-core");
     std::string error;
+    if (!core.empty() && !openblas::choose_core(core, error))
+      throw std::runtime_error("openblas-core=" + core + ": " + error);
     blas_ = openblas::runtime(error);
     if (!blas_) throw std::runtime_error("cpu backend needs OpenBLAS: " + error);
     blas_->set_num_threads(threads_);
+    host_ceilings_ = std::make_unique<HostCeilingsProbe>(blas_, "", threads_);
   }
+
+  // The host's ceilings (ABI 3.12): this backend runs on the host's cores.
+  plugin::HostCeilings measure_host_ceilings(bool quick) { return host_ceilings_->measure(quick); }
 
   // Composites must be decomposed first; everything else runs.
   void capabilities(lazylab_capabilities& caps) const override {
@@ -250,6 +262,7 @@ class CpuBackend : public plugin::Backend {
   std::unique_ptr<tbb::task_arena> arena_;
   RowPlanOptions row_options_;
   const openblas::Runtime* blas_ = nullptr;
+  std::unique_ptr<HostCeilingsProbe> host_ceilings_;
 };
 
 }  // namespace

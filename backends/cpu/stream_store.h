@@ -1,7 +1,7 @@
 // Stores past the caches (non-temporal): written to memory without reading
 // each line in first and without evicting what the caches hold. The cpu
-// kernels write their large outputs so, and the runner measures the copy
-// ceiling with the same copy (experiments/runner/stream_copy.h).
+// kernels write their large outputs so, and measure the host's copy ceiling
+// with the same copy (host_ceilings.h).
 #pragma once
 
 #include <algorithm>

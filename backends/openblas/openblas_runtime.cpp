@@ -43,13 +43,13 @@ std::optional<std::string> core_override(std::string& note) {
   }
   const std::string& chosen = chosen_core();
   if (!chosen.empty() && chosen != "auto") {
-    note = "core type " + chosen + " chosen by the experiment";
+    note = "core type " + chosen + " chosen by the cpu backend's openblas-core";
     return chosen;
   }
   const char* inherited = std::getenv("OPENBLAS_CORETYPE");
   if (inherited && chosen.empty()) {
     note = std::string("core type from OPENBLAS_CORETYPE=") + inherited;
-    if (amd_with_avx512()) note += "; this CPU runs the SkylakeX kernels (openblas-core: auto in an experiment)";
+    if (amd_with_avx512()) note += "; this CPU runs the SkylakeX kernels (the cpu backend's openblas-core=auto)";
     return std::nullopt;
   }
   if (amd_with_avx512()) {
@@ -128,8 +128,11 @@ bool& loading_started() {
 }  // namespace
 
 bool choose_core(const std::string& core, std::string& error) {
+  if (loading_started() && core == chosen_core()) return true;
   if (loading_started()) {
-    error = "OpenBLAS is already loaded; its kernels can only be chosen before";
+    error = "OpenBLAS is already loaded in this process (" +
+            (chosen_core().empty() ? std::string("no core asked for") : "core " + chosen_core() + " asked for") +
+            "); its kernels are chosen once, before it loads";
     return false;
   }
   chosen_core() = core;

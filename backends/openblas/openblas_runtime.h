@@ -5,7 +5,8 @@
 // AVX-512 on their AVX2 Zen kernels, about half the sgemm rate of the
 // AVX-512 SkylakeX kernels on the same machine. Loading the library here,
 // after setting OPENBLAS_CORETYPE for that case only, gives every user in the
-// process (the cpu backend, the runner's ceilings) the same, right kernels.
+// process (every cpu backend, and the host ceilings it measures) the same,
+// right kernels.
 // An OPENBLAS_CORETYPE set by the user is kept.
 #pragma once
 
@@ -29,7 +30,8 @@ const Runtime* runtime(std::string& error);
 
 // Chooses the kernels before the first runtime() call: "auto" is lazylab's
 // choice even over an inherited OPENBLAS_CORETYPE, anything else an OpenBLAS
-// core name. False, with `error`, once OpenBLAS is loaded.
+// core name. False, with `error`, once OpenBLAS is loaded (unless `core` is
+// what was chosen then).
 bool choose_core(const std::string& core, std::string& error);
 
 }  // namespace lazylab::openblas

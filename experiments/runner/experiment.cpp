@@ -359,10 +359,14 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 }
 
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
+  if (root["openblas-core"])  // moved in 0.7: the cpu backend declares it
+    return r.error(root["openblas-core"], "openblas-core",
+                   "is an option of the cpu backend now: backends: [{name: cpu, options: openblas-core=auto}] "
+                   "(`lazylab backends` lists it)");
   LAZYLAB_TRY(r.expect_keys(
       root, "",
       {"name", "description", "seed", "workloads", "pipelines", "baseline", "backends", "repeat", "reference", "report",
-       "cache", "peers", "peer-timeout", "peer-rounds", "openblas-core", "limits", "plugins", "prepare"}));
+       "cache", "peers", "peer-timeout", "peer-rounds", "limits", "plugins", "prepare"}));
   for (const char* required : {"name", "workloads", "pipelines", "backends"})
     if (!root[required]) return r.error(root, required, "missing required key");
   LAZYLAB_TRY(read_optional(r, root, "", "name", "a string", e.name));
@@ -378,7 +382,6 @@ Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
   if (!(e.peer_timeout_s > 0) || std::isinf(e.peer_timeout_s))
     return r.error(root["peer-timeout"], "peer-timeout",
                    fmt::format("must be a finite number of seconds > 0, got {}", e.peer_timeout_s));
-  LAZYLAB_TRY(read_optional(r, root, "", "openblas-core", "'auto' or an OpenBLAS core name", e.openblas_core));
   e.baseline = e.pipelines.front().name;
   LAZYLAB_TRY(read_optional(r, root, "", "baseline", "a pipeline name", e.baseline));
   std::vector<std::string> names;

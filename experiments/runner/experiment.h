@@ -106,10 +106,6 @@ struct Experiment {
     std::string csv;
     std::string html;
   } report;
-  // OpenBLAS kernels for the run (openblas_runtime.h): empty inherits
-  // OPENBLAS_CORETYPE or lazylab's choice, "auto" is lazylab's choice, else
-  // an OpenBLAS core name.
-  std::string openblas_core;
   size_t cache_capacity = 64;
   bool verify_cache_hits = false;
   // Bytes: one buffer, one executable's arena, and all a cell holds at once

@@ -6,9 +6,9 @@
 
 namespace lazylab {
 
-PeerRounds::PeerRounds(const Experiment& experiment, std::string blas_core, Progress* progress)
+PeerRounds::PeerRounds(const Experiment& experiment, std::vector<std::string> environment, Progress* progress)
     : e_(experiment),
-      blas_core_(std::move(blas_core)),
+      environment_(std::move(environment)),
       progress_(progress),
       given_(peer_workloads(experiment)),
       rounds_run_(experiment.workloads.size(), 0),
@@ -35,7 +35,7 @@ bool PeerRounds::run_round(size_t workload) {
     if (progress_)
       progress_->working_on(fmt::format("peer {}, {}, round {} of {}", e_.peers[p].name, e_.workloads[workload].name,
                                         round + 1, e_.peer_rounds));
-    PeerResult result = run_peer(e_.peers[p], e_, blas_core_, &what);
+    PeerResult result = run_peer(e_.peers[p], e_, environment_, &what);
     if (!result.error.empty())
       result.error = fmt::format("{}, round {}: {}", e_.workloads[workload].name, round + 1, result.error);
     add_round(results_[p], std::move(result));

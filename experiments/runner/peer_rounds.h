@@ -22,7 +22,7 @@ namespace lazylab {
 
 class PeerRounds {
  public:
-  PeerRounds(const Experiment& experiment, std::string blas_core, Progress* progress);
+  PeerRounds(const Experiment& experiment, std::vector<std::string> environment, Progress* progress);
 
   // Runs the rounds of workload entry `workload` due before timed step
   // `step` (1-based among the timed steps of `timed_steps`): round r before
@@ -38,7 +38,7 @@ class PeerRounds {
   bool run_round(size_t workload);  // whether the workload is given to the peers
 
   const Experiment& e_;
-  std::string blas_core_;
+  std::vector<std::string> environment_;  // the peers' (run_peer)
   Progress* progress_;
   std::vector<size_t> given_;        // workload entries the peers are given
   std::vector<int64_t> rounds_run_;  // by workload entry

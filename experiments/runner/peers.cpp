@@ -140,7 +140,7 @@ void add_round(PeerResult& total, PeerResult round) {
   }
 }
 
-PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core,
+PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::vector<std::string>& environment,
                     const PeerRound* round) {
   PeerResult result{peer.name, peer.command, "", "", "", {}};
   std::error_code ec;
@@ -155,8 +155,7 @@ PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const s
   fs::path folder = fs::path(experiment.path).parent_path();
   ChildOptions options;
   options.folder = folder.empty() ? "." : folder.string();
-  options.unset_environment = {"OPENBLAS_CORETYPE"};
-  if (!blas_core.empty()) options.set_environment = {"OPENBLAS_CORETYPE=" + blas_core};
+  options.set_environment = environment;
   // A Python peer may import lazylab (bench/peers/torch_training.py does).
   if (std::string path = package_python_path(); !path.empty()) options.set_environment.push_back("PYTHONPATH=" + path);
   options.timeout_s = experiment.peer_timeout_s;

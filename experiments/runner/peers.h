@@ -14,8 +14,9 @@
 // repeat.flush), the peer writes that many MiB before each timed step, outside its timing, as lazylab does: both sides
 // start each step with cold caches. Built-in workloads are given by name, ONNX models by their path
 // (bench/peers/torch_models.py rebuilds the network beside it). A workload listed several times is passed once, with
-// the parameters of its first entry. It runs with OPENBLAS_CORETYPE set to the OpenBLAS kernels lazylab measured, so
-// both sides use the same BLAS code.
+// the parameters of its first entry. It runs with the environment the host backend asks of peers (its ceilings'
+// peer_environment: OPENBLAS_CORETYPE set to the OpenBLAS kernels the cpu backend runs), so both sides use the same
+// BLAS code.
 #pragma once
 
 #include <string>
@@ -60,7 +61,7 @@ struct PeerRound {
 
 // Never fails the experiment: a peer that cannot run reports why in `error`.
 // Every workload of peer_workloads with repeat.runs steps, or one round.
-PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::string& blas_core,
+PeerResult run_peer(const PeerEntry& peer, const Experiment& experiment, const std::vector<std::string>& environment,
                     const PeerRound* round = nullptr);
 
 // Adds a round's result to the peer's (an empty `total` takes its name,

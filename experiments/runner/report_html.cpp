@@ -255,7 +255,7 @@ std::string run_facts(const ExperimentResult& result, const RunInfo& info) {
                    html_escape(e.reference.pipeline), e.reference.rtol, e.reference.atol));
   fact("ceilings", html_escape(fmt::format("copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({})",
                                            result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
-                                           result.ceilings.sgemm_gflop_s, result.ceilings.method)));
+                                           result.ceilings.gemm_gflop_s, result.ceilings.method)));
   for (const PipelineEntry& p : e.pipelines) fact("pipeline " + p.name, "<code>" + html_escape(p.text) + "</code>");
   return out + "</dl>\n";
 }

@@ -120,8 +120,8 @@ std::string markdown_header(const ExperimentResult& result, const RunInfo& info)
       e.baseline, kBootstrapResamples);
   out += fmt::format(
       "- ceilings: copy {:.1f} GB/s (read + written), elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({}); {}\n",
-      result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s, result.ceilings.blas,
-      result.ceilings.method);
+      result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s, result.ceilings.gemm_gflop_s,
+      result.ceilings.gemm_library, result.ceilings.method);
   if (probed_in_rounds(result)) out += fmt::format("- {}\n", kRoundsFloorNote);
   for (size_t b = 0; b < result.device_ceilings.size(); ++b)
     if (result.device_ceilings[b].measured())

@@ -52,7 +52,7 @@ CellCeilings ceilings_for(const ExperimentResult& result, size_t backend_entry) 
     const DeviceCeilings& device = result.device_ceilings[backend_entry];
     return {device.copy_gb_s, device.gemm_gflop_s, 0, true};
   }
-  return {result.ceilings.copy_gb_s, result.ceilings.sgemm_gflop_s, result.ceilings.elementwise_gop_s, false};
+  return {result.ceilings.copy_gb_s, result.ceilings.gemm_gflop_s, result.ceilings.elementwise_gop_s, false};
 }
 
 }  // namespace lazylab

@@ -10,12 +10,10 @@
 #include <random>
 #include <sstream>
 
-#include "ceilings.h"
 #include "cell_run.h"
 #include "child_process.h"
 #include "core/pass_plugin.h"
 #include "footprint.h"
-#include "openblas_runtime.h"
 #include "peer_rounds.h"
 #include "resolve.h"
 #include "rooflines.h"
@@ -63,14 +61,20 @@ CellIdentity identify(const Experiment& e, size_t w, size_t p, size_t b, Workloa
 
 namespace {
 
-Status measure_all_ceilings(const Experiment& e, const Resolved& r, const RunOptions& options,
+Status measure_all_ceilings(const Experiment& e, const Resolved& r, const RunOptions& options, HostMeter& host,
                             ExperimentResult& result) {
   Progress* progress = options.progress;
-  result.ceilings = options.pinned_ceilings ? *options.pinned_ceilings : measure_ceilings();
+  if (options.pinned_ceilings) {
+    result.ceilings = *options.pinned_ceilings;
+  } else {
+    auto measured = host.measure();
+    if (!measured) return measured.error();
+    result.ceilings = std::move(*measured);
+  }
   if (progress)
     progress->line(fmt::format("  ceilings{}: copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s",
                                options.pinned_ceilings ? " (pinned)" : "", result.ceilings.copy_gb_s,
-                               result.ceilings.elementwise_gop_s, result.ceilings.sgemm_gflop_s));
+                               result.ceilings.elementwise_gop_s, result.ceilings.gemm_gflop_s));
   for (size_t b = 0; b < r.backends.size(); ++b) {
     if (options.pinned_device_ceilings && b < options.pinned_device_ceilings->size() &&
         (*options.pinned_device_ceilings)[b].measured()) {
@@ -98,12 +102,24 @@ const CellResult* find_resumed(const RunOptions& options, const CellIdentity& id
   return nullptr;
 }
 
-// The host's copy and sgemm rates, one probe of each a timed round.
+// The host's copy and sgemm rates, one sample of each a timed round. A
+// sample that fails stops the sampling (the run says why) and leaves the
+// cells without rates of their rounds, as a run that takes none.
 struct RoundRates {
   std::vector<double> copy_gb_s, sgemm_gflop_s;
-  void probe(HostProbe& host) {
-    copy_gb_s.push_back(host.copy_gb_s());
-    if (double sgemm = host.sgemm_gflop_s(); sgemm > 0) sgemm_gflop_s.push_back(sgemm);
+  bool failed = false;
+  void probe(HostMeter& host, Progress* progress) {
+    if (failed) return;
+    auto sample = host.sample();
+    if (!sample || !*sample) {
+      failed = true;
+      copy_gb_s.clear();
+      sgemm_gflop_s.clear();
+      if (!sample && progress) progress->line("  the host's rates in rounds not taken: " + sample.error().message);
+      return;
+    }
+    copy_gb_s.push_back((*sample)->copy_gb_s);
+    if ((*sample)->gemm_gflop_s > 0) sgemm_gflop_s.push_back((*sample)->gemm_gflop_s);
   }
   void give_to(CellResult& cell) const {
     if (copy_gb_s.empty()) return;
@@ -119,7 +135,7 @@ struct RoundRates {
 // given, before the timed rounds they are due at, after which the cells
 // warm up again.
 void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::unique_ptr<CellRun>>& runs,
-                HostProbe* probe, RoundRates& rates, PeerRounds* peers, Progress* progress) {
+                HostMeter* probe, RoundRates& rates, PeerRounds* peers, Progress* progress) {
   for (auto& run : runs) run->step(0);
   std::vector<CellRun*> order;
   for (auto& run : runs) order.push_back(run.get());
@@ -133,7 +149,7 @@ void run_rounds(const Experiment& e, size_t workload_index, std::vector<std::uni
       for (int64_t warm = 1; warm <= e.warmup; ++warm)  // the peers' processes had the machine
         for (CellRun* run : order) run->step(warm);
     for (CellRun* run : order) run->step(step);
-    if (probe && step > e.warmup) rates.probe(*probe);
+    if (probe && step > e.warmup) rates.probe(*probe, progress);
   }
 }
 
@@ -204,7 +220,7 @@ std::vector<bool> selected_cells(const Experiment& e, const Resolved& r, size_t 
 
 // Every cell of workload `w`: taken from the resumed ones where present,
 // else run (a reference that fails fails the workload's cells).
-void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options, HostProbe* probe,
+void run_workload(const Experiment& e, Resolved& r, size_t w, const RunOptions& options, HostMeter* probe,
                   PeerRounds* peers, std::vector<CellResult>& cells) {
   const Workload& workload = *r.workloads[w];
   std::vector<CellIdentity> pending;
@@ -333,13 +349,6 @@ Status prepare(const Experiment& e, const RunOptions& options) {
 }
 
 Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions& options) {
-  // OpenBLAS's kernels are chosen, and the library loaded with them, before
-  // a backend plugin loads it (it then finds it loaded; openblas_runtime.h).
-  std::string not_chosen;
-  if (!e.openblas_core.empty() && !openblas::choose_core(e.openblas_core, not_chosen) && options.progress)
-    options.progress->line("  openblas-core " + e.openblas_core + " not applied: " + not_chosen);
-  std::string no_openblas;  // the ceilings report it
-  openblas::runtime(no_openblas);
   if (!e.prepare.empty() && !options.only_cell) LAZYLAB_TRY(prepare(e, options));
   auto resolved = resolve(e, options);
   if (!resolved) return resolved.error();
@@ -347,17 +356,19 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
   for (size_t w = 0; w < resolved->workloads.size(); ++w)
     if (const TorchCapture* capture = resolved->workloads[w]->torch_capture()) result.captures.push_back({w, *capture});
   if (result.isolated) result.experiment.interleave = false;
+  HostMeter host = options.only_cell || options.pinned_ceilings ? HostMeter() : HostMeter::find(e, *resolved);
   if (!options.only_cell)
-    LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, result));
+    LAZYLAB_TRY(measure_all_ceilings(e, *resolved, options, host, result));
   else
     result.device_ceilings.resize(e.backends.size());
   if (options.progress) options.progress->start(count_cells(e, *resolved, options));
-  std::unique_ptr<HostProbe> probe = probes_rounds(e, options, result) ? std::make_unique<HostProbe>() : nullptr;
+  HostMeter* probe = probes_rounds(e, options, result) ? &host : nullptr;
   std::unique_ptr<PeerRounds> peer_rounds =
-      peers_in_rounds(e, options, result) ? std::make_unique<PeerRounds>(e, result.ceilings.blas_core, options.progress)
-                                          : nullptr;
+      peers_in_rounds(e, options, result)
+          ? std::make_unique<PeerRounds>(e, result.ceilings.peer_environment, options.progress)
+          : nullptr;
   for (size_t w = 0; w < resolved->workloads.size(); ++w) {
-    run_workload(e, *resolved, w, options, probe.get(), peer_rounds.get(), result.cells);
+    run_workload(e, *resolved, w, options, probe, peer_rounds.get(), result.cells);
     if (options.checkpoint) options.checkpoint(result);
   }
   compute_rooflines(result);  // first: it says which cells are timed on a device
@@ -369,7 +380,7 @@ Expected<ExperimentResult> run_experiment(const Experiment& e, const RunOptions&
     if ((options.shard && options.shard->index != 1) || options.only_cell) break;
     if (!peer_rounds) {
       if (options.progress) options.progress->working_on("peer " + e.peers[p].name);
-      result.peers.push_back(run_peer(e.peers[p], e, result.ceilings.blas_core));
+      result.peers.push_back(run_peer(e.peers[p], e, result.ceilings.peer_environment));
     }
     const PeerResult& peer = result.peers[p];
     if (options.progress)

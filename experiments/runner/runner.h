@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "ceilings.h"
 #include "core/metrics.h"
 #include "core/pass_manager.h"
 #include "core/program_cost.h"
 #include "experiment.h"
+#include "host_ceilings.h"
 #include "output_check.h"
 #include "peers.h"
 #include "progress.h"

@@ -208,7 +208,7 @@ check "a mistyped pass option" 1 "pass 'fuse' has no option 'stratgy' \(did you 
   "$lazylab" run "$work/typo-option.yaml"
 experiment "$work/typo-backend-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
   "backends: [{name: cpu, options: 'thread=1'}]"
-check "a mistyped backend option" 1 "backend 'cpu' has no option 'thread' \(did you mean 'threads'\?\) \(options: threads, tile, stream, strict, row-groups\)" -- \
+check "a mistyped backend option" 1 "backend 'cpu' has no option 'thread' \(did you mean 'threads'\?\) \(options: threads, tile, stream, strict, row-groups, openblas-core\)" -- \
   "$lazylab" run "$work/typo-backend-option.yaml"
 experiment "$work/typo-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backend: [interp]"
 check "a mistyped key" 1 "typo-key.yaml:4: backend: unknown key \(did you mean 'backends'\?\)" -- "$lazylab" run "$work/typo-key.yaml"
@@ -643,16 +643,46 @@ deadline = time.time() + 5
 while running() and time.time() < deadline: time.sleep(0.05)
 print('still running' if running() else 'ok')\""
 
-# openblas-core: the experiment chooses OpenBLAS's kernels; the report says
-# which ran and who chose them.
+# openblas-core, the cpu backend's option, chooses OpenBLAS's kernels; the
+# report says which ran and who chose them, and the peers run the same.
 experiment "$work/core.yaml" "name: t" "workloads: [{name: mlp, params: {batch: 4, d: 8, hidden: 16}}]" \
-  "pipelines: {p: 'decompose,lower'}" "backends: [cpu]" "openblas-core: Haswell" "report: {json: $work/core.json}"
-check "openblas-core chooses the kernels" 0 "core Haswell \(core type Haswell chosen by the experiment\)" -- \
+  "pipelines: {p: 'decompose,lower'}" "backends: [{name: cpu, options: openblas-core=Haswell}]" \
+  "peers: {fake: [python3, fake_peer.py]}" "report: {json: $work/core.json}"
+check "openblas-core chooses the kernels" 0 "core Haswell \(core type Haswell chosen by the cpu backend's openblas-core\)" -- \
   sh -c "'$lazylab' run '$work/core.yaml' -q && cat '$work/core.json'"
+check "the peers run the kernels the cpu backend measured" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/core.json'))
+assert r['ceilings']['peer_environment'] == ['OPENBLAS_CORETYPE=Haswell'], r['ceilings']
+assert 'core Haswell,' in r['peers'][0]['description'], r['peers'][0]['description']
+assert r['ceilings']['method'].startswith('measured at the start of the run by backend cpu: '), r['ceilings']
+print('ok')"
 experiment "$work/bad-core.yaml" "name: t" "workloads: [{name: mlp, params: {batch: 4, d: 8, hidden: 16}}]" \
-  "pipelines: {p: 'decompose,lower'}" "backends: [cpu]" "openblas-core: Pentium9" "report: {json: $work/bad-core.json}"
+  "pipelines: {p: 'decompose,lower'}" "backends: [{name: cpu, options: openblas-core=Pentium9}]" \
+  "report: {json: $work/bad-core.json}"
 check "an unknown openblas-core is reported" 0 "OpenBLAS does not run 'Pentium9' here and chose" -- \
   sh -c "'$lazylab' run '$work/bad-core.yaml' -q && cat '$work/bad-core.json'"
+experiment "$work/two-cores.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'decompose,lower'}" \
+  "backends: [{name: cpu, options: openblas-core=Haswell}, {name: cpu, options: openblas-core=SkylakeX}]"
+check "two cpu backends asking for other kernels in one process" 1 \
+  "backends\[1\]: .*openblas-core=SkylakeX: OpenBLAS is already loaded in this process \(core Haswell asked for\)" -- \
+  "$lazylab" run "$work/two-cores.yaml"
+experiment "$work/old-core.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [cpu]" \
+  "openblas-core: auto"
+check "the experiment's openblas-core points to the cpu backend's option" 1 \
+  "old-core.yaml:5: openblas-core: is an option of the cpu backend now: backends: \[\{name: cpu, options: openblas-core=auto\}\]" -- \
+  "$lazylab" run "$work/old-core.yaml"
+# The host's ceilings come from the cpu backend even where the experiment
+# does not list it.
+experiment "$work/interp-ceilings.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+  "backends: [interp]" "repeat: {warmup: 1, runs: 2}" "report: {json: $work/interp-ceilings.json}"
+check "an interp-only run's host ceilings, measured by the cpu backend" 0 "ok" -- sh -c "
+  '$lazylab' run '$work/interp-ceilings.yaml' -q > /dev/null && python3 -c \"
+import json
+c = json.load(open('$work/interp-ceilings.json'))['ceilings']
+assert c['copy_gb_s'] > 0 and c['sgemm_gflop_s'] > 0 and c['elementwise_gop_s'] > 0, c
+assert 'by backend cpu' in c['method'] and c['peer_environment'][0].startswith('OPENBLAS_CORETYPE='), c
+print('ok')\""
 
 # cuda where there is no GPU: the plugin loads and is listed; creating a
 # backend says what is missing, and nothing is measured or written.

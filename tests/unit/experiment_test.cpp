@@ -50,7 +50,7 @@ TEST_CASE("file workloads resolve against the experiment's folder") {
 
 TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of(kValid + "colour: blue\n") ==
-        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, openblas-core, "
+        "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, "
         "peer-rounds, peer-timeout, peers, pipelines, plugins, prepare, reference, repeat, report, seed, workloads)");
   CHECK(error_of(kValid + "peer-rounds: -1\n") ==
         "x.yaml:10: peer-rounds: must be between 0 and repeat.runs (10), got -1");

@@ -35,6 +35,24 @@ TEST_CASE("the interpreter loads by name from the build tree") {
   CHECK_FALSE((*backend)->capabilities().supports_op[LAZYLAB_OP_Parameter]);
 }
 
+TEST_CASE("the cpu backend measures the host's ceilings through the ABI; others say they do not") {
+  auto cpu = load_backend("cpu");
+  REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
+  REQUIRE((*cpu)->measures_host());
+  auto quick = (*cpu)->measure_host_ceilings(true);
+  REQUIRE_MESSAGE(quick.ok(), (quick.ok() ? "" : quick.error().message));
+  CHECK(quick->copy_gb_s > 0);
+  CHECK(quick->gemm_gflop_s > 0);
+  REQUIRE(quick->peer_environment.size() == 1);
+  CHECK(quick->peer_environment[0].rfind("OPENBLAS_CORETYPE=", 0) == 0);
+  auto interp = load_backend("interp");
+  REQUIRE(interp.ok());
+  CHECK_FALSE((*interp)->measures_host());
+  auto none = (*interp)->measure_host_ceilings(true);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().message == "backend interp does not measure the host's ceilings (that needs ABI 3.12)");
+}
+
 TEST_CASE("a missing plugin names the file it looked for and where") {
   std::string message = load_error("nonexistent");
   CHECK(message.find("backend 'nonexistent': no lazylab-backend-nonexistent.so in the plugin path [") == 0);

@@ -79,10 +79,15 @@
  * groups of rows (batch norm's per-channel [C] spread over NCHW, whose rows
  * are N * C * H), read in place by a row-space kernel rather than copied out
  * first; and the capability that asks for it (reads_row_groups).
- * Version 3.11 (this header) appends the options a backend declares
+ * Version 3.11 appends the options a backend declares
  * (lazylab_option_spec: name, kind, default, summary): the host checks a
  * user's option text against them, once, and calls create() with every
  * option spelled canonically; `lazylab backends` lists them.
+ * Version 3.12 (this header) appends measure_host_ceilings: a backend that
+ * computes on the host's cores (lazylab's cpu backend) measures the host's
+ * ceilings (copy, elementwise and matrix-product rates; the library the
+ * product ran on, and what a peer process needs to run the same library
+ * kernels), so the host reads them through the ABI like a device's.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -130,7 +135,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 11u
+#define LAZYLAB_ABI_MINOR 12u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -390,6 +395,24 @@ typedef struct lazylab_ceilings {
   const char* method;
 } lazylab_ceilings;
 
+/* ABI 3.12: the host machine's ceilings, measured by a backend that computes
+ * on the host's cores in host memory: the rates a host-memory cell's floor is
+ * read against. 0 where the backend did not measure one. The strings are
+ * plugin-owned, valid until the backend is destroyed (never NULL once
+ * written). */
+typedef struct lazylab_host_ceilings {
+  size_t struct_size;
+  double copy_gb_s;         /* host memory: bytes read + written per second, in GB, all hardware threads */
+  double elementwise_gop_s; /* simple f32 ops (add, mul, max) on data in registers, all hardware threads */
+  double gemm_gflop_s;      /* f32 matrix product, as the backend runs it, all hardware threads */
+  const char* gemm_library; /* the library and kernels of that product, or why there is none */
+  const char* method;       /* how they were measured */
+  /* NAME=value lines (separated by '\n'; "" for none) that a peer process on
+   * this host (PyTorch, say) runs with so that it uses the same library
+   * kernels as the backend: OPENBLAS_CORETYPE=SkylakeX. */
+  const char* peer_environment;
+} lazylab_host_ceilings;
+
 typedef struct lazylab_execute_args {
   size_t struct_size;
   lazylab_executable* executable;
@@ -540,7 +563,19 @@ typedef struct lazylab_backend_api {
    * filled in. */
   const lazylab_option_spec* options;
   uint32_t num_options;
+
+  /* ABI 3.12, optional (NULL: the backend does not measure the host). The
+   * host's ceilings; `quick` 0 asks for the best of several trials of each
+   * (about a second, at the start of a run), nonzero for one trial of the
+   * copy and the product (milliseconds: the host takes one a timed round, so
+   * that a cell's floor can be read under the conditions its steps ran in;
+   * elementwise_gop_s may then be 0). Returns 0, else nonzero with *error
+   * set. */
+  int (*measure_host_ceilings)(lazylab_backend* backend, uint32_t quick, lazylab_host_ceilings* out, char** error);
 } lazylab_backend_api;
+
+typedef int (*lazylab_host_ceilings_fn)(lazylab_backend* backend, uint32_t quick, lazylab_host_ceilings* out,
+                                        char** error);
 
 typedef const lazylab_backend_api* (*lazylab_backend_entry_fn)(uint32_t host_major, uint32_t host_minor);
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -288,6 +289,13 @@ class HostExecutable : public Executable {
   std::vector<int32_t> donors_;  // per output: lazylab_program's output_donors, or -1
 };
 
+// The host's ceilings as a host backend measures them (ABI 3.12,
+// lazylab_host_ceilings): what each field means is said there.
+struct HostCeilings {
+  double copy_gb_s = 0, elementwise_gop_s = 0, gemm_gflop_s = 0;
+  std::string gemm_library, method, peer_environment;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -327,7 +335,8 @@ class Backend {
   // The device's later work made to wait for another library's `stream`
   // (ABI 3.7); nothing to order on a host backend.
   virtual void device_wait_stream(int32_t /*device*/, uint64_t /*stream*/) {}
-  // The device's own ceilings; host backends leave them to the host (zeros).
+  // The device's own ceilings; host backends leave them to the host (zeros)
+  // and may declare measure_host_ceilings (HostCeilings) instead.
   virtual lazylab_ceilings measure_ceilings(int32_t /*device*/) {
     return lazylab_ceilings{sizeof(lazylab_ceilings), 0, 0, ""};
   }
@@ -366,6 +375,7 @@ int guarded(char** error, Fn&& fn) {
 struct BackendHandle {
   std::unique_ptr<Backend> backend;
   std::string description;
+  HostCeilings host_ceilings;  // the last measured: lazylab_host_ceilings' strings point into it
 };
 
 inline Backend& backend_of(lazylab_backend* handle) { return *reinterpret_cast<BackendHandle*>(handle)->backend; }
@@ -390,6 +400,35 @@ struct DeclaredOptions<B, std::void_t<decltype(B::kOptions)>> {
   static constexpr const lazylab_option_spec* specs = B::kOptions;
   static constexpr uint32_t count = static_cast<uint32_t>(std::size(B::kOptions));
 };
+
+// A backend that computes on the host's cores declares
+// `HostCeilings measure_host_ceilings(bool quick)` (ABI 3.12); one without
+// it leaves the entry NULL.
+template <class B>
+concept MeasuresHost = requires(B& backend) {
+  { backend.measure_host_ceilings(true) } -> std::same_as<HostCeilings>;
+};
+
+template <class BackendClass>
+lazylab_host_ceilings_fn host_ceilings_entry() {
+  if constexpr (MeasuresHost<BackendClass>) {
+    return [](lazylab_backend* backend, uint32_t quick, lazylab_host_ceilings* out, char** error) {
+      return guarded(error, [&] {
+        auto* handle = reinterpret_cast<BackendHandle*>(backend);
+        handle->host_ceilings = static_cast<BackendClass&>(*handle->backend).measure_host_ceilings(quick != 0);
+        const HostCeilings& measured = handle->host_ceilings;
+        out->copy_gb_s = measured.copy_gb_s;
+        out->elementwise_gop_s = measured.elementwise_gop_s;
+        out->gemm_gflop_s = measured.gemm_gflop_s;
+        out->gemm_library = measured.gemm_library.c_str();
+        out->method = measured.method.c_str();
+        out->peer_environment = measured.peer_environment.c_str();
+      });
+    };
+  } else {
+    return nullptr;
+  }
+}
 
 template <class BackendClass>
 std::unique_ptr<BackendClass> create_backend(const char* name, const char* text) {
@@ -561,6 +600,7 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
       },
       DeclaredOptions<BackendClass>::specs,
       DeclaredOptions<BackendClass>::count,
+      host_ceilings_entry<BackendClass>(),
   };
   return &api;
 }

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-namespace lazylab {
+namespace lazylab::cpu {
 namespace {
 
 constexpr int kBlock = 256;  // 16 AVX-512 registers: enough independent chains to hide latency
@@ -42,4 +42,4 @@ double measure_elementwise_gops() {
   return ops / best / 1e9;
 }
 
-}  // namespace lazylab
+}  // namespace lazylab::cpu

@@ -3,9 +3,9 @@
 // elementwise kernels, as sgemm's rate is of contractions.
 #pragma once
 
-namespace lazylab {
+namespace lazylab::cpu {
 
 // Element-ops per second / 1e9 (one op on one element counts one).
 double measure_elementwise_gops();
 
-}  // namespace lazylab
+}  // namespace lazylab::cpu
