@@ -20,6 +20,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "attention_plan.h"
@@ -119,6 +120,8 @@ class CpuExecutable : public plugin::HostExecutable {
   CpuExecutable(const lazylab_program& program, std::shared_ptr<plugin::HostMemoryPool> pool,
                 const RowPlanOptions& options, const openblas::Runtime& blas, bool strict)
       : HostExecutable(program, std::move(pool)),
+        blas_(blas),
+        blas_threads_(options.arena ? options.arena->max_concurrency() : 1),
         values_(copy_values(program)),
         arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
         outputs_(program.outputs, program.outputs + program.num_outputs) {
@@ -159,6 +162,10 @@ class CpuExecutable : public plugin::HostExecutable {
 
  private:
   void run_kernels(const void* const* parameters, void* const* outputs, std::vector<double>* kernel_ms) {
+    // OpenBLAS's thread count is one per process: another cpu backend (other
+    // `threads`) or the host's ceilings may have run since this one's last
+    // step, so each step sets this backend's.
+    blas_.set_num_threads(blas_threads_);
     Memory memory{&values_, arena_.get(), parameters, outputs};
     for (auto& plan : plans_) plugin::run_kernel_timed(kernel_ms, [&] { plan->run(memory); });
     for (size_t i = 0; i < outputs_.size(); ++i) {  // outputs not written in place
@@ -181,6 +188,8 @@ class CpuExecutable : public plugin::HostExecutable {
     return true;
   }
 
+  const openblas::Runtime& blas_;
+  int blas_threads_;
   std::vector<ValueInfo> values_;
   std::unique_ptr<std::byte, AlignedFree> arena_;
   std::vector<uint32_t> outputs_;
@@ -264,6 +273,20 @@ class CpuBackend : public plugin::Backend {
   const openblas::Runtime* blas_ = nullptr;
   std::unique_ptr<HostCeilingsProbe> host_ceilings_;
 };
+
+// The declared defaults are RowPlanOptions' (which tests building plans
+// directly use): one value each, checked here.
+constexpr int64_t declared_default(std::string_view name) {
+  for (const lazylab_option_spec& spec : CpuBackend::kOptions)
+    if (name == spec.name) {
+      int64_t value = 0;
+      for (const char* digit = spec.default_value; *digit; ++digit) value = value * 10 + (*digit - '0');
+      return value;
+    }
+  return -1;
+}
+static_assert(declared_default("tile") == RowPlanOptions{}.tile);
+static_assert(declared_default("stream") << 10 == RowPlanOptions{}.stream_min);
 
 }  // namespace
 }  // namespace lazylab::cpu

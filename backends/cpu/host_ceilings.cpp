@@ -19,6 +19,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 constexpr int kCopyTrials = 10, kSgemmTrials = 4;
 constexpr size_t kCopyBytes = size_t{64} << 20;
 constexpr int kSgemmSize = 1024;
+constexpr std::chrono::milliseconds kOpenBlasSpin{300};  // 2^28 cycles at 1 GHz, with room
 
 template <class Probe>
 double best_of(int trials, Probe probe) {
@@ -74,6 +75,13 @@ double HostCeilingsProbe::sgemm_gflop_s() {
 
 plugin::HostCeilings HostCeilingsProbe::measure(bool quick) {
   if (!buffers_) buffers_ = std::make_unique<Buffers>();
+  // OpenBLAS's threads spin (yielding) for about 2^28 cycles after their
+  // last work or their start before they sleep, taking cores from the copy
+  // and elementwise threads: measured on a 16-core host, the copy read 25-35%
+  // low right after a backend had set OpenBLAS's thread count. The full
+  // measurement waits them out; a round's quick one measures the machine as
+  // the cells just left it.
+  if (!quick) std::this_thread::sleep_for(kOpenBlasSpin);
   plugin::HostCeilings ceilings;
   ceilings.copy_gb_s = best_of(quick ? 1 : kCopyTrials, [&] { return copy_gb_s(); });
   if (!quick) ceilings.elementwise_gop_s = measure_elementwise_gops();
@@ -86,7 +94,8 @@ plugin::HostCeilings HostCeilingsProbe::measure(bool quick) {
   }
   ceilings.method =
       quick ? "one 64 MiB copy and one OpenBLAS 1024^3 sgemm"
-            : "copy is the best of " + std::to_string(kCopyTrials) +
+            : "after " + std::to_string(kOpenBlasSpin.count()) +
+                  " ms for OpenBLAS's threads to sleep, copy is the best of " + std::to_string(kCopyTrials) +
                   " parallel 64 MiB copies with non-temporal stores (one slice per hardware thread); elementwise is "
                   "the best of 5 runs of add, mul and max on f32 data held in registers, all hardware threads; "
                   "sgemm is the best of " +

@@ -30,6 +30,7 @@ class Reader {
   explicit Reader(std::string path) : path_(std::move(path)) {}
 
   Error error(const YAML::Node& node, const std::string& key_path, const std::string& what) const {
+    if (key_path.empty()) return make_error(fmt::format("{}:{}: the experiment: {}", path_, line_of(node), what));
     return make_error(fmt::format("{}:{}: {}: {}", path_, line_of(node), key_path, what));
   }
 
@@ -359,7 +360,7 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
 }
 
 Status read_experiment(const Reader& r, const YAML::Node& root, Experiment& e) {
-  if (root["openblas-core"])  // moved in 0.7: the cpu backend declares it
+  if (root.IsMap() && root["openblas-core"])  // moved in 0.7: the cpu backend declares it
     return r.error(root["openblas-core"], "openblas-core",
                    "is an option of the cpu backend now: backends: [{name: cpu, options: openblas-core=auto}] "
                    "(`lazylab backends` lists it)");

@@ -1,5 +1,7 @@
 // The cpu backend against the interpreter: every workload x fusion strategy,
 // at sizes that take the serial, tiled and parallel paths.
+#include <dlfcn.h>
+
 #include <bit>
 #include <cmath>
 
@@ -54,6 +56,28 @@ void check_quotients(const std::vector<float>& got, const std::vector<float>& wa
 }
 
 }  // namespace
+
+// OpenBLAS's thread count is one per process: two cpu backends with other
+// `threads` in one experiment each step at their own (before, a step ran at
+// whichever count the last backend set: measured, a two-thread mlp cell
+// beside a one-thread one took 49 ms a step instead of 27).
+TEST_CASE("each cpu backend's step runs OpenBLAS at its own thread count") {
+  auto one = load_backend("cpu", "threads=1");
+  auto two = load_backend("cpu", "threads=2");
+  REQUIRE((one.ok() && two.ok()));
+  void* library = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(library);
+  auto get_num_threads = reinterpret_cast<int (*)()>(dlsym(library, "openblas_get_num_threads"));
+  REQUIRE(static_cast<bool>(get_num_threads));
+  auto workload = make_builtin_workload("mlp", {{"batch", 4}, {"d", 16}, {"hidden", 24}});
+  REQUIRE(workload.ok());
+  Backend *single = one->get(), *pair = two->get();
+  for (Backend* backend : {single, pair, single}) {
+    run_steps(*backend, **workload, "decompose,lower", 1);
+    CHECK(get_num_threads() == (backend == single ? 1 : 2));
+  }
+  dlclose(library);
+}
 
 TEST_CASE("cpu matches the interpreter on every workload and fusion strategy") {
   auto cpu = load_backend("cpu", "strict=1");

@@ -49,6 +49,10 @@ TEST_CASE("file workloads resolve against the experiment's folder") {
 }
 
 TEST_CASE("malformed experiments are errors with the key path") {
+  // A document that is no mapping (the fuzzer's find: it once threw past
+  // the moved openblas-core check).
+  CHECK(error_of("just a scalar\n") == "x.yaml:1: the experiment: expected a mapping");
+  CHECK(error_of("[openblas-core]\n") == "x.yaml:1: the experiment: expected a mapping");
   CHECK(error_of(kValid + "colour: blue\n") ==
         "x.yaml:10: colour: unknown key (allowed: backends, baseline, cache, description, limits, name, "
         "peer-rounds, peer-timeout, peers, pipelines, plugins, prepare, reference, repeat, report, seed, workloads)");
