@@ -285,15 +285,10 @@ Tensor Context::record_with_scalar(OpId op, const Tensor& x, double value, bool 
 Tensor Context::dynamic_scalar(double value, DType dtype) {
   TensorType type{dtype, {}};
   auto buffer = std::make_shared<Buffer>(type.bytes());
-  switch (dtype) {
-    case DType::F32: *reinterpret_cast<float*>(buffer->data()) = static_cast<float>(value); break;
-    case DType::F64: *reinterpret_cast<double*>(buffer->data()) = value; break;
-    case DType::I32:
-      *reinterpret_cast<int32_t*>(buffer->data()) = static_cast<int32_t>(scalar_attr(dtype, value).i);
-      break;
-    case DType::I64: *reinterpret_cast<int64_t*>(buffer->data()) = scalar_attr(dtype, value).i; break;
-    case DType::Bool: *reinterpret_cast<uint8_t*>(buffer->data()) = value != 0; break;
-  }
+  AttrValue scalar = scalar_attr(dtype, value);  // as a constant of the dtype holds it
+  visit_dtype(dtype, [&]<class T>(T) {
+    *reinterpret_cast<T*>(buffer->data()) = is_float(dtype) ? static_cast<T>(scalar.f) : static_cast<T>(scalar.i);
+  });
   return from_buffer(type, std::move(buffer));
 }
 

@@ -1,3 +1,5 @@
+// Element types: lazylab::DType is the dtype table's (dtypes.def) id, with
+// its facts read through lazylab/dtype_table.hpp.
 #pragma once
 
 #include <cstddef>
@@ -6,22 +8,38 @@
 #include <string_view>
 
 #include "lazylab/backend_abi.h"
+#include "lazylab/dtype_table.hpp"
 
 namespace lazylab {
 
 enum class DType : uint8_t {
-  F32 = LAZYLAB_F32,
-  F64 = LAZYLAB_F64,
-  I32 = LAZYLAB_I32,
-  I64 = LAZYLAB_I64,
-  Bool = LAZYLAB_BOOL,
+#define LAZYLAB_DTYPE(abi, core, ...) core = LAZYLAB_##abi,
+#include "lazylab/dtypes.def"
+#undef LAZYLAB_DTYPE
 };
 
-inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool};
+inline constexpr DType kAllDTypes[] = {
+#define LAZYLAB_DTYPE(abi, core, ...) DType::core,
+#include "lazylab/dtypes.def"
+#undef LAZYLAB_DTYPE
+};
 
-std::string_view dtype_name(DType dtype);
+constexpr uint32_t dtype_id(DType dtype) { return static_cast<uint32_t>(dtype); }
+inline std::string_view dtype_name(DType dtype) { return dtypes::name(dtype_id(dtype)); }
 std::optional<DType> parse_dtype(std::string_view text);
-size_t dtype_size(DType dtype);
-inline bool is_float(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
+inline size_t dtype_size(DType dtype) { return dtypes::size(dtype_id(dtype)); }
+inline bool is_float(DType dtype) { return dtypes::is_float(dtype_id(dtype)); }
+
+// The DType whose storage is T (dtypes.def's Storage column).
+template <class T>
+constexpr DType dtype_of() {
+  return static_cast<DType>(dtypes::of<T>());
+}
+
+// Calls f(Storage{}) with the dtype's storage type (dtype_table.hpp).
+template <class F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+  return dtypes::visit(dtype_id(dtype), std::forward<F>(f));
+}
 
 }  // namespace lazylab

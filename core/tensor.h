@@ -66,29 +66,6 @@ inline void intrusive_ptr_release(TensorImpl* impl) noexcept {
   if (--impl->handles == 0) release(impl);
 }
 
-template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() {
-  return DType::F32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return DType::F64;
-}
-template <>
-constexpr DType dtype_of<int32_t>() {
-  return DType::I32;
-}
-template <>
-constexpr DType dtype_of<int64_t>() {
-  return DType::I64;
-}
-template <>
-constexpr DType dtype_of<uint8_t>() {
-  return DType::Bool;
-}
-
 class Tensor {
  public:
   Tensor() = default;

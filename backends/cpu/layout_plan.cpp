@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "lazylab/dtype_table.hpp"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -238,21 +239,18 @@ class PadCopy : public KernelPlan {
   bool zero_fill_ = false;
 };
 
-// The fill value of a pad op as one stored element of `dtype`.
+// The fill value of a pad op (a scalar attribute: a float's in `f`, an
+// integer's or bool's exactly in `i`) as one stored element of `dtype`.
 std::optional<std::vector<std::byte>> fill_element(const lazylab_attr& value, uint32_t dtype) {
-  auto bytes = [](const auto& v) {
+  if (!dtypes::known(dtype)) return std::nullopt;
+  return dtypes::visit(dtype, [&]<class T>(T) {
+    T v = dtypes::is_float(dtype)                     ? static_cast<T>(value.f)
+          : dtypes::kind(dtype) == dtypes::Kind::Bool ? static_cast<T>(value.i != 0)
+                                                      : static_cast<T>(value.i);
     std::vector<std::byte> out(sizeof v);
     std::memcpy(out.data(), &v, sizeof v);
     return out;
-  };
-  switch (dtype) {
-    case LAZYLAB_F32: return bytes(static_cast<float>(value.f));
-    case LAZYLAB_F64: return bytes(value.f);
-    case LAZYLAB_I32: return bytes(static_cast<int32_t>(value.i));
-    case LAZYLAB_I64: return bytes(value.i);
-    case LAZYLAB_BOOL: return bytes(static_cast<uint8_t>(value.i != 0));
-    default: return std::nullopt;
-  }
+  });
 }
 
 Planned<KernelPlan> make_pad_plan(const lazylab_kernel& kernel, const std::vector<ValueInfo>& values,

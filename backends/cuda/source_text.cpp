@@ -4,12 +4,13 @@
 
 #include <cmath>
 
+#include "lazylab/dtype_table.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
 
 namespace lazylab::cuda {
 
-bool is_float(uint32_t dtype) { return dtype == LAZYLAB_F32 || dtype == LAZYLAB_F64; }
+bool is_float(uint32_t dtype) { return dtypes::is_float(dtype); }
 
 const char* storage_type(uint32_t dtype) {
   switch (dtype) {

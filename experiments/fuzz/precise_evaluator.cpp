@@ -18,29 +18,25 @@ using Real = long double;
 
 using LongDoubleMath = reference::RealMath<Real>;
 
-bool is_integral(DType dtype) { return dtype == DType::I32 || dtype == DType::I64 || dtype == DType::Bool; }
+bool is_integral(DType dtype) { return !is_float(dtype); }
 
 // A computed real stored into `dtype`: rounded to the float type, or
 // truncated into the integer one as the reference semantics say.
 Real store_real(DType dtype, Real v) {
-  switch (dtype) {
-    case DType::F32: return static_cast<float>(v);
-    case DType::F64: return static_cast<double>(v);
-    case DType::I32: return static_cast<int32_t>(reference::to_integer(static_cast<double>(v)));
-    case DType::I64: return reference::to_integer(static_cast<double>(v));
-    default: return v != 0;
-  }
+  return visit_dtype(dtype, [&]<class T>(T) -> Real {
+    switch (dtypes::kind(dtype_id(dtype))) {
+      case dtypes::Kind::Float: return static_cast<T>(v);
+      case dtypes::Kind::Int: return static_cast<T>(reference::to_integer(static_cast<double>(v)));
+      case dtypes::Kind::Bool: break;
+    }
+    return v != 0;
+  });
 }
 
 // An exact integer stored into `dtype`: i32 keeps the low 32 bits.
 Real store_integer(DType dtype, long long v) {
-  switch (dtype) {
-    case DType::I32: return static_cast<int32_t>(v);
-    case DType::Bool: return v != 0;
-    case DType::F32: return static_cast<float>(v);
-    case DType::F64: return static_cast<double>(v);
-    default: return static_cast<Real>(v);
-  }
+  if (dtype == DType::Bool) return v != 0;
+  return visit_dtype(dtype, [&]<class T>(T) -> Real { return static_cast<T>(v); });
 }
 
 long long as_integer(Real v) { return static_cast<long long>(v); }
@@ -154,13 +150,8 @@ class Evaluator {
       std::memcpy(&v, data + i * sizeof(T), sizeof(T));
       return static_cast<Real>(v);
     };
-    switch (dtype) {
-      case DType::F32: return read(float{});
-      case DType::F64: return read(double{});
-      case DType::I32: return read(int32_t{});
-      case DType::I64: return read(int64_t{});
-      default: return read(uint8_t{}) != 0;
-    }
+    Real v = visit_dtype(dtype, read);
+    return dtype == DType::Bool ? v != 0 : v;
   }
 
   Status cast(const Node& node, Value& out) {

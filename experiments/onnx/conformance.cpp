@@ -34,13 +34,11 @@ std::vector<std::string> sorted_matching(const fs::path& folder, const std::stri
 
 std::vector<double> as_doubles(DType dtype, const std::byte* data, size_t n) {
   std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) switch (dtype) {
-      case DType::F32: out[i] = reinterpret_cast<const float*>(data)[i]; break;
-      case DType::F64: out[i] = reinterpret_cast<const double*>(data)[i]; break;
-      case DType::I32: out[i] = reinterpret_cast<const int32_t*>(data)[i]; break;
-      case DType::I64: out[i] = static_cast<double>(reinterpret_cast<const int64_t*>(data)[i]); break;
-      case DType::Bool: out[i] = data[i] != std::byte{0}; break;
-    }
+  visit_dtype(dtype, [&]<class T>(T) {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(reinterpret_cast<const T*>(data)[i]);
+  });
+  if (dtype == DType::Bool)
+    for (double& v : out) v = v != 0;
   return out;
 }
 

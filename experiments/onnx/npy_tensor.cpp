@@ -1,6 +1,7 @@
 #include "onnx/npy_tensor.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 #include <fstream>
@@ -35,10 +36,8 @@ std::optional<DType> npy_dtype(std::ifstream& in) {
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
   in.clear();
   in.seekg(0);
-  for (auto [descr, dtype] :
-       {std::pair{"'<f4'", DType::F32}, std::pair{"'<f8'", DType::F64}, std::pair{"'<i4'", DType::I32},
-        std::pair{"'<i8'", DType::I64}, std::pair{"'|b1'", DType::Bool}})
-    if (header.find(descr) != std::string::npos) return dtype;
+  for (DType dtype : kAllDTypes)
+    if (header.find(fmt::format("'{}'", dtypes::row(dtype_id(dtype)).npy_descr)) != std::string::npos) return dtype;
   return std::nullopt;
 }
 
@@ -47,13 +46,13 @@ std::optional<DType> npy_dtype(std::ifstream& in) {
 Status write_npy(const std::string& path, const NamedTensor& tensor) {
   std::ofstream out(path, std::ios::binary);
   if (!out) return make_error(fmt::format("cannot write {}", path));
-  switch (tensor.type.dtype) {
-    case DType::F32: dump<float>(out, tensor); break;
-    case DType::F64: dump<double>(out, tensor); break;
-    case DType::I32: dump<int32_t>(out, tensor); break;
-    case DType::I64: dump<int64_t>(out, tensor); break;
-    case DType::Bool: dump<bool>(out, tensor); break;
-  }
+  // A bool's byte (0 or 1) is xtensor's `bool`, whose header says '|b1'.
+  visit_dtype(tensor.type.dtype, [&]<class T>(T) {
+    if (tensor.type.dtype == DType::Bool)
+      dump<bool>(out, tensor);
+    else
+      dump<T>(out, tensor);
+  });
   if (!out.flush()) return make_error(fmt::format("cannot write {}", path));
   return {};
 }
@@ -62,16 +61,15 @@ Expected<NamedTensor> read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(fmt::format("{}: cannot open", path));
   std::optional<DType> dtype = npy_dtype(in);
-  if (!dtype)
-    return make_error(fmt::format("{}: not an .npy array of f32, f64, i32, i64 or bool (little-endian)", path));
+  if (!dtype) {
+    std::vector<std::string_view> names;
+    for (DType d : kAllDTypes) names.push_back(dtype_name(d));
+    return make_error(fmt::format("{}: not an .npy array of {} (little-endian)", path, fmt::join(names, ", ")));
+  }
   try {
-    switch (*dtype) {
-      case DType::F32: return load<float>(in, *dtype, path);
-      case DType::F64: return load<double>(in, *dtype, path);
-      case DType::I32: return load<int32_t>(in, *dtype, path);
-      case DType::I64: return load<int64_t>(in, *dtype, path);
-      case DType::Bool: return load<bool>(in, *dtype, path);
-    }
+    return visit_dtype(*dtype, [&]<class T>(T) {
+      return *dtype == DType::Bool ? load<bool>(in, *dtype, path) : load<T>(in, *dtype, path);
+    });
   } catch (const std::exception& e) {
     return make_error(fmt::format("{}: {}", path, e.what()));
   }

@@ -293,14 +293,9 @@ Expected<NamedTensor> read_onnx_tensor_file(const std::string& path) {
 namespace onnx_import_detail {
 
 std::optional<DType> onnx_dtype(int64_t elem_type) {
-  switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return DType::F32;
-    case onnx::TensorProto::DOUBLE: return DType::F64;
-    case onnx::TensorProto::INT32: return DType::I32;
-    case onnx::TensorProto::INT64: return DType::I64;
-    case onnx::TensorProto::BOOL: return DType::Bool;
-    default: return std::nullopt;
-  }
+  for (DType dtype : kAllDTypes)
+    if (dtypes::row(dtype_id(dtype)).onnx_type == elem_type) return dtype;
+  return std::nullopt;
 }
 
 template <class T>
@@ -325,21 +320,16 @@ Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const st
     return make_error(fmt::format("{}: tensor '{}': {}", where, proto.name(), problem));
   tensor.data = std::make_shared<Buffer>(tensor.type.bytes());
   try {
-    switch (*dtype) {
-      case DType::F32: copy_parsed<float>(proto, tensor); break;
-      case DType::F64: copy_parsed<double>(proto, tensor); break;
-      case DType::I32: copy_parsed<int32_t>(proto, tensor); break;
-      case DType::I64: copy_parsed<int64_t>(proto, tensor); break;
-      case DType::Bool: {  // ParseData has no bool: raw bytes, or one int32 per element
-        size_t n = static_cast<size_t>(tensor.type.num_elements());
-        if (proto.has_raw_data()) {
-          if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
-          if (n != 0) std::memcpy(tensor.data->data(), proto.raw_data().data(), n);
-        } else {
-          if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
-          for (size_t i = 0; i < n; ++i) tensor.data->data()[i] = std::byte(proto.int32_data(static_cast<int>(i)) != 0);
-        }
-        break;
+    if (*dtype != DType::Bool) {
+      visit_dtype(*dtype, [&]<class T>(T) { copy_parsed<T>(proto, tensor); });
+    } else {  // ParseData has no bool: raw bytes, or one int32 per element
+      size_t n = static_cast<size_t>(tensor.type.num_elements());
+      if (proto.has_raw_data()) {
+        if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
+        if (n != 0) std::memcpy(tensor.data->data(), proto.raw_data().data(), n);
+      } else {
+        if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
+        for (size_t i = 0; i < n; ++i) tensor.data->data()[i] = std::byte(proto.int32_data(static_cast<int>(i)) != 0);
       }
     }
   } catch (const std::exception& e) {
@@ -365,13 +355,14 @@ std::vector<T> converted(const NamedTensor& tensor) {
   size_t n = static_cast<size_t>(tensor.type.num_elements());
   const std::byte* data = tensor.data->data();
   std::vector<T> out(n);
-  for (size_t i = 0; i < n; ++i) switch (tensor.type.dtype) {
-      case DType::F32: out[i] = from_float<T>(reinterpret_cast<const float*>(data)[i]); break;
-      case DType::F64: out[i] = from_float<T>(reinterpret_cast<const double*>(data)[i]); break;
-      case DType::I32: out[i] = static_cast<T>(reinterpret_cast<const int32_t*>(data)[i]); break;
-      case DType::I64: out[i] = static_cast<T>(reinterpret_cast<const int64_t*>(data)[i]); break;
-      case DType::Bool: out[i] = static_cast<T>(data[i] != std::byte{0}); break;
-    }
+  visit_dtype(tensor.type.dtype, [&]<class S>(S) {
+    const S* stored = reinterpret_cast<const S*>(data);
+    for (size_t i = 0; i < n; ++i)
+      if constexpr (std::is_floating_point_v<S>)
+        out[i] = from_float<T>(stored[i]);
+      else
+        out[i] = static_cast<T>(tensor.type.dtype == DType::Bool ? stored[i] != 0 : stored[i]);
+  });
   return out;
 }
 

@@ -9,14 +9,8 @@ namespace lazylab {
 namespace {
 
 double element(const Buffer& buffer, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::F32: return reinterpret_cast<const float*>(buffer.data())[i];
-    case DType::F64: return reinterpret_cast<const double*>(buffer.data())[i];
-    case DType::I32: return reinterpret_cast<const int32_t*>(buffer.data())[i];
-    case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(buffer.data())[i]);
-    case DType::Bool: return reinterpret_cast<const uint8_t*>(buffer.data())[i];
-  }
-  return 0;
+  return visit_dtype(dtype,
+                     [&]<class T>(T) { return static_cast<double>(reinterpret_cast<const T*>(buffer.data())[i]); });
 }
 
 }  // namespace

@@ -24,14 +24,12 @@ HostTensor make_random(const TensorType& type, uint64_t seed, uint64_t index, Fi
   std::mt19937_64 rng(sequence);
   auto buffer = std::make_shared<Buffer>(type.bytes());
   int64_t n = type.num_elements();
-  switch (type.dtype) {
-    case DType::F32: fill_values(reinterpret_cast<float*>(buffer->data()), n, rng, fill, scale, type.dtype); break;
-    case DType::F64: fill_values(reinterpret_cast<double*>(buffer->data()), n, rng, fill, scale, type.dtype); break;
-    case DType::I32: fill_values(reinterpret_cast<int32_t*>(buffer->data()), n, rng, fill, scale, type.dtype); break;
-    case DType::I64: fill_values(reinterpret_cast<int64_t*>(buffer->data()), n, rng, fill, scale, type.dtype); break;
-    case DType::Bool:
-      for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint8_t*>(buffer->data())[i] = rng() & 1;
-      break;
+  if (type.dtype == DType::Bool) {
+    for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint8_t*>(buffer->data())[i] = rng() & 1;
+  } else {
+    visit_dtype(type.dtype, [&]<class T>(T) {
+      fill_values(reinterpret_cast<T*>(buffer->data()), n, rng, fill, scale, type.dtype);
+    });
   }
   return HostTensor{type, std::move(buffer)};
 }

@@ -7,60 +7,44 @@
 #include <stdexcept>
 #include <string>
 
+#include "lazylab/dtype_table.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
 
 namespace lazylab::reference {
 namespace {
 
-size_t element_size(uint32_t dtype) {
-  switch (dtype) {
-    case LAZYLAB_F32:
-    case LAZYLAB_I32: return 4;
-    case LAZYLAB_F64:
-    case LAZYLAB_I64: return 8;
-    default: return 1;
-  }
-}
+size_t element_size(uint32_t dtype) { return dtypes::size(dtype); }
 
-bool is_float(uint32_t dtype) { return dtype == LAZYLAB_F32 || dtype == LAZYLAB_F64; }
+bool is_float(uint32_t dtype) { return dtypes::is_float(dtype); }
 
+// An element as a double (an i64's nearest) and as an exact integer; stored
+// from either as the reference semantics convert into the dtype's kind.
 double load(const Array& a, int64_t i) {
-  switch (a.dtype) {
-    case LAZYLAB_F32: return static_cast<const float*>(a.data)[i];
-    case LAZYLAB_F64: return static_cast<const double*>(a.data)[i];
-    case LAZYLAB_I32: return static_cast<const int32_t*>(a.data)[i];
-    case LAZYLAB_I64: return static_cast<double>(static_cast<const int64_t*>(a.data)[i]);
-    default: return static_cast<const uint8_t*>(a.data)[i];
-  }
+  return dtypes::visit(a.dtype, [&]<class T>(T) { return static_cast<double>(static_cast<const T*>(a.data)[i]); });
 }
 
 long long load_int(const Array& a, int64_t i) {
-  switch (a.dtype) {
-    case LAZYLAB_I32: return static_cast<const int32_t*>(a.data)[i];
-    case LAZYLAB_I64: return static_cast<const int64_t*>(a.data)[i];
-    case LAZYLAB_BOOL: return static_cast<const uint8_t*>(a.data)[i];
-    default: return static_cast<long long>(load(a, i));
-  }
+  if (is_float(a.dtype)) return static_cast<long long>(load(a, i));
+  return dtypes::visit(a.dtype, [&]<class T>(T) { return static_cast<long long>(static_cast<const T*>(a.data)[i]); });
 }
 
 void store(Array& a, int64_t i, double v) {
-  switch (a.dtype) {
-    case LAZYLAB_F32: static_cast<float*>(a.data)[i] = static_cast<float>(v); break;
-    case LAZYLAB_F64: static_cast<double*>(a.data)[i] = v; break;
-    case LAZYLAB_I32: static_cast<int32_t*>(a.data)[i] = static_cast<int32_t>(reference::to_integer(v)); break;
-    case LAZYLAB_I64: static_cast<int64_t*>(a.data)[i] = reference::to_integer(v); break;
-    default: static_cast<uint8_t*>(a.data)[i] = v != 0; break;
-  }
+  dtypes::visit(a.dtype, [&]<class T>(T) {
+    T& element = static_cast<T*>(a.data)[i];
+    switch (dtypes::kind(a.dtype)) {
+      case dtypes::Kind::Float: element = static_cast<T>(v); break;
+      case dtypes::Kind::Int: element = static_cast<T>(reference::to_integer(v)); break;
+      case dtypes::Kind::Bool: element = v != 0; break;
+    }
+  });
 }
 
 void store_int(Array& a, int64_t i, long long v) {
-  switch (a.dtype) {
-    case LAZYLAB_I32: static_cast<int32_t*>(a.data)[i] = static_cast<int32_t>(v); break;
-    case LAZYLAB_I64: static_cast<int64_t*>(a.data)[i] = v; break;
-    case LAZYLAB_BOOL: static_cast<uint8_t*>(a.data)[i] = v != 0; break;
-    default: store(a, i, static_cast<double>(v)); break;
-  }
+  if (is_float(a.dtype)) return store(a, i, static_cast<double>(v));
+  dtypes::visit(a.dtype, [&]<class T>(T) {
+    static_cast<T*>(a.data)[i] = dtypes::kind(a.dtype) == dtypes::Kind::Bool ? T(v != 0) : static_cast<T>(v);
+  });
 }
 
 // Every element of `out` set to a `scalar` attribute's value: exact in `i`

@@ -21,20 +21,11 @@ namespace {
 
 using ContextPtr = std::shared_ptr<ContextHandle>;
 
-// The C++ element type of each dtype (its storage: a bool is a byte), from
-// dtype_of, the one place that names them.
-using HostTypes = std::tuple<float, double, int32_t, int64_t, uint8_t>;
-
-template <class F>
-void with_element_type(DType dtype, F&& f) {
-  std::apply([&](auto... types) { ((dtype_of<decltype(types)>() == dtype ? f(types) : void()), ...); }, HostTypes{});
-}
-
+// NumPy's dtype for each of the table's: its storage's (a bool's byte is
+// NumPy's bool).
 py::dtype numpy_dtype(DType dtype) {
   if (dtype == DType::Bool) return py::dtype("bool");
-  py::dtype out;
-  with_element_type(dtype, [&](auto type) { out = py::dtype::of<decltype(type)>(); });
-  return out;
+  return visit_dtype(dtype, []<class T>(T) { return py::dtype::of<T>(); });
 }
 
 std::optional<DType> dtype_of_numpy(const py::dtype& numpy) {
@@ -43,16 +34,10 @@ std::optional<DType> dtype_of_numpy(const py::dtype& numpy) {
   return std::nullopt;
 }
 
-// DLPack 0.8's type code for bool; Debian's header is 0.6's, which has none.
-constexpr uint8_t kDLPackBool = 6;
-
+// The table's DLPack code (bool's is DLPack 0.8's kDLBool, 6: Debian's
+// header is 0.6's, which has none).
 DLDataType dlpack_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::Bool: return {kDLPackBool, 8, 1};
-    case DType::F32:
-    case DType::F64: return {kDLFloat, static_cast<uint8_t>(dtype_size(dtype) * 8), 1};
-    default: return {kDLInt, static_cast<uint8_t>(dtype_size(dtype) * 8), 1};
-  }
+  return {dtypes::row(dtype_id(dtype)).dlpack_code, static_cast<uint8_t>(dtype_size(dtype) * 8), 1};
 }
 
 std::optional<DType> dtype_of_dlpack(DLDataType type) {

@@ -87,7 +87,9 @@
  * computes on the host's cores (lazylab's cpu backend) measures the host's
  * ceilings (copy, elementwise and matrix-product rates; the library the
  * product ran on, and what a peer process needs to run the same library
- * kernels), so the host reads them through the ABI like a device's.
+ * kernels), so the host reads them through the ABI like a device's. The
+ * dtype ids are the rows of dtypes.def (values unchanged), with
+ * LAZYLAB_DTYPE_COUNT.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -146,7 +148,14 @@ enum lazylab_op_id {
   LAZYLAB_OP_COUNT
 };
 
-enum lazylab_dtype { LAZYLAB_F32 = 0, LAZYLAB_F64 = 1, LAZYLAB_I32 = 2, LAZYLAB_I64 = 3, LAZYLAB_BOOL = 4 };
+/* Dtype ids: the row numbers of dtypes.def (F32 0, F64 1, I32 2, I64 3,
+ * BOOL 4). */
+enum lazylab_dtype {
+#define LAZYLAB_DTYPE(id, ...) LAZYLAB_##id,
+#include "lazylab/dtypes.def"
+#undef LAZYLAB_DTYPE
+  LAZYLAB_DTYPE_COUNT
+};
 
 /* One attribute, in the order of the op's schema in ops.def. */
 typedef struct lazylab_attr {

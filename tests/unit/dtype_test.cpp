@@ -1,0 +1,37 @@
+// The dtype table (dtypes.def) and what reads it.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+#include "core/dtype.h"
+
+using namespace lazylab;
+
+TEST_CASE("every dtype of the table: its name parses back, its storage is its size, its codes are its own") {
+  std::set<std::string> names, npy;
+  std::set<int32_t> onnx;
+  std::set<std::pair<int, size_t>> dlpack;
+  CHECK(std::size(kAllDTypes) == dtypes::kCount);
+  for (DType dtype : kAllDTypes) {
+    CAPTURE(dtype_name(dtype));
+    const dtypes::Row& row = dtypes::row(dtype_id(dtype));
+    CHECK(parse_dtype(dtype_name(dtype)) == dtype);
+    CHECK(visit_dtype(dtype, []<class T>(T) { return sizeof(T); }) == dtype_size(dtype));
+    CHECK(visit_dtype(dtype, []<class T>(T) { return dtype_of<T>(); }) == dtype);
+    CHECK(is_float(dtype) == (row.kind == dtypes::Kind::Float));
+    CHECK(names.insert(row.name).second);
+    CHECK(npy.insert(row.npy_descr).second);
+    CHECK(onnx.insert(row.onnx_type).second);
+    CHECK(dlpack.insert({row.dlpack_code, row.size}).second);
+  }
+  CHECK(dtype_name(DType::F32) == "f32");  // the ABI's ids are the rows' positions
+  CHECK(dtype_id(DType::Bool) == LAZYLAB_BOOL);
+  CHECK(dtypes::size(LAZYLAB_I64) == 8);
+  CHECK_FALSE(dtypes::known(LAZYLAB_DTYPE_COUNT));
+  CHECK(std::string(dtypes::name(LAZYLAB_DTYPE_COUNT)) == "?");
+  CHECK_THROWS_WITH_AS(dtypes::visit(LAZYLAB_DTYPE_COUNT, []<class T>(T) { return 0; }),
+                       ("dtype " + std::to_string(LAZYLAB_DTYPE_COUNT) + " is not in lazylab's dtype table").c_str(),
+                       std::invalid_argument);
+  CHECK_FALSE(parse_dtype("f16"));
+}
