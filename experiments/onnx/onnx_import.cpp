@@ -306,6 +306,23 @@ static void copy_parsed(const onnx::TensorProto& proto, NamedTensor& out) {
   if (!values.empty()) std::memcpy(out.data->data(), values.data(), out.data->bytes());
 }
 
+// ParseData has no one-byte types: their raw bytes, or one int32 per
+// element (a bool's nonzero is true).
+static void copy_bytes(const onnx::TensorProto& proto, NamedTensor& out) {
+  size_t n = static_cast<size_t>(out.type.num_elements());
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
+    if (n != 0) std::memcpy(out.data->data(), proto.raw_data().data(), n);
+    return;
+  }
+  if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
+  bool truth = out.type.dtype == DType::Bool;
+  for (size_t i = 0; i < n; ++i) {
+    int32_t v = proto.int32_data(static_cast<int>(i));
+    out.data->data()[i] = std::byte(static_cast<uint8_t>(truth ? v != 0 : v));
+  }
+}
+
 Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& where) {
   std::optional<DType> dtype = onnx_dtype(proto.data_type());
   if (!dtype)
@@ -320,18 +337,12 @@ Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const st
     return make_error(fmt::format("{}: tensor '{}': {}", where, proto.name(), problem));
   tensor.data = std::make_shared<Buffer>(tensor.type.bytes());
   try {
-    if (*dtype != DType::Bool) {
-      visit_dtype(*dtype, [&]<class T>(T) { copy_parsed<T>(proto, tensor); });
-    } else {  // ParseData has no bool: raw bytes, or one int32 per element
-      size_t n = static_cast<size_t>(tensor.type.num_elements());
-      if (proto.has_raw_data()) {
-        if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
-        if (n != 0) std::memcpy(tensor.data->data(), proto.raw_data().data(), n);
-      } else {
-        if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
-        for (size_t i = 0; i < n; ++i) tensor.data->data()[i] = std::byte(proto.int32_data(static_cast<int>(i)) != 0);
-      }
-    }
+    visit_dtype(*dtype, [&]<class T>(T) {
+      if constexpr (sizeof(T) == 1)
+        copy_bytes(proto, tensor);
+      else
+        copy_parsed<T>(proto, tensor);
+    });
   } catch (const std::exception& e) {
     return make_error(fmt::format("{}: tensor '{}' ({}): {}", where, proto.name(), to_string(tensor.type), e.what()));
   }
