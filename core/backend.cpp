@@ -325,17 +325,36 @@ Backend::Backend(std::shared_ptr<BackendInstance> instance, std::string path, co
   std::string identity = name_ + "|" + options;
   fingerprint_ = hash_bytes(identity.data(), identity.size());
   capabilities_.struct_size = sizeof(lazylab_capabilities);
-  capabilities_.num_ops = kNumOps;
-  capabilities_.supports_op = supported_ops_.data();
+  // A backend of an older minor version runs the dtypes there were before
+  // 3.13, and does not write this table.
+  for (DType dtype : {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool})
+    supported_dtypes_[dtype_id(dtype)] = 1;
+  point_at_host_tables();
   instance_->api().capabilities(instance_->handle, &capabilities_);
-  // A plugin must not move the host's table.
+  point_at_host_tables();  // a plugin must not move the host's tables
+}
+
+void Backend::point_at_host_tables() {
   capabilities_.num_ops = kNumOps;
   capabilities_.supports_op = supported_ops_.data();
+  capabilities_.num_dtypes = LAZYLAB_DTYPE_COUNT;
+  capabilities_.supports_dtype = supported_dtypes_.data();
 }
+
+bool Backend::runs_dtype(DType dtype) const { return supported_dtypes_[dtype_id(dtype)] != 0; }
 
 std::string Backend::summary() const { return instance_->api().summary; }
 
 int32_t Backend::device_count() const { return instance_->api().device_count(instance_->handle); }
+
+// The dtype of the node's result or operands that the backend does not run.
+std::optional<DType> Backend::dtype_not_run(const Graph& graph, NodeId id) const {
+  const Node& node = graph.node(id);
+  if (!runs_dtype(node.type.dtype)) return node.type.dtype;
+  for (NodeId operand : node.operands)
+    if (DType dtype = graph.node(operand).type.dtype; !runs_dtype(dtype)) return dtype;
+  return std::nullopt;
+}
 
 Status Backend::check_supported(const Program& program, const Graph& graph) const {
   for (const Kernel& kernel : program.kernels) {
@@ -357,6 +376,9 @@ Status Backend::check_supported(const Program& program, const Graph& graph) cons
               "backend (lazylab passes its capabilities to fusion)",
               name_, a.source, kernel.ops.empty() ? 0 : kernel.ops.back()));
     for (NodeId id : kernel.ops) {
+      if (auto dtype = dtype_not_run(graph, id))
+        return make_error(fmt::format("backend {} does not compute in {} (%{} = {})", name_, dtype_name(*dtype), id,
+                                      print_node(graph, id)));
       OpId op = graph.node(id).op;
       if (capabilities_.supports_op[static_cast<int>(op)]) continue;
       bool composite = op_info(op).category == OpCategory::Composite;

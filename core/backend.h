@@ -129,12 +129,16 @@ class Backend {
   const std::string& device_description() const { return device_description_; }
   int32_t device_count() const;
   const lazylab_capabilities& capabilities() const { return capabilities_; }
+  // Whether it computes in the dtype (ABI 3.13; an older plugin: the five
+  // dtypes before bf16).
+  bool runs_dtype(DType dtype) const;
   // Part of the cache key: the backend's name and options.
   uint64_t fingerprint() const { return fingerprint_; }
 
   // Checks the Program against the declared capabilities, then compiles.
   Expected<std::unique_ptr<Executable>> compile(const Program& program, const Graph& graph, int32_t device = 0);
-  // An error naming the first op the backend says it cannot run.
+  // An error naming the first op the backend says it cannot run, or whose
+  // dtype it does not compute in.
   Status check_supported(const Program& program, const Graph& graph) const;
 
   // Host data into a backend buffer on `device`. The buffer keeps `data`
@@ -171,10 +175,14 @@ class Backend {
   Expected<std::string> generated_code(const Program& program, const Graph& graph);
 
  private:
+  void point_at_host_tables();
+  std::optional<DType> dtype_not_run(const Graph& graph, NodeId id) const;
+
   std::shared_ptr<BackendInstance> instance_;
   std::string name_, path_;
   lazylab_capabilities capabilities_{};
-  std::array<uint8_t, kNumOps> supported_ops_{};  // capabilities_.supports_op
+  std::array<uint8_t, kNumOps> supported_ops_{};                 // capabilities_.supports_op
+  std::array<uint8_t, LAZYLAB_DTYPE_COUNT> supported_dtypes_{};  // capabilities_.supports_dtype
   uint64_t fingerprint_ = 0;
   std::string device_description_;
 };

@@ -36,6 +36,13 @@ constexpr DType dtype_of() {
   return static_cast<DType>(dtypes::of<T>());
 }
 
+// A value as the dtype stores it: rounded to a float dtype's nearest (ties
+// to even); an integer or bool dtype's value is the caller's to convert.
+inline double round_to(DType dtype, double value) {
+  if (!is_float(dtype)) return value;
+  return dtypes::visit(dtype_id(dtype), [&]<class T>(T) { return static_cast<double>(static_cast<T>(value)); });
+}
+
 // Calls f(Storage{}) with the dtype's storage type (dtype_table.hpp).
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {

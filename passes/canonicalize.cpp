@@ -51,18 +51,16 @@ struct Match {
     return op == OpId::Add ? negative : !negative;
   }
   // A splat's value as its type stores it (an f32 constant 0.1 is the float
-  // nearest; an integer's is exact up to 2^53 here, so integer folds use
+  // nearest, a bf16's the bf16 nearest; an integer's is exact up to 2^53 here, so integer folds use
   // int_value): folding reads what the interpreter would (found by lazylab
   // fuzz: cast(bool 3) folded to 3.0).
   double value(size_t i) const {
     if (integral(i)) return static_cast<double>(int_value(i));
-    return operand(i).type.dtype == DType::F32 ? static_cast<float>(operand(i).attrs[0].f) : operand(i).attrs[0].f;
+    return round_to(operand(i).type.dtype, operand(i).attrs[0].f);
   }
   // The node as a splat of `value`, stored as the interpreter stores a double
   // into its dtype (rounded to a float's, truncated to an integer's).
-  NodeId fold_to(double value) const {
-    return builder.constant(node.type.dtype == DType::F32 ? static_cast<float>(value) : value, node.type);
-  }
+  NodeId fold_to(double value) const { return builder.constant(round_to(node.type.dtype, value), node.type); }
   // ... of an integer, exactly (wrapped to an i32, a bool 0 or 1).
   NodeId fold_to_int(long long value) const {
     if (is_float(node.type.dtype)) return fold_to(static_cast<double>(value));
@@ -239,6 +237,9 @@ Replacement shared_weight_matmul(const Match& m) {
   if (rank <= 2 || weight.op != OpId::Broadcast) return kKeep;
   const TensorType& source = m.builder.node(weight.operands[0]).type;
   if (source.rank() != 2 || weight.attrs[0].ints != Ints{rank - 2, rank - 1}) return kKeep;
+  // Only batch dims added: a w[K, 1] stretched to [..., K, N] is no shared
+  // [K, N] (found by lazylab fuzz: the product came out [.., 1]).
+  if (source.shape[0] != weight.type.shape[rank - 2] || source.shape[1] != weight.type.shape[rank - 1]) return kKeep;
   TensorType rows{a.dtype, {a.num_elements() / a.shape[rank - 1], a.shape[rank - 1]}};
   NodeId shared = weight.operands[0];  // read before the builder grows: `weight` may move
   auto flat = m.builder.add(OpId::Reshape, {m.operands[0]}, {}, &rows);

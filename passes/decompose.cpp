@@ -3,6 +3,7 @@
 //   softmax(x)   = e / sum(e), e = exp(x - max(x))           along `axis`
 //   layernorm    = (x - mean) * rsqrt(var + eps) * w + b     over the last axis
 //   gelu(x)      = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)), u = 0.7978845608(x + 0.044715x^3)
+// A composite of bf16 or f16 decomposes in f32, between casts.
 #include "core/graph_builder.h"
 #include "core/pass.h"
 #include "lazylab/op_formulas.hpp"
@@ -113,8 +114,34 @@ Expected<std::optional<NodeId>> decompose_gelu(Emitter& e, NodeId x) {
   return e.result(out);
 }
 
+// The dtype a composite's primitives compute in: f32 for a 16-bit float,
+// whose per-op rounding would lose what the whole op keeps (a softmax's sum,
+// a layernorm's variance; the interpreter rounds the whole op once), else
+// its own.
+DType primitives_dtype(DType dtype) { return is_float(dtype) && dtype_size(dtype) < 4 ? DType::F32 : dtype; }
+
+Expected<std::optional<NodeId>> decompose_as(Emitter& e, GraphBuilder& builder, const Node& node,
+                                             const Operands& operands);
+
+// The composite decomposed in f32 between casts, when its dtype is narrower.
 Expected<std::optional<NodeId>> decompose_node(GraphBuilder& builder, const Node& node, const Operands& operands) {
   Emitter e(builder);
+  DType wide = primitives_dtype(node.type.dtype);
+  if (wide == node.type.dtype || op_info(node.op).category != OpCategory::Composite)
+    return decompose_as(e, builder, node, operands);
+  auto cast = [&](NodeId x, DType to) {
+    TensorType type{to, builder.type(x).shape};
+    return e.op(OpId::Cast, {x}, {}, &type);
+  };
+  Operands widened;
+  for (NodeId x : operands) widened.push_back(cast(x, wide));
+  auto out = decompose_as(e, builder, node, widened);
+  if (!out || !*out) return out;
+  return e.result(cast(**out, node.type.dtype));
+}
+
+Expected<std::optional<NodeId>> decompose_as(Emitter& e, GraphBuilder& builder, const Node& node,
+                                             const Operands& operands) {
   switch (node.op) {
     case OpId::Softmax: return decompose_softmax(e, operands[0], node.attrs[0].i);
     case OpId::Layernorm: return decompose_layernorm(e, builder, node, operands);

@@ -245,6 +245,8 @@ class CpuBackend : public plugin::Backend {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op)
       caps.supports_op[op] =
           op != LAZYLAB_OP_Parameter && op != LAZYLAB_OP_Softmax && op != LAZYLAB_OP_Layernorm && op != LAZYLAB_OP_Gelu;
+    // Every dtype: what the plans do not run in theirs runs on the reference.
+    for (uint32_t dtype = 0; dtype < LAZYLAB_DTYPE_COUNT; ++dtype) caps.supports_dtype[dtype] = 1;
     caps.fuses_elementwise = 1;
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;

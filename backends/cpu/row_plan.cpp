@@ -233,9 +233,13 @@ class RowCompiler {
   // Frees local buffers whose last use is op `index`, then places the result
   // (in a local buffer where it is the kernel's own, or `local`).
   Slot place_result(uint32_t id, Slot::Kind kind, uint32_t index, bool local = false) {
+    // A buffer is freed by the value that owns it, not by a reshape viewing
+    // it (whose source is read as long as it: rows::RowSpace): freed by both,
+    // it went twice into the free list and two later values shared it
+    // (found by lazylab fuzz: exp -> reshape -> sqrt, exp, div gave 1).
     for (auto& [value, last] : space_->last_reads())
       if (last == index && slots_.count(value) && slots_[value].where == Slot::Local &&
-          slots_[value].kind == Slot::Full && !freed_.count(value)) {
+          slots_[value].kind == Slot::Full && slots_[value].value == value && !freed_.count(value)) {
         free_buffers_.push_back(slots_[value].local);
         freed_.insert({value, true});
       }

@@ -16,6 +16,7 @@ class InterpBackend : public plugin::Backend {
   explicit InterpBackend(const plugin::BackendOptions&) {}
   void capabilities(lazylab_capabilities& caps) const override {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Parameter;
+    for (uint32_t dtype = 0; dtype < LAZYLAB_DTYPE_COUNT; ++dtype) caps.supports_dtype[dtype] = 1;
     caps.max_ops_per_kernel = 0;
   }
   std::string device_description() const override { return "host CPU, reference loops (f64 accumulation)"; }

@@ -40,9 +40,10 @@ void print_summary(const std::vector<ConformanceResult>& results, const std::str
   std::string ops;
   for (const auto& [op, n] : unsupported_ops) ops += fmt::format("{}{} ({})", ops.empty() ? "" : ", ", op, n);
   if (!ops.empty()) std::cout << "unsupported ops (tests): " << ops << "\n";
-  std::cout << fmt::format("onnx node tests on {} with '{}': {} passed, {} failed, {} unsupported (of {})\n", backend,
-                           pipeline, counts[ConformanceOutcome::Passed], counts[ConformanceOutcome::Failed],
-                           counts[ConformanceOutcome::Unsupported], results.size());
+  std::cout << fmt::format(
+      "onnx node tests on {} with '{}': {} passed, {} failed, {} unsupported, {} disputed (of {})\n", backend, pipeline,
+      counts[ConformanceOutcome::Passed], counts[ConformanceOutcome::Failed], counts[ConformanceOutcome::Unsupported],
+      counts[ConformanceOutcome::Disputed], results.size());
 }
 
 }  // namespace

@@ -11,8 +11,6 @@
 namespace lazylab {
 namespace {
 
-constexpr DType kDTypes[] = {DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool};
-
 class Generator {
  public:
   Generator(uint64_t seed, const GeneratorOptions& options) : rng_(seed), options_(options) {}
@@ -42,7 +40,10 @@ class Generator {
     for (int64_t& d : shape) d = pick(1, static_cast<int>(options_.max_dim));
     return {dtype, shape};
   }
-  DType random_dtype() { return pick(0, 5) < 3 ? DType::F32 : kDTypes[pick(0, 4)]; }
+  // Mostly f32; otherwise any dtype of the table.
+  DType random_dtype() {
+    return pick(0, 5) < 3 ? DType::F32 : kAllDTypes[pick(0, static_cast<int>(std::size(kAllDTypes)) - 1)];
+  }
 
   NodeId fresh_parameter(const TensorType& type) {
     Attrs attrs;
@@ -75,6 +76,9 @@ class Generator {
                                                -1,
                                                3,
                                                -3,
+                                               -128,
+                                               127,
+                                               255,
                                                std::numeric_limits<int32_t>::min(),
                                                std::numeric_limits<int32_t>::max(),
                                                std::numeric_limits<int64_t>::min(),
@@ -83,7 +87,10 @@ class Generator {
                                                (int64_t{1} << 53) + 1};
     if (is_float(dtype)) return scalar_attr(dtype, kSpecialFloats[pick(0, std::size(kSpecialFloats) - 1)]);
     if (dtype == DType::Bool) return integer_scalar_attr(dtype, pick(0, 1));
-    int last = dtype == DType::I32 ? 6 : static_cast<int>(std::size(kSpecialIntegers)) - 1;  // i32: its own edges
+    // Each dtype its own edges and those of the narrower ones (wrapped where they do not fit).
+    int last = dtype_size(dtype) == 1   ? 7
+               : dtype_size(dtype) == 4 ? 9
+                                        : static_cast<int>(std::size(kSpecialIntegers)) - 1;
     return integer_scalar_attr(dtype, kSpecialIntegers[pick(0, last)]);
   }
 

@@ -25,8 +25,8 @@ bool is_integral(DType dtype) { return !is_float(dtype); }
 Real store_real(DType dtype, Real v) {
   return visit_dtype(dtype, [&]<class T>(T) -> Real {
     switch (dtypes::kind(dtype_id(dtype))) {
-      case dtypes::Kind::Float: return static_cast<T>(v);
-      case dtypes::Kind::Int: return static_cast<T>(reference::to_integer(static_cast<double>(v)));
+      case dtypes::Kind::Float: return static_cast<Real>(static_cast<T>(v));
+      case dtypes::Kind::Int: return static_cast<Real>(static_cast<T>(reference::to_integer(static_cast<double>(v))));
       case dtypes::Kind::Bool: break;
     }
     return v != 0;
@@ -36,7 +36,7 @@ Real store_real(DType dtype, Real v) {
 // An exact integer stored into `dtype`: i32 keeps the low 32 bits.
 Real store_integer(DType dtype, long long v) {
   if (dtype == DType::Bool) return v != 0;
-  return visit_dtype(dtype, [&]<class T>(T) -> Real { return static_cast<T>(v); });
+  return visit_dtype(dtype, [&]<class T>(T) -> Real { return static_cast<Real>(static_cast<T>(v)); });
 }
 
 long long as_integer(Real v) { return static_cast<long long>(v); }

@@ -68,7 +68,7 @@ Expected<std::map<std::string, NamedTensor>> read_inputs(const std::string& fold
   std::map<std::string, NamedTensor> inputs;
   std::vector<std::string> files = sorted_matching(folder, "input_");
   for (size_t k = 0; k < files.size(); ++k) {
-    auto tensor = read_onnx_tensor_file(files[k]);
+    auto tensor = read_onnx_tensor_file(files[k], /*uint16_is_bf16=*/true);
     if (!tensor) return tensor.error();
     std::string key = tensor->name.empty() ? fmt::format("#{}", k) : tensor->name;
     inputs[key] = std::move(*tensor);
@@ -103,7 +103,7 @@ std::string run_data_set(const OnnxModel& model, const std::map<std::string, Nam
   if (Status synced = context.sync(); !synced) return synced.error().message;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].ok()) return outputs[i].error()->message;
-    auto want = read_onnx_tensor_file(output_files[i]);
+    auto want = read_onnx_tensor_file(output_files[i], /*uint16_is_bf16=*/true);
     if (!want) return want.error().message;
     want->name = model.outputs[i];
     if (std::string diff = difference(outputs[i], *want, tolerance); !diff.empty())
@@ -144,11 +144,23 @@ std::optional<OnnxModel> import_for(const std::string& folder, const std::string
 
 }  // namespace
 
+// Tests whose data contradict what lazylab computes on purpose, and why.
+// One that fails is disputed (with its difference), not failed; one that
+// passes is passed.
+const std::map<std::string_view, std::string_view> kDisputed = {
+    {"test_cast_FLOAT_to_BFLOAT16",
+     "its expected values truncate f32 to bf16 (ONNX 1.13's generator); lazylab rounds to nearest even, as ONNX "
+     "Runtime does (onnx/onnx#3876)"},
+    {"test_castlike_BFLOAT16_to_FLOAT_expanded", "its data give input 'like' as [1] where the model declares [3,4]"},
+    {"test_castlike_FLOAT_to_BFLOAT16_expanded", "its data give input 'like' as [1] where the model declares [3,4]"},
+};
+
 const char* outcome_name(ConformanceOutcome outcome) {
   switch (outcome) {
     case ConformanceOutcome::Passed: return "passed";
     case ConformanceOutcome::Failed: return "failed";
     case ConformanceOutcome::Unsupported: return "unsupported";
+    case ConformanceOutcome::Disputed: return "disputed";
   }
   return "?";
 }
@@ -176,6 +188,11 @@ ConformanceResult run_node_test(const std::string& folder, Backend& backend, con
       result.detail = problem;
       break;
     }
+  }
+  if (auto disputed = kDisputed.find(result.test);
+      disputed != kDisputed.end() && result.outcome == ConformanceOutcome::Failed) {
+    result.outcome = ConformanceOutcome::Disputed;
+    result.detail = fmt::format("{} ({})", disputed->second, result.detail);
   }
   return result;
 }

@@ -12,17 +12,27 @@
 namespace lazylab {
 namespace {
 
+// An element as xtensor writes and reads it: its storage, or for a 16-bit
+// float (which xtensor does not know) its bits, as a uint16.
 template <class T>
-void dump(std::ofstream& out, const NamedTensor& tensor) {
+using NpyElement = std::conditional_t<std::is_arithmetic_v<T>, T, uint16_t>;
+
+template <class T>
+void dump(std::ofstream& out, const NamedTensor& tensor, const char* descr) {
+  using E = NpyElement<T>;
   std::vector<size_t> shape(tensor.type.shape.begin(), tensor.type.shape.end());
-  auto view = xt::adapt(reinterpret_cast<const T*>(tensor.data->data()),
+  auto view = xt::adapt(reinterpret_cast<const E*>(tensor.data->data()),
                         static_cast<size_t>(tensor.type.num_elements()), xt::no_ownership(), shape);
-  out << xt::dump_npy(view);
+  std::string bytes = xt::dump_npy(view);
+  if constexpr (!std::is_same_v<E, T>)  // the header's descr is the bits' ('<u2'): say what they are
+    bytes.replace(bytes.find("'<u2'"), 5, fmt::format("'{}'", descr));
+  out << bytes;
 }
 
 template <class T>
 NamedTensor load(std::ifstream& in, DType dtype, const std::string& path) {
-  xt::xarray<T> array = xt::load_npy<T>(in);
+  using E = NpyElement<T>;
+  xt::xarray<E> array = xt::detail::load_npy_file(in).cast<E>(std::is_same_v<E, T>);  // bits: checked by npy_dtype
   NamedTensor tensor{path, {dtype, {}}, nullptr};
   for (size_t d : array.shape()) tensor.type.shape.push_back(static_cast<int64_t>(d));
   tensor.data = std::make_shared<Buffer>(array.size() * sizeof(T));
@@ -36,23 +46,23 @@ std::optional<DType> npy_dtype(std::ifstream& in) {
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
   in.clear();
   in.seekg(0);
-  for (DType dtype : kAllDTypes)
-    if (header.find(fmt::format("'{}'", dtypes::row(dtype_id(dtype)).npy_descr)) != std::string::npos) return dtype;
+  for (DType dtype : kAllDTypes) {
+    const char* descr = dtypes::row(dtype_id(dtype)).npy_descr;
+    if (*descr && header.find(fmt::format("'{}'", descr)) != std::string::npos) return dtype;
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
 Status write_npy(const std::string& path, const NamedTensor& tensor) {
+  const char* descr = dtypes::row(dtype_id(tensor.type.dtype)).npy_descr;
+  if (!*descr)
+    return make_error(
+        fmt::format("{}: NumPy has no {}, so an .npy file cannot hold it", path, dtype_name(tensor.type.dtype)));
   std::ofstream out(path, std::ios::binary);
   if (!out) return make_error(fmt::format("cannot write {}", path));
-  // A bool's byte (0 or 1) is xtensor's `bool`, whose header says '|b1'.
-  visit_dtype(tensor.type.dtype, [&]<class T>(T) {
-    if (tensor.type.dtype == DType::Bool)
-      dump<bool>(out, tensor);
-    else
-      dump<T>(out, tensor);
-  });
+  visit_dtype(tensor.type.dtype, [&]<class T>(T) { dump<T>(out, tensor, descr); });
   if (!out.flush()) return make_error(fmt::format("cannot write {}", path));
   return {};
 }
@@ -63,13 +73,12 @@ Expected<NamedTensor> read_npy(const std::string& path) {
   std::optional<DType> dtype = npy_dtype(in);
   if (!dtype) {
     std::vector<std::string_view> names;
-    for (DType d : kAllDTypes) names.push_back(dtype_name(d));
+    for (DType d : kAllDTypes)
+      if (*dtypes::row(dtype_id(d)).npy_descr) names.push_back(dtype_name(d));
     return make_error(fmt::format("{}: not an .npy array of {} (little-endian)", path, fmt::join(names, ", ")));
   }
   try {
-    return visit_dtype(*dtype, [&]<class T>(T) {
-      return *dtype == DType::Bool ? load<bool>(in, *dtype, path) : load<T>(in, *dtype, path);
-    });
+    return visit_dtype(*dtype, [&]<class T>(T) { return load<T>(in, *dtype, path); });
   } catch (const std::exception& e) {
     return make_error(fmt::format("{}: {}", path, e.what()));
   }

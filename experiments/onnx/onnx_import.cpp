@@ -282,11 +282,13 @@ Expected<OnnxModel> import_onnx_file(const std::string& path, const OnnxImportOp
   return import_onnx_bytes(*bytes, path, options, unsupported);
 }
 
-Expected<NamedTensor> read_onnx_tensor_file(const std::string& path) {
+Expected<NamedTensor> read_onnx_tensor_file(const std::string& path, bool uint16_is_bf16) {
   auto bytes = read_source_file(path, "an ONNX tensor");
   if (!bytes) return bytes.error();
   onnx::TensorProto proto;
   if (!proto.ParseFromString(*bytes)) return make_error(fmt::format("{}: not a serialized ONNX TensorProto", path));
+  if (uint16_is_bf16 && proto.data_type() == onnx::TensorProto::UINT16)
+    proto.set_data_type(onnx::TensorProto::BFLOAT16);
   return tensor_from_proto(proto, path);
 }
 
@@ -306,20 +308,30 @@ static void copy_parsed(const onnx::TensorProto& proto, NamedTensor& out) {
   if (!values.empty()) std::memcpy(out.data->data(), values.data(), out.data->bytes());
 }
 
-// ParseData has no one-byte types: their raw bytes, or one int32 per
-// element (a bool's nonzero is true).
-static void copy_bytes(const onnx::TensorProto& proto, NamedTensor& out) {
+// ParseData has no types under four bytes: their raw bytes, or one int32 per
+// element (a 16-bit float's bits; a bool's nonzero is true).
+template <class T>
+static void copy_narrow(const onnx::TensorProto& proto, NamedTensor& out) {
   size_t n = static_cast<size_t>(out.type.num_elements());
+  T* to = reinterpret_cast<T*>(out.data->data());
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != n) throw std::runtime_error("raw data of the wrong size");
-    if (n != 0) std::memcpy(out.data->data(), proto.raw_data().data(), n);
+    if (proto.raw_data().size() != n * sizeof(T)) throw std::runtime_error("raw data of the wrong size");
+    const char* raw = proto.raw_data().data();
+    for (size_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<T, bool>)
+        to[i] = raw[i] != 0;
+      else
+        std::memcpy(&to[i], raw + i * sizeof(T), sizeof(T));
+    }
     return;
   }
   if (static_cast<size_t>(proto.int32_data_size()) != n) throw std::runtime_error("wrong number of values");
-  bool truth = out.type.dtype == DType::Bool;
   for (size_t i = 0; i < n; ++i) {
     int32_t v = proto.int32_data(static_cast<int>(i));
-    out.data->data()[i] = std::byte(static_cast<uint8_t>(truth ? v != 0 : v));
+    if constexpr (std::is_arithmetic_v<T>)
+      to[i] = static_cast<T>(v);
+    else
+      to[i] = T::from_bits(static_cast<uint16_t>(v));
   }
 }
 
@@ -338,8 +350,8 @@ Expected<NamedTensor> tensor_from_proto(const onnx::TensorProto& proto, const st
   tensor.data = std::make_shared<Buffer>(tensor.type.bytes());
   try {
     visit_dtype(*dtype, [&]<class T>(T) {
-      if constexpr (sizeof(T) == 1)
-        copy_bytes(proto, tensor);
+      if constexpr (sizeof(T) < 4)
+        copy_narrow<T>(proto, tensor);
       else
         copy_parsed<T>(proto, tensor);
     });
@@ -369,10 +381,10 @@ std::vector<T> converted(const NamedTensor& tensor) {
   visit_dtype(tensor.type.dtype, [&]<class S>(S) {
     const S* stored = reinterpret_cast<const S*>(data);
     for (size_t i = 0; i < n; ++i)
-      if constexpr (std::is_floating_point_v<S>)
-        out[i] = from_float<T>(stored[i]);
+      if constexpr (std::is_integral_v<S>)  // a bool is 0 or 1
+        out[i] = static_cast<T>(stored[i]);
       else
-        out[i] = static_cast<T>(tensor.type.dtype == DType::Bool ? stored[i] != 0 : stored[i]);
+        out[i] = from_float<T>(static_cast<double>(stored[i]));
   });
   return out;
 }

@@ -69,6 +69,8 @@ Expected<OnnxModel> import_onnx_bytes(const std::string& bytes, const std::strin
                                       const OnnxImportOptions& options = {}, OnnxUnsupported* unsupported = nullptr);
 
 // A serialized TensorProto (ONNX's test data: input_0.pb, output_0.pb).
-Expected<NamedTensor> read_onnx_tensor_file(const std::string& path);
+// With `uint16_is_bf16`, a UINT16 tensor reads as bf16's bits: ONNX's own
+// test data keep bf16 tensors so (NumPy has no bfloat16).
+Expected<NamedTensor> read_onnx_tensor_file(const std::string& path, bool uint16_is_bf16 = false);
 
 }  // namespace lazylab

@@ -151,6 +151,14 @@ Converter pool(OpId op) {
     x = as_2d(node, *x);
     if (!x) return x.error();
     t = node.type(*x);
+    // MaxPool also takes int8 and uint8: pooled in f32, which holds each exactly.
+    DType stored = t.dtype;
+    bool widened = op == OpId::MaxPool2d && !is_float(stored) && dtype_size(stored) == 1;
+    if (widened) {
+      TensorType wide{DType::F32, t.shape};
+      x = node.add(OpId::Cast, {*x}, {}, &wide);
+      if (!x) return x.error();
+    }
     if (node.attr_int("ceil_mode", 0) != 0) LAZYLAB_TRY(extend_for_ceil_mode(node, t, *window, counts_padding));
     Attrs attrs;
     attrs[0].ints = window->kernel;
@@ -160,7 +168,12 @@ Converter pool(OpId op) {
       attrs[3].ints = window->dilations;
     else
       attrs[3].i = counts_padding;
-    return set_window_output(node, node.add(op, {*x}, attrs), one_d);
+    Expected<NodeId> y = node.add(op, {*x}, attrs);
+    if (y && widened) {
+      TensorType narrow{stored, node.type(*y).shape};
+      y = node.add(OpId::Cast, {*y}, {}, &narrow);
+    }
+    return set_window_output(node, y, one_d);
   };
 }
 

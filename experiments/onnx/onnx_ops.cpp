@@ -97,8 +97,7 @@ Status power(OnnxNode& node) {
   if (!base) return base.error();
   if (!exponent) return exponent.error();
   DType dtype = node.type(*base).dtype;
-  if (dtype != DType::F32 && dtype != DType::F64)
-    return node.unsupported(fmt::format("Pow of an integer base ({})", dtype_name(dtype)));
+  if (!is_float(dtype)) return node.unsupported(fmt::format("Pow of an integer base ({})", dtype_name(dtype)));
   NodeId e = *exponent;
   if (node.type(e).dtype != dtype) {
     TensorType declared{dtype, node.type(e).shape};

@@ -28,10 +28,27 @@ Expected<ReferenceOutputs> read_outputs(const std::vector<Tensor>& tensors) {
   return outputs;
 }
 
+Tolerance tolerance_for(DType dtype, double rtol, double atol) {
+  const dtypes::Row& row = dtypes::row(dtype_id(dtype));
+  return {std::max(rtol, row.rtol), std::max(atol, row.atol)};
+}
+
+std::string dtype_tolerances(double rtol, double atol) {
+  std::string note;
+  for (DType dtype : kAllDTypes) {
+    Tolerance t = tolerance_for(dtype, rtol, atol);
+    if (t.rtol != rtol || t.atol != atol)
+      note += fmt::format("; {} results: rtol {}, atol {}", dtype_name(dtype), t.rtol, t.atol);
+  }
+  return note;
+}
+
 // The comparison of output `o`'s elements, read through `get(i)`, with the
 // reference's, folded into `c`.
 template <class Get>
-void compare_output(size_t o, Get get, const std::vector<double>& expected, double rtol, double atol, Correctness& c) {
+void compare_output(size_t o, DType dtype, Get get, const std::vector<double>& expected, double experiment_rtol,
+                    double experiment_atol, Correctness& c) {
+  auto [rtol, atol] = tolerance_for(dtype, experiment_rtol, experiment_atol);
   for (size_t i = 0; i < expected.size(); ++i) {
     double a = get(i), b = expected[i];
     if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
@@ -65,7 +82,8 @@ Expected<Correctness> compare_outputs(const std::vector<Tensor>& got, const Refe
     if (!buffer) return buffer.error();
     DType dtype = types[o].dtype;
     compare_output(
-        o, [&](size_t i) { return element(**buffer, dtype, static_cast<int64_t>(i)); }, want.values[o], rtol, atol, c);
+        o, dtype, [&](size_t i) { return element(**buffer, dtype, static_cast<int64_t>(i)); }, want.values[o], rtol,
+        atol, c);
   }
   return c;
 }
@@ -76,7 +94,7 @@ Correctness compare_values(const ReferenceOutputs& got, const ReferenceOutputs& 
   if (got.types != want.types) return Correctness{false, 0, 0, "output types differ from the reference"};
   for (size_t o = 0; o < got.values.size(); ++o)
     compare_output(
-        o, [&](size_t i) { return got.values[o][i]; }, want.values[o], rtol, atol, c);
+        o, want.types[o].dtype, [&](size_t i) { return got.values[o][i]; }, want.values[o], rtol, atol, c);
   return c;
 }
 

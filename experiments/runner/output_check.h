@@ -25,7 +25,20 @@ struct ReferenceOutputs {
 
 Expected<ReferenceOutputs> read_outputs(const std::vector<Tensor>& tensors);
 
-// |a - b| <= atol + rtol * |b|; NaNs and infinities must match exactly.
+struct Tolerance {
+  double rtol = 0, atol = 0;
+};
+
+// What a result of `dtype` is checked with: the experiment's tolerance, or
+// where larger the dtype's least (dtypes.def: a bf16 result is not held to
+// f32's).
+Tolerance tolerance_for(DType dtype, double rtol, double atol);
+// The dtypes whose least tolerance is larger than the experiment's, with it,
+// for a report: "; bf16 results: rtol 0.016, atol 1e-05; ..." ("" if none).
+std::string dtype_tolerances(double rtol, double atol);
+
+// |a - b| <= atol + rtol * |b| with each output's tolerance_for; NaNs and
+// infinities must match exactly.
 Expected<Correctness> compare_outputs(const std::vector<Tensor>& got, const ReferenceOutputs& want, double rtol,
                                       double atol);
 

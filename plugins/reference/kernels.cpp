@@ -35,7 +35,7 @@ void store(Array& a, int64_t i, double v) {
     switch (dtypes::kind(a.dtype)) {
       case dtypes::Kind::Float: element = static_cast<T>(v); break;
       case dtypes::Kind::Int: element = static_cast<T>(reference::to_integer(v)); break;
-      case dtypes::Kind::Bool: element = v != 0; break;
+      case dtypes::Kind::Bool: element = T(v != 0); break;
     }
   });
 }

@@ -21,16 +21,23 @@ namespace {
 
 using ContextPtr = std::shared_ptr<ContextHandle>;
 
-// NumPy's dtype for each of the table's: its storage's (a bool's byte is
-// NumPy's bool).
-py::dtype numpy_dtype(DType dtype) {
-  if (dtype == DType::Bool) return py::dtype("bool");
-  return visit_dtype(dtype, []<class T>(T) { return py::dtype::of<T>(); });
+// NumPy's dtype for each of the table's, by its .npy descr ('<f4', '|b1');
+// none for bf16, which NumPy lacks.
+std::optional<py::dtype> numpy_dtype(DType dtype) {
+  const char* descr = dtypes::row(dtype_id(dtype)).npy_descr;
+  if (!*descr) return std::nullopt;
+  return py::dtype(std::string(descr));
+}
+
+py::dtype numpy_dtype_or_raise(DType dtype, const char* where) {
+  if (auto numpy = numpy_dtype(dtype)) return *numpy;
+  throw LazylabError(fmt::format("{}: NumPy has no {} (exchange it through DLPack: torch.from_dlpack, or cast it)",
+                                 where, dtype_name(dtype)));
 }
 
 std::optional<DType> dtype_of_numpy(const py::dtype& numpy) {
   for (DType d : kAllDTypes)
-    if (numpy_dtype(d).is(numpy) || numpy_dtype(d).equal(numpy)) return d;
+    if (auto mine = numpy_dtype(d); mine && (mine->is(numpy) || mine->equal(numpy))) return d;
   return std::nullopt;
 }
 
@@ -74,7 +81,7 @@ DType dtype_or_raise(const py::array& array, const char* where) {
 PyTensor tensor_from(const ContextPtr& c, const py::object& data, const py::object& dtype_arg) {
   py::module_ numpy = py::module_::import("numpy");
   py::object target = py::none();
-  if (!dtype_arg.is_none()) target = numpy_dtype(dtype_arg.cast<DType>());
+  if (!dtype_arg.is_none()) target = numpy_dtype_or_raise(dtype_arg.cast<DType>(), "Context.tensor");
   py::array array =
       numpy.attr("array")(data, py::arg("dtype") = target, py::arg("copy") = true, py::arg("order") = "C");
   DType dtype = dtype_or_raise(array, "Context.tensor");
@@ -262,7 +269,7 @@ py::array numpy_view(const PyTensor& t) {
   std::vector<py::ssize_t> shape(type.shape.begin(), type.shape.end());
   auto* keep = new BufferPtr(at.host);
   py::capsule base(keep, [](void* p) { delete static_cast<BufferPtr*>(p); });
-  py::array array(numpy_dtype(type.dtype), shape, {}, at.host->data(), base);
+  py::array array(numpy_dtype_or_raise(type.dtype, "Tensor.numpy"), shape, {}, at.host->data(), base);
   // lazylab's own data (an input to later steps, maybe): read-only.
   array.attr("setflags")(py::arg("write") = false);
   return array;

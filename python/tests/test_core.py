@@ -147,6 +147,38 @@ def test_dlpack_with_torch():
     assert got.data_ptr() == y.numpy().__array_interface__["data"][0]
 
 
+def test_the_narrow_dtypes_in_and_out_of_numpy_round_and_wrap_as_the_table_says(ctx):
+    half = ctx.tensor(np.array([60000.0, 0.1, -2.5], dtype=np.float16))
+    assert half.dtype == lazylab.f16
+    doubled = (half * 2.0).numpy()
+    assert doubled.dtype == np.float16
+    with np.errstate(over="ignore"):  # 120000 is past f16's largest: infinity, in both
+        want = np.array([60000.0, 0.1, -2.5], dtype=np.float16) * np.float16(2)
+    np.testing.assert_array_equal(doubled, want)
+    small = ctx.tensor(np.array([200, 7], dtype=np.uint8))
+    assert small.dtype == lazylab.u8
+    np.testing.assert_array_equal((small + small).numpy(), np.array([144, 14], dtype=np.uint8))
+    signed = ctx.tensor(np.array([100, -100], dtype=np.int8))
+    np.testing.assert_array_equal((signed + signed).numpy(), np.array([-56, 56], dtype=np.int8))
+
+
+def test_bf16_goes_through_dlpack_and_numpy_says_it_has_none():
+    torch = pytest.importorskip("torch")
+    ctx = lazylab.context(backend="cpu", pipeline="decompose,lower")
+    t = torch.tensor([[1.0, 2.5, -3.0], [0.1, 7.0, 30.0]], dtype=torch.bfloat16)
+    x = lazylab.from_dlpack(t.clone(), ctx)
+    assert x.dtype == lazylab.bf16
+    y = (x * x).softmax(axis=1)
+    got = torch.utils.dlpack.from_dlpack(y)
+    assert got.dtype == torch.bfloat16
+    want = torch.softmax((t * t).float(), dim=1).bfloat16()  # PyTorch's bf16 softmax also computes in f32
+    assert torch.equal(got, want)
+    with pytest.raises(lazylab.Error, match="Tensor.numpy: NumPy has no bf16"):
+        y.numpy()
+    with pytest.raises(lazylab.Error, match="Context.tensor: NumPy has no bf16"):
+        ctx.tensor([1.0], dtype=lazylab.bf16)
+
+
 def test_graphs_save_as_lzir_and_parse_back(tmp_path):
     ctx = lazylab.capture_context()
     x = ctx.placeholder([1024, 1024])  # 4 MiB never allocated

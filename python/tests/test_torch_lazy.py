@@ -253,3 +253,16 @@ def test_the_step_graph_saves_as_lzir(tmp_path):
     name, read = lazylab.read_lzir(str(path))
     assert name == "step" and read.hash == graph.hash and read.num_outputs >= 1
     assert math.isfinite(loss.item())
+
+
+def test_a_bf16_model_runs_on_the_lazy_device_as_in_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).bfloat16()
+    x = torch.randn(16, 8).bfloat16()
+    want = model(x)
+    got = lt.to_lazy(model)(lt.to_lazy(x))
+    assert got.dtype == torch.bfloat16
+    # Each product's sum rounds once into bf16 either way; PyTorch sums in
+    # f32 and lazylab's reference in f64, so a result may differ by an ulp
+    # (2^-8 of 0.5..1: 0.0039).
+    torch.testing.assert_close(got.to_torch(), want.detach(), rtol=1.6e-2, atol=4e-3)

@@ -525,6 +525,27 @@ experiment "$work/flaky.yaml" "name: t" "workloads: [{file: identity.lzir}]" "pi
 check "a wrong step before the last is caught" 3 "MISMATCH|do not match" -- "$lazylab" run "$work/flaky.yaml"
 check "the report names the wrong step" 0 "step 2: output 0 element 0" -- cat "$work/flaky.json"
 
+# A program of the 16-bit floats and 8-bit integers runs on interp and cpu,
+# each cell checked with its dtype's tolerance, which the report states; a
+# backend of an older ABI refuses bf16 by name.
+printf '%s\n' 'graph @mixed {' '  %x = parameter {ordinal = 0} : bf16[4, 8]' '  %y = parameter {ordinal = 1} : f16[4, 8]' \
+  '  %a = exp(%x) : bf16[4, 8]' '  %b = cast(%y) : bf16[4, 8]' '  %c = add(%a, %b) : bf16[4, 8]' \
+  '  %s = softmax(%c) {axis = 1} : bf16[4, 8]' '  %i = parameter {ordinal = 2} : u8[4, 8]' \
+  '  %j = cast(%i) : bf16[4, 8]' '  %r = mul(%s, %j) : bf16[4, 8]' '  %k = parameter {ordinal = 3} : i8[4, 8]' \
+  '  %l = add(%k, %k) : i8[4, 8]' '  return %r, %l' '}' > "$work/mixed.lzir"
+experiment "$work/mixed.yaml" "name: mixed" "workloads: [{file: mixed.lzir}]" \
+  "pipelines: {eager: 'decompose,lower', fused: 'decompose,canonicalize,fuse{strategy=producer-consumer},lower,plan-memory'}" \
+  "backends: [interp, cpu]" "repeat: {warmup: 0, runs: 2}" "report: {markdown: $work/mixed.md}"
+check "bf16, f16, i8 and u8 run on interp and cpu, every cell checked" 0 "mixed.lzir +fused +cpu .* ok" -- \
+  "$lazylab" run "$work/mixed.yaml"
+check "the report states the 16-bit floats' tolerances" 0 "bf16 results: rtol 0.016, atol 1e-05; f16 results: rtol 0.001" -- \
+  cat "$work/mixed.md"
+experiment "$work/mixed-older.yaml" "name: mixed" "workloads: [{file: mixed.lzir}]" "pipelines: {eager: 'decompose,lower'}" \
+  "backends: [$test_build/lazylab-backend-olderminor.so]" "repeat: {warmup: 0, runs: 1}" \
+  "report: {markdown: $work/mixed-older.md}"
+check "a backend of an older ABI refuses bf16 by name" 4 "backend olderminor does not compute in bf16" -- \
+  "$lazylab" run "$work/mixed-older.yaml"
+
 # peers: run after the cells, in the experiment's folder, beside the
 # fastest correct cell; a failing peer is reported and loses nothing else.
 cp tests/cli/fake_peer.py "$work/fake_peer.py"

@@ -562,12 +562,12 @@ TEST_CASE("per-channel values read as groups of rows match the interpreter on ev
     int64_t n = shape[0], c = shape[1], size = TensorType{DType::F32, shape}.num_elements();
     auto program = [&](Context& ctx, int step) {
       std::vector<float> x(size), mean_c(c), scale(c), image(n);
-      std::vector<uint8_t> keep(c);
+      std::vector<bool> keep(c);
       for (int64_t i = 0; i < size; ++i) x[i] = static_cast<float>((i * 7 + step) % 13) * 0.25f - 1.5f;
       for (int64_t k = 0; k < c; ++k) {
         mean_c[k] = static_cast<float>((k + step) % 5) * 0.125f;
         scale[k] = 1.0f + static_cast<float>((k * 3 + step) % 7) * 0.0625f;
-        keep[k] = static_cast<uint8_t>((k + step) % 3 != 0);
+        keep[k] = ((k + step) % 3 != 0);
       }
       for (int64_t i = 0; i < n; ++i) image[i] = 0.5f + static_cast<float>(i + step) * 0.25f;
       auto per_channel = [&](const Tensor& v) { return broadcast_to(reshape(v, {1, c, 1, 1}), shape); };

@@ -37,9 +37,9 @@ TEST_CASE("elementwise binary ops and comparisons") {
   check_close(values(pow(a, b)), {1, 4, 3, 2});
   check_close(values(maximum(a, b)), {4, 2, 3, 4});
   check_close(values(minimum(a, b)), {1, 2, 1, 0.5});
-  CHECK(values<uint8_t>(lt(a, b)) == std::vector<uint8_t>{1, 0, 0, 0});
-  CHECK(values<uint8_t>(eq(a, b)) == std::vector<uint8_t>{0, 1, 0, 0});
-  CHECK(values<uint8_t>(ge(a, b)) == std::vector<uint8_t>{0, 1, 1, 1});
+  CHECK(values<bool>(lt(a, b)) == std::vector<bool>{1, 0, 0, 0});
+  CHECK(values<bool>(eq(a, b)) == std::vector<bool>{0, 1, 0, 0});
+  CHECK(values<bool>(ge(a, b)) == std::vector<bool>{0, 1, 1, 1});
   check_close(values(where(gt(a, b), a, b)), {4, 2, 3, 4});
   check_close(values(2.0 - a), {1, 0, -1, -2});
 }
@@ -136,4 +136,46 @@ TEST_CASE("composites: softmax and layernorm match their definitions") {
   Tensor y = s.ctx.from_vector<float>({1, 2, 3}, {1, 3});
   double inv_std = 1 / std::sqrt(2.0 / 3 + 1e-5);
   check_close(values(layernorm(y, w, b, 1e-5)), {-inv_std, 0, inv_std + 1});
+}
+
+// The 16-bit floats compute in f64 and round each op's result into their
+// format, ties to even; the 8-bit integers wrap. On interp and on cpu (its
+// reference path) alike.
+TEST_CASE("bf16 and f16 round each op's result; i8 and u8 wrap; interp and cpu agree bit for bit") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (Backend* backend : {interp.get(), cpu->get()}) {
+    CAPTURE(backend->name());
+    Engine engine(pipeline("decompose,canonicalize,fuse{strategy=producer-consumer},lower,plan-memory"), *backend);
+    Context ctx(engine);
+    Tensor one = ctx.from_vector<BFloat16>({BFloat16(1.0), BFloat16(1.0), BFloat16(-3.0)}, {3});
+    Tensor step = ctx.from_vector<BFloat16>(
+        {BFloat16(std::ldexp(1.0, -8)), BFloat16(3 * std::ldexp(1.0, -8)), BFloat16(0.5)}, {3});
+    // 1 + 2^-8 is a tie: to 1; 1 + 3 * 2^-8: to 1 + 2^-6; -3 + 0.5 exactly.
+    auto sum = (one + step).to_vector<BFloat16>();
+    REQUIRE(sum.ok());
+    CHECK((*sum)[0].bits == BFloat16(1.0).bits);
+    CHECK((*sum)[1].bits == BFloat16(1.0 + std::ldexp(1.0, -6)).bits);
+    CHECK(static_cast<double>((*sum)[2]) == -2.5);
+    // f16 overflows to infinity past 65504 and keeps NaN.
+    Tensor big = ctx.from_vector<Float16>({Float16(60000.0), Float16(1.0)}, {2});
+    auto doubled = (big * 2.0).to_vector<Float16>();
+    REQUIRE(doubled.ok());
+    CHECK(std::isinf(static_cast<double>((*doubled)[0])));
+    CHECK(static_cast<double>((*doubled)[1]) == 2.0);
+    auto wrapped_u8 =
+        (ctx.from_vector<uint8_t>({200, 7}, {2}) + ctx.from_vector<uint8_t>({100, 1}, {2})).to_vector<uint8_t>();
+    REQUIRE(wrapped_u8.ok());
+    CHECK(*wrapped_u8 == std::vector<uint8_t>{44, 8});
+    auto wrapped_i8 = (ctx.from_vector<int8_t>({100, -100}, {2}) * 2).to_vector<int8_t>();
+    REQUIRE(wrapped_i8.ok());
+    CHECK(*wrapped_i8 == std::vector<int8_t>{-56, 56});
+    // A softmax of bf16 sums in f32 (decompose) and rounds once: its three
+    // equal entries are bf16's nearest third.
+    Tensor x = ctx.from_vector<BFloat16>({BFloat16(2.0), BFloat16(2.0), BFloat16(2.0)}, {1, 3});
+    auto third = softmax(x, 1).to_vector<BFloat16>();
+    REQUIRE(third.ok());
+    for (BFloat16 v : *third) CHECK(v.bits == BFloat16(1.0 / 3.0).bits);
+  }
 }

@@ -94,6 +94,27 @@ TEST_CASE("a plugin built for ABI 3.0 runs the ops it knows and a newer op is re
         "backend olderminor (plugin ABI 3.0) cannot show its generated code: that needs ABI 3.2");
 }
 
+TEST_CASE("a plugin of an older ABI runs the five dtypes before 3.13; another dtype is refused by name") {
+  auto older = load_backend(lazylab::testing::test_backend_plugin("olderminor"));
+  REQUIRE(older.ok());
+  for (DType dtype : kAllDTypes) {
+    CAPTURE(dtype_name(dtype));
+    CHECK((*older)->runs_dtype(dtype) == (dtype_id(dtype) <= LAZYLAB_BOOL));
+  }
+  Engine engine(lazylab::testing::pipeline("lower"), **older);
+  Context ctx(engine);
+  Tensor x = cast(ctx.from_vector<float>({0.5f, 3.0f}, {2}), DType::BF16);
+  Status status = ctx.sync();
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message.find("backend olderminor does not compute in bf16 (%1 = cast(%0) : bf16[2])") == 0);
+  // The shipped host backends run every dtype of the table.
+  for (const char* name : {"interp", "cpu"}) {
+    auto backend = load_backend(name);
+    REQUIRE(backend.ok());
+    for (DType dtype : kAllDTypes) CHECK((*backend)->runs_dtype(dtype));
+  }
+}
+
 TEST_CASE("a host that knows fewer ops than the plugin gets only its own entries") {
   // As a 3.0 host would call a 3.1 plugin: 39 entries, and a guard after them.
   auto cpu = load_backend("cpu");

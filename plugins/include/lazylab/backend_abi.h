@@ -83,13 +83,19 @@
  * (lazylab_option_spec: name, kind, default, summary): the host checks a
  * user's option text against them, once, and calls create() with every
  * option spelled canonically; `lazylab backends` lists them.
- * Version 3.12 (this header) appends measure_host_ceilings: a backend that
+ * Version 3.12 appends measure_host_ceilings: a backend that
  * computes on the host's cores (lazylab's cpu backend) measures the host's
  * ceilings (copy, elementwise and matrix-product rates; the library the
  * product ran on, and what a peer process needs to run the same library
  * kernels), so the host reads them through the ABI like a device's. The
  * dtype ids are the rows of dtypes.def (values unchanged), with
  * LAZYLAB_DTYPE_COUNT.
+ * Version 3.13 (this header) appends the dtypes bf16, f16, i8 and u8 (ids 5
+ * to 8; bf16 and f16 stored as lazylab/float16.hpp's 16 bits) and the
+ * capability that says which dtypes a backend runs (supports_dtype, by id,
+ * owned by the host like supports_op): the host gives a backend no kernel
+ * with a value of another dtype, and takes a backend of an older minor
+ * version to run the five dtypes before 3.13.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -137,7 +143,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 12u
+#define LAZYLAB_ABI_MINOR 13u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -149,7 +155,7 @@ enum lazylab_op_id {
 };
 
 /* Dtype ids: the row numbers of dtypes.def (F32 0, F64 1, I32 2, I64 3,
- * BOOL 4). */
+ * BOOL 4, BF16 5, F16 6, I8 7, U8 8). */
 enum lazylab_dtype {
 #define LAZYLAB_DTYPE(id, ...) LAZYLAB_##id,
 #include "lazylab/dtypes.def"
@@ -352,6 +358,13 @@ typedef struct lazylab_capabilities {
   /* ABI 3.10: runs row-space kernels (and GEMM and window epilogues) that
    * read a value through LAZYLAB_ACCESS_ROW_GROUP. */
   uint8_t reads_row_groups;
+  /* ABI 3.13: the dtypes it runs, by dtype id: num_dtypes entries (the
+   * host's LAZYLAB_DTYPE_COUNT), owned by the host as supports_op is and set
+   * to the five dtypes before 3.13 (F32 to BOOL) when the host asks; the
+   * backend sets or clears them, never touching an entry at or past
+   * num_dtypes. */
+  uint32_t num_dtypes;
+  uint8_t* supports_dtype;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */

@@ -462,20 +462,35 @@ const lazylab_backend_api* make_api(const char* name, const char* summary) {
       [](const lazylab_backend* backend, lazylab_capabilities* caps) {
         // The backend fills a table of the ops this plugin knows; the host's
         // may be shorter (an older host) or longer (a newer one).
+        // The same for dtypes (ABI 3.13), which start as the five a backend
+        // ran before then.
         uint8_t known[LAZYLAB_OP_COUNT] = {};
+        uint8_t known_dtypes[LAZYLAB_DTYPE_COUNT] = {};
+        for (uint32_t dtype = LAZYLAB_F32; dtype <= LAZYLAB_BOOL; ++dtype) known_dtypes[dtype] = 1;
         lazylab_capabilities mine{};
         mine.struct_size = sizeof mine;
         mine.num_ops = LAZYLAB_OP_COUNT;
         mine.supports_op = known;
+        mine.num_dtypes = LAZYLAB_DTYPE_COUNT;
+        mine.supports_dtype = known_dtypes;
         reinterpret_cast<const BackendHandle*>(backend)->backend->capabilities(mine);
         uint8_t* host_ops = caps->supports_op;
         uint32_t host_count = caps->num_ops;
         size_t size = std::min(caps->struct_size, sizeof mine);
+        bool host_has_dtypes = size >= offsetof(lazylab_capabilities, supports_dtype) + sizeof(uint8_t*);
+        uint8_t* host_dtypes = host_has_dtypes ? caps->supports_dtype : nullptr;
+        uint32_t host_dtype_count = host_has_dtypes ? caps->num_dtypes : 0;
         std::memcpy(caps, &mine, size);
         caps->struct_size = size;
         caps->num_ops = host_count;
         caps->supports_op = host_ops;
         if (host_ops) std::memcpy(host_ops, known, std::min<uint32_t>(host_count, LAZYLAB_OP_COUNT));
+        if (host_has_dtypes) {
+          caps->num_dtypes = host_dtype_count;
+          caps->supports_dtype = host_dtypes;
+          if (host_dtypes)
+            std::memcpy(host_dtypes, known_dtypes, std::min<uint32_t>(host_dtype_count, LAZYLAB_DTYPE_COUNT));
+        }
       },
       [](const lazylab_backend* backend) {
         return reinterpret_cast<const BackendHandle*>(backend)->description.c_str();

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "lazylab/backend_abi.h"
+#include "lazylab/float16.hpp"
 
 namespace lazylab::dtypes {
 
@@ -25,15 +26,16 @@ struct Row {
   Kind kind;
   uint8_t dlpack_code;
   int32_t onnx_type;
-  const char* npy_descr;
+  const char* npy_descr;  // "": none
+  double rtol, atol;      // the least tolerance of a check against the reference
 };
 
 inline constexpr uint32_t kCount = LAZYLAB_DTYPE_COUNT;
 
 namespace detail {
 inline constexpr Row kTable[kCount] = {
-#define LAZYLAB_DTYPE(abi, core, name, Storage, kind, dlpack, onnx, npy) \
-  {name, sizeof(Storage), Kind::kind, dlpack, onnx, npy},
+#define LAZYLAB_DTYPE(abi, core, name, Storage, kind, dlpack, onnx, npy, rtol, atol) \
+  {name, sizeof(Storage), Kind::kind, dlpack, onnx, npy, rtol, atol},
 #include "lazylab/dtypes.def"
 #undef LAZYLAB_DTYPE
 };

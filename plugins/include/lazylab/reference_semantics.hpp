@@ -6,8 +6,10 @@
 #define LAZYLAB_REFERENCE_SEMANTICS_HPP
 
 #include <cmath>
+#include <type_traits>
 
 #include "lazylab/backend_abi.h"
+#include "lazylab/dtype_table.hpp"
 #include "lazylab/op_formulas.hpp"
 
 namespace lazylab::reference {
@@ -69,12 +71,18 @@ inline long long to_integer(double value) {
   return (long long)value;
 }
 
-// An integer as a value of integer or bool `dtype` holds it: an i32 keeps the
-// low 32 bits (as its arithmetic wraps), a bool is 0 or 1.
+// An integer as a value of integer or bool `dtype` holds it: a narrower
+// integer keeps its low bits (as its arithmetic wraps: an i32 its low 32, a
+// u8 its low 8), a bool is 0 or 1.
 inline long long wrap_integer(uint32_t dtype, long long value) {
-  if (dtype == LAZYLAB_I32) return (long long)(int)(unsigned)(unsigned long long)value;
   if (dtype == LAZYLAB_BOOL) return value != 0;
-  return value;
+  if (!dtypes::known(dtype)) return value;
+  return dtypes::visit(dtype, [&]<class T>(T) -> long long {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<long long>(static_cast<T>(value));
+    else
+      return value;
+  });
 }
 
 // Comparisons of integers, exactly (through double, two int64 values past

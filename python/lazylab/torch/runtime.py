@@ -19,6 +19,10 @@ DTYPES = {
     torch.int32: lazylab.i32,
     torch.int64: lazylab.i64,
     torch.bool: lazylab.bool_,
+    torch.bfloat16: lazylab.bf16,
+    torch.float16: lazylab.f16,
+    torch.int8: lazylab.i8,
+    torch.uint8: lazylab.u8,
 }
 TORCH_DTYPES = {value: key for key, value in DTYPES.items()}
 
@@ -92,6 +96,8 @@ class Device:
                 return copied
             tensor = tensor.cpu()
         self.counters["TransferToDevice"] += 1
+        if tensor.dtype == torch.bfloat16:  # NumPy has none: through DLPack, copied (DLPack shares)
+            return self.context.from_dlpack(tensor.contiguous().clone())
         return self.context.tensor(tensor.contiguous().numpy())
 
     def device_copy(self, tensor):

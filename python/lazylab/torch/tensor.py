@@ -6,6 +6,8 @@ __torch_dispatch__, which records it through the lowering table."""
 import numpy as np
 import torch
 
+import lazylab
+
 from . import lowering, runtime
 from .cells import Cell
 
@@ -43,7 +45,10 @@ class LazyTensor(torch.Tensor):
     def to_torch(self):
         """The value as an eager CPU tensor (a sync)."""
         runtime.current().counters["SyncTensors"] += 1
-        return torch.from_numpy(np.array(self._cell.value.numpy()))
+        value = self._cell.value
+        if value.dtype == lazylab.bf16:  # NumPy has none: through DLPack, copied (DLPack shares)
+            return torch.from_dlpack(value).cpu().clone()
+        return torch.from_numpy(np.array(value.numpy()))
 
     def numpy(self):
         return self.to_torch().numpy()
