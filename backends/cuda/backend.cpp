@@ -83,6 +83,9 @@ class CudaBackend : public plugin::Backend {
 
   void capabilities(lazylab_capabilities& caps) const override {
     for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Parameter;
+    // Every dtype: bf16 and f16 stored as 16 bits and computed in f32 (products
+    // of them thread by thread for now: cuBLASLt runs f32's).
+    for (uint32_t dtype = 0; dtype < LAZYLAB_DTYPE_COUNT; ++dtype) caps.supports_dtype[dtype] = 1;
     caps.fuses_elementwise = 1;
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;

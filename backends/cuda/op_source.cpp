@@ -361,7 +361,10 @@ class OpSource {
                       : boolean        ? "int"
                                        : register_type(type);
     const char* functor = combiner_functor(op.op);
-    std::string init = identity_literal(op.op, type, true);
+    // The identity in the accumulator's type: an i32 or i8 max starts from
+    // its own least (INT64_MIN held as an int is 0: a max of negatives gave 0,
+    // an i8 min gave -1).
+    std::string init = identity_literal(op.op, type, is_float(type) || (integer && sums));
     // A sum or mean of bools stored as a bool is whether one is true (the
     // reference's); a count cast to a byte was stored as 2 or 8 (found by
     // lazylab fuzz on the H200).

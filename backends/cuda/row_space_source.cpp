@@ -73,7 +73,7 @@ class RowSpaceSource {
         body += reduction(*op, shared);
       } else if (space_.per_row(op->result)) {
         body += fmt::format("    const {} v{} = {};\n", register_type(dtype(op->result)), op->result,
-                            expression(*op, true));
+                            rounded(dtype(op->result), expression(*op, true)));
         row_known_.insert(op->result);
       }
       if (space_.per_row(op->result) && stored_per_row(op->result) && space_.leaves(op->result))
@@ -230,8 +230,16 @@ class RowSpaceSource {
         break;
       default: throw std::invalid_argument("codegen: a splat has no memory");
     }
-    std::string element = fmt::format("p{}[{}]", source, at);
-    return dtype(source) == LAZYLAB_BOOL ? fmt::format("({} != 0)", element) : element;
+    return loaded(source, fmt::format("p{}[{}]", source, at));
+  }
+
+  // An element read from memory as its register holds it: a bool's byte as
+  // a bool, a 16-bit float as an f32 (explicitly: a conditional of it and a
+  // float would be ambiguous).
+  std::string loaded(uint32_t source, const std::string& element) const {
+    if (dtype(source) == LAZYLAB_BOOL) return fmt::format("({} != 0)", element);
+    if (computes_in_f32(dtype(source)) && dtype(source) != LAZYLAB_F32) return fmt::format("((float){})", element);
+    return element;
   }
 
   // The element of `source` that row `row` reads through a ROW_GROUP access:
@@ -297,7 +305,7 @@ class RowSpaceSource {
   std::string element_op(const lazylab_op& op) {
     scope_.insert(op.result);
     return fmt::format("    const {} v{}_{} = {};\n", register_type(dtype(op.result)), op.result, lane_,
-                       expression(op, false));
+                       rounded(dtype(op.result), expression(op, false)));
   }
 
   std::string store_element(uint32_t v) const {
@@ -313,8 +321,7 @@ class RowSpaceSource {
     std::string at = kind == LAZYLAB_ACCESS_SCALAR      ? "0"
                      : kind == LAZYLAB_ACCESS_ROW_GROUP ? group_index("row", source, period)
                                                         : "row";
-    std::string element = fmt::format("p{}[{}]", source, at);
-    return dtype(source) == LAZYLAB_BOOL ? fmt::format("({} != 0)", element) : element;
+    return loaded(source, fmt::format("p{}[{}]", source, at));
   }
 
   std::string row_operand(uint32_t v) const {
@@ -338,7 +345,7 @@ class RowSpaceSource {
     scope_.insert(v);
     // A view or constant of per-row values, needed per element, reads them per row.
     return code + fmt::format("      const {} v{}_{} = {};\n", register_type(dtype(v)), v, lane_,
-                              expression(op, space_.per_row(v)));
+                              rounded(dtype(v), expression(op, space_.per_row(v))));
   }
 
   std::string reduction(const lazylab_op& op, std::string& shared) {
@@ -368,8 +375,9 @@ class RowSpaceSource {
       result = integer ? fmt::format("(long long)a{} / {}LL", op.result, cols_)
                        : fmt::format("a{} / ({}){}", op.result, acc_type, cols_);
     row_known_.insert(op.result);
-    return fmt::format("    {0} a{1} = {2};\n{3}    a{1} = {4};\n    const {5} v{1} = ({5})({6});\n", acc_type,
-                       op.result, init, row_loop(lanes), combine, register_type(type), result);
+    return fmt::format("    {0} a{1} = {2};\n{3}    a{1} = {4};\n    const {5} v{1} = {6};\n", acc_type, op.result,
+                       init, row_loop(lanes), combine, register_type(type),
+                       rounded(type, fmt::format("({})({})", register_type(type), result)));
   }
 
   std::string operand_in_loop(uint32_t v) const {

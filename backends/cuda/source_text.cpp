@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "lazylab/dtype_table.hpp"
 #include "lazylab/op_table.hpp"
@@ -18,13 +20,24 @@ const char* storage_type(uint32_t dtype) {
     case LAZYLAB_F64: return "double";
     case LAZYLAB_I32: return "int";
     case LAZYLAB_I64: return "long long";
-    default: return "unsigned char";
+    case LAZYLAB_BF16: return "lazylab_bf16";  // the prelude's: 16 bits, converting to and from float
+    case LAZYLAB_F16: return "lazylab_f16";
+    case LAZYLAB_I8: return "signed char";
+    default: return "unsigned char";  // bool, u8
   }
 }
 
-const char* register_type(uint32_t dtype) { return dtype == LAZYLAB_BOOL ? "bool" : storage_type(dtype); }
+bool computes_in_f32(uint32_t dtype) { return is_float(dtype) && dtype != LAZYLAB_F64; }
+
+const char* register_type(uint32_t dtype) {
+  if (dtype == LAZYLAB_BOOL) return "bool";
+  return computes_in_f32(dtype) ? "float" : storage_type(dtype);
+}
 
 std::string literal(double v, uint32_t dtype) {
+  if (computes_in_f32(dtype) && dtype != LAZYLAB_F32)  // a 16-bit float's value, in its f32 register
+    return literal(dtypes::visit(dtype, [&]<class T>(T) { return static_cast<double>(static_cast<T>(v)); }),
+                   LAZYLAB_F32);
   switch (dtype) {
     case LAZYLAB_F32: {
       float f = static_cast<float>(v);
@@ -37,22 +50,29 @@ std::string literal(double v, uint32_t dtype) {
       if (std::isinf(v))
         return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)" : "(-__longlong_as_double(0x7ff0000000000000LL))";
       return fmt::format("{:a}", v);
-    case LAZYLAB_I32: return fmt::format("((int){}LL)", static_cast<int32_t>(reference::to_integer(v)));
-    case LAZYLAB_I64: return fmt::format("((long long){}ULL)", static_cast<uint64_t>(reference::to_integer(v)));
-    default: return v != 0 ? "true" : "false";
+    case LAZYLAB_BOOL: return v != 0 ? "true" : "false";
+    default: return integer_literal(reference::to_integer(v), dtype);
   }
+}
+
+std::string rounded(uint32_t dtype, const std::string& x) {
+  if (dtype == LAZYLAB_BF16) return fmt::format("lazylab_round_bf16({})", x);
+  if (dtype == LAZYLAB_F16) return fmt::format("lazylab_round_f16({})", x);
+  return x;
+}
+
+// An integer as a literal of integer `dtype`, wrapped as the dtype holds it.
+std::string integer_literal(long long v, uint32_t dtype) {
+  if (dtype == LAZYLAB_I64) return fmt::format("((long long){}ULL)", static_cast<uint64_t>(v));
+  return fmt::format("(({}){}LL)", storage_type(dtype), reference::wrap_integer(dtype, v));
 }
 
 // A scalar attribute's value (a constant's, a pad's fill) as a literal:
 // exact in `i` for integer and bool dtypes (ABI 3.6), in `f` for floats.
 std::string scalar_literal(const lazylab_attr& value, uint32_t dtype) {
-  switch (dtype) {
-    case LAZYLAB_F32:
-    case LAZYLAB_F64: return literal(value.f, dtype);
-    case LAZYLAB_I32: return fmt::format("((int){}LL)", static_cast<int32_t>(value.i));
-    case LAZYLAB_I64: return fmt::format("((long long){}ULL)", static_cast<uint64_t>(value.i));
-    default: return value.i != 0 ? "true" : "false";
-  }
+  if (is_float(dtype)) return literal(value.f, dtype);
+  if (dtype == LAZYLAB_BOOL) return value.i != 0 ? "true" : "false";
+  return integer_literal(value.i, dtype);
 }
 
 // `x` of dtype `from` as dtype `to`, as the reference converts.
@@ -85,7 +105,14 @@ std::string identity_literal(uint32_t reduce_op, uint32_t type, bool wide) {
   if (identity == ops::Identity::Zero) return "0";
   bool lowest = identity == ops::Identity::Lowest;
   if (type == LAZYLAB_BOOL) return lowest ? "0" : "1";
-  if (!is_float(type) && type == LAZYLAB_I32 && !wide) return lowest ? "(-2147483647 - 1)" : "2147483647";
+  if (!is_float(type) && type != LAZYLAB_I64 && !wide)  // the narrow integer's own extremes
+    return dtypes::visit(type, [&]<class T>(T) {
+      if constexpr (std::is_integral_v<T>)
+        return fmt::format(
+            "(({}){}LL)", storage_type(type),
+            static_cast<long long>(lowest ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max()));
+      return std::string("0");
+    });
   if (!is_float(type)) return lowest ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
   if (wide)
     return lowest ? "(-__longlong_as_double(0x7ff0000000000000LL))" : "__longlong_as_double(0x7ff0000000000000LL)";

@@ -18,11 +18,21 @@
 namespace lazylab::cuda {
 
 bool is_float(uint32_t dtype);
-// How a dtype is stored in memory, and held in a register (bools as bool).
+// How a dtype is stored in memory, and held in a register (bools as bool;
+// bf16 and f16, stored as the prelude's 16-bit types, in f32 registers).
 const char* storage_type(uint32_t dtype);
 const char* register_type(uint32_t dtype);
-// `v` as a literal of `dtype` (NaN and infinities by their bits).
+// Whether values of the dtype compute in f32 (f32, bf16, f16).
+bool computes_in_f32(uint32_t dtype);
+// `v` as a literal of `dtype` (NaN and infinities by their bits; a 16-bit
+// float's rounded value as an f32 literal).
 std::string literal(double v, uint32_t dtype);
+// An op's f32 result rounded as its 16-bit float dtype stores it (the
+// interpreter's per-op rounding, which a softmax of rounded exps amplifies
+// past bf16's tolerance when left out); other dtypes' as they are.
+std::string rounded(uint32_t dtype, const std::string& x);
+// An integer as a literal of integer `dtype`, wrapped as the dtype holds it.
+std::string integer_literal(long long v, uint32_t dtype);
 // A scalar attribute's value (a constant's, a pad's fill) as a literal:
 // exact in `i` for integer and bool dtypes (ABI 3.6), in `f` for floats.
 std::string scalar_literal(const lazylab_attr& value, uint32_t dtype);
@@ -47,7 +57,7 @@ struct SourceMath {
   using Predicate = std::string;
   uint32_t dtype;
 
-  bool f32() const { return dtype == LAZYLAB_F32; }
+  bool f32() const { return computes_in_f32(dtype); }
   std::string type() const { return register_type(dtype); }
   std::string call(const char* f32_name, const char* f64_name, const std::string& x) const {
     return fmt::format("{}({})", f32() ? f32_name : f64_name, x);

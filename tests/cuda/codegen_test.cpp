@@ -15,6 +15,7 @@
 #include "core/donation.h"
 #include "core/fusion_strategy.h"
 #include "core/tensor_ops.h"
+#include "narrow_dtypes.h"
 #include "runner/workload.h"
 #include "support.h"
 
@@ -123,6 +124,21 @@ TEST_CASE("every op of the op table generates code, opaque kernels op by op") {
     CAPTURE(strategy);
     Module module = lowered(ctx.capture(), "canonicalize,fuse{strategy=" + std::string(strategy) + "},lower");
     cuda::ProgramCode code = generated(module);
+    CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+  }
+}
+
+TEST_CASE("bf16, f16, i8 and u8 generate code for every kind of kernel that NVRTC compiles") {
+  Context ctx;
+  std::vector<Tensor> roots = narrow_dtype_program(ctx);
+  Graph graph = ctx.capture();
+  for (const char* pipeline_text : {"canonicalize,fuse{strategy=none},lower",
+                                    "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower,plan-memory",
+                                    "decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory"}) {
+    CAPTURE(pipeline_text);
+    cuda::ProgramCode code = generated(lowered(graph, pipeline_text));
+    CHECK(code.source.find("lazylab_bf16* __restrict__") != std::string::npos);
+    CHECK(code.source.find("lazylab_f16") != std::string::npos);
     CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
   }
 }

@@ -13,6 +13,7 @@
 #include "../unit/support.h"
 #include "../unit/workload_steps.h"
 #include "core/fusion_strategy.h"
+#include "narrow_dtypes.h"
 #include "runner/workload.h"
 
 using namespace lazylab;
@@ -154,6 +155,7 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
         cast(ctx.iota(TensorType{DType::I32, {4, 3}}, 1), DType::F32),
         sum(x, {0}),
         cast(max(i, {0, 1}), DType::F32),
+        cast(max(i - 20, {0, 1}), DType::F32),  // of negatives: from i32's least, not INT64_MIN's low bits (0)
         cast(mean(d, {1}), DType::F32),
         cast(matmul(i, transpose(i, 0, 1)), DType::F32),
         cast(matmul(d, transpose(d, 0, 1)), DType::F32),
@@ -204,6 +206,30 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
       auto g = values(got[o]), w = values(want[o]);
       REQUIRE(g.size() == w.size());
       for (size_t k = 0; k < w.size(); ++k) CHECK(g[k] == doctest::Approx(w[k]).epsilon(1e-5).scale(1e-1));
+    }
+  }
+}
+
+// bf16 and f16 compute in f32 between 16-bit loads and stores, where the
+// interpreter rounds each op: within two bf16 steps (2^-7) of its result.
+TEST_CASE("bf16, f16, i8 and u8 run on cuda as on the interpreter") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  Engine reference_engine(pipeline("decompose,lower"), *interp);
+  Context reference(reference_engine);
+  std::vector<Tensor> want = narrow_dtype_program(reference);
+  for (const char* pipeline_text : {"canonicalize,fuse{strategy=none},lower",
+                                    "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower,plan-memory",
+                                    "decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory"}) {
+    CAPTURE(pipeline_text);
+    Engine engine(pipeline(pipeline_text), *cuda);
+    Context ctx(engine);
+    std::vector<Tensor> got = narrow_dtype_program(ctx);
+    for (size_t o = 0; o < want.size(); ++o) {
+      CAPTURE(o);
+      auto g = values(got[o]), w = values(want[o]);
+      REQUIRE(g.size() == w.size());
+      for (size_t k = 0; k < w.size(); ++k) CHECK(g[k] == doctest::Approx(w[k]).epsilon(1.6e-2).scale(1e-1));
     }
   }
 }

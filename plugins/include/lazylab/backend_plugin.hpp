@@ -29,6 +29,7 @@
 
 #include "lazylab/backend_abi.h"
 #include "lazylab/backend_options.hpp"
+#include "lazylab/dtype_table.hpp"
 
 namespace lazylab::plugin {
 
@@ -41,12 +42,10 @@ inline std::map<std::string, std::string> parse_options(const char* text) {
   return {items.begin(), items.end()};
 }
 
-inline size_t dtype_bytes(uint32_t dtype) {
-  return dtype == LAZYLAB_F64 || dtype == LAZYLAB_I64 ? 8 : dtype == LAZYLAB_BOOL ? 1 : 4;
-}
-
+// The bytes of an array (the dtype table's element size; a sized list here
+// gave bf16 four bytes an element).
 inline uint64_t bytes_of(uint32_t dtype, const std::vector<int64_t>& shape) {
-  uint64_t n = dtype_bytes(dtype);
+  uint64_t n = dtypes::known(dtype) ? dtypes::size(dtype) : 0;
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;
 }

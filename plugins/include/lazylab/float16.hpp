@@ -55,7 +55,7 @@ struct Format {
 
   // The format's value as a double (exact: every value is one).
   static constexpr double to_double(uint16_t h) {
-    uint64_t sign = uint64_t{h >> 15} << 63;
+    uint64_t sign = static_cast<uint64_t>(h >> 15) << 63;
     int exponent = (h >> SignificandBits) & kExponentMask;
     uint64_t significand = h & kSignificandMask;
     if (exponent == kExponentMask)
