@@ -4,6 +4,7 @@
 #include "core/fusion_strategy.h"
 #include "core/memory_planner.h"
 #include "core/pass.h"
+#include "core/precision_policy.h"
 #include "core/scheduler.h"
 
 namespace lazylab {
@@ -18,5 +19,6 @@ template class Registry<PassInfo>;
 template class Registry<FusionStrategyInfo>;
 template class Registry<SchedulerInfo>;
 template class Registry<MemoryPlannerInfo>;
+template class Registry<PrecisionPolicyInfo>;
 
 }  // namespace lazylab

@@ -1,5 +1,5 @@
 // One registry design for everything a pipeline selects by name: passes,
-// fusion strategies, schedulers and memory planners. An Info has at least
+// fusion strategies, schedulers, memory planners and precision policies. An Info has at least
 // `name`, `summary`, typed `options` and `provenance` ("plugin NAME
 // VERSION", empty for built-ins). Built-ins register from static
 // initialisers in liblazylab; plugins through PluginRegistrar

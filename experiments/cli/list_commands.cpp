@@ -6,6 +6,7 @@
 #include "core/fusion_strategy.h"
 #include "core/memory_planner.h"
 #include "core/pass.h"
+#include "core/precision_policy.h"
 #include "core/scheduler.h"
 #include "options.h"
 #include "runner/workload.h"
@@ -58,6 +59,7 @@ int passes_command(const Args& args) {
     };
     if (info->name == "schedule") print_entries(SchedulerRegistry::global(), "scheduler");
     if (info->name == "plan-memory") print_entries(MemoryPlannerRegistry::global(), "planner");
+    if (info->name == "autocast") print_entries(PrecisionPolicyRegistry::global(), "policy");
   }
   return kExitOk;
 }
