@@ -251,6 +251,32 @@ Replacement shared_weight_matmul(const Match& m) {
   return std::optional(*result);
 }
 
+// cast(broadcast(x)) -> broadcast(cast(x)): the cast of fewer elements. A
+// cast to a narrower dtype also moves ahead of a transpose, reshape or slice
+// that only it reads, so the layout moves fewer bytes and the cast can join
+// its source's kernel (autocast's bf16 q, k and v, sliced from one f32
+// projection: their casts meet as one, which cse merges, in the
+// projection's epilogue). A slice keeping less than a quarter of its source
+// keeps its cast after it: casting the whole source would cost more than it
+// saves; a widening cast stays after any of them (the layout would move
+// more bytes).
+Replacement cast_before_layout(const Match& m) {
+  const Node& layout = m.operand(0);
+  const TensorType& source = m.builder.type(layout.operands[0]);
+  bool narrows = dtype_size(m.node.type.dtype) < dtype_size(layout.type.dtype);
+  bool moves = layout.op == OpId::Transpose || layout.op == OpId::Reshape ||
+               (layout.op == OpId::Slice && 4 * layout.type.num_elements() >= source.num_elements());
+  if (layout.op != OpId::Broadcast && !(moves && narrows && m.sole_user_of(0))) return kKeep;
+  TensorType cast_type{m.node.type.dtype, source.shape};
+  const OpId op = layout.op;  // read before the builder grows: `layout` may move
+  const Attrs attrs = layout.attrs;
+  auto cast = m.builder.add(OpId::Cast, {layout.operands[0]}, {}, &cast_type);
+  if (!cast) return cast.error();
+  auto id = m.builder.add(op, {*cast}, attrs, &m.node.type);
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
 struct Rule {
   const char* name;
   bool (*matches)(OpId op);
@@ -278,6 +304,7 @@ constexpr Rule kRules[] = {
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
     {"broadcast-of-unit-reshape", [](OpId op) { return op == OpId::Broadcast; }, broadcast_of_unit_reshape},
     {"shared-weight-matmul", [](OpId op) { return op == OpId::Matmul; }, shared_weight_matmul},
+    {"cast-before-layout", [](OpId op) { return op == OpId::Cast; }, cast_before_layout},
 };
 
 Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands& operands,
@@ -291,12 +318,25 @@ Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands&
   return kKeep;
 }
 
-// How many operands and roots name each node.
+// How many operands of live nodes and roots name each node. Nodes a rewrite
+// left unused (dce removes them later) count for nothing: a value's one
+// live reader is its sole user even while a replaced reader lingers, so
+// rules that need one (cast-before-layout, step by step up a chain) go on
+// in the next round.
 std::vector<int64_t> use_counts(const Graph& graph) {
   std::vector<int64_t> uses(graph.size(), 0);
-  for (const Node& node : graph.nodes())
-    for (NodeId operand : node.operands) ++uses[operand];
-  for (NodeId root : graph.roots()) ++uses[root];
+  std::vector<bool> live(graph.size(), false);
+  for (NodeId root : graph.roots()) {
+    ++uses[root];
+    live[root] = true;
+  }
+  for (size_t id = graph.size(); id-- > 0;) {  // operands come before their users
+    if (!live[id]) continue;
+    for (NodeId operand : graph.nodes()[id].operands) {
+      ++uses[operand];
+      live[operand] = true;
+    }
+  }
   return uses;
 }
 
