@@ -13,10 +13,18 @@
 // arithmetic, ReLU, a residual add) where the backend fuses window epilogues
 // and the merged ops still form a window kernel (kernel_description.h), and
 // no prologue. Pairs without either follow producer-consumer.
-// Profitability: fuse whenever legal.
+// Profitability: fuse whenever legal, but where the backend's epilogue is a
+// pass that reads the product back (ABI 3.14's gemm_epilogue_rereads: cuda),
+// an epilogue whose values reach a reduction through elementwise ops alone
+// (a softmax's scaled, masked scores; a residual a layernorm reads) is left
+// to the reduction's kernel, as its prologue: the product is written once
+// either way, and the epilogue's result is never written. Where the
+// epilogue is applied as the product is computed (cpu), it costs nothing
+// and stays.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/fusion_strategy.h"
 #include "core/kernel_description.h"
@@ -26,6 +34,23 @@ namespace lazylab {
 namespace {
 
 bool is_epilogue_op(OpId op) { return fuses_as_elementwise(op); }
+
+// Whether `id`'s value reaches a reduction through epilogue ops alone.
+bool reaches_reduction(const Graph& graph, NodeId id) {
+  std::vector<NodeId> work{id};
+  std::set<NodeId> seen{id};
+  while (!work.empty()) {
+    NodeId value = work.back();
+    work.pop_back();
+    for (NodeId user = value + 1; user < graph.size(); ++user) {  // users come after their operands
+      const Node& node = graph.node(user);
+      if (std::find(node.operands.begin(), node.operands.end(), value) == node.operands.end()) continue;
+      if (op_info(node.op).category == OpCategory::Reduction) return true;
+      if (is_epilogue_op(node.op) && seen.insert(user).second) work.push_back(user);
+    }
+  }
+  return false;
+}
 
 // Why the nodes of `id`'s group cannot all be epilogue ops of `matmul`, or
 // nothing when they can.
@@ -70,6 +95,11 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
       if (groups.group_of(operand) == groups.group_of(other))
         return FusionDecision::no(RefusalCode::OpKind, "the other kernel computes an operand of the matmul");
     if (auto problem = epilogue_problem(module, groups, other, matmul)) return *problem;
+    for (NodeId member : groups.members_of(other))
+      if (producer_matmul && module.capabilities && module.capabilities->gemm_epilogue_rereads &&
+          reaches_reduction(graph, member))
+        return FusionDecision::no(RefusalCode::Cost, fmt::format("{} reaches a reduction: left to be its prologue",
+                                                                 op_name(graph.node(member).op)));
   }
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
   if (groups.would_create_cycle(producer, consumer))
@@ -124,7 +154,9 @@ const FusionStrategyRegistrar kRegistrar{
      "producer-consumer, plus transposed operands and elementwise epilogues folded into matmul kernels",
      "producer-consumer, plus one matmul per kernel with transposes of its last two dims (used by nothing else) as "
      "operands and elementwise ops of its output shape as epilogue; backend fuses GEMM epilogues; size limit; no cycle",
-     "whenever legal", [](const PassOptions&) { return std::make_unique<GemmEpilogue>(); }}};
+     "whenever legal; where the backend's epilogue rereads the product (cuda), an epilogue reaching a reduction is "
+     "left to the reduction as its prologue",
+     [](const PassOptions&) { return std::make_unique<GemmEpilogue>(); }}};
 
 }  // namespace
 }  // namespace lazylab

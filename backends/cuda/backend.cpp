@@ -92,6 +92,7 @@ class CudaBackend : public plugin::Backend {
     caps.fuses_layout_views = 1;
     caps.attention_max_head_dim = 128;            // attention_kernel.h's tiles: shared memory and registers
     caps.reads_row_groups = row_groups_ ? 1 : 0;  // codegen.cpp: a per-channel value indexed by its row's group
+    caps.gemm_epilogue_rereads = 1;  // codegen.cpp: cuBLASLt writes the product, a generated kernel reads it back
   }
 
   std::string device_description() const override {
@@ -249,7 +250,7 @@ lazylab_ceilings CudaBackend::measure_ceilings(int32_t index) {
   double copy_ms = best_ms(5, [&] { driver.cuMemcpyDtoDAsync(b, a, copy_bytes, d.stream); });
   const int64_t n = 8192;
   lazylab_contraction c{0, 0, 0, 0, 0, 1, n, n, n};
-  Product product(d, compiler_, c, tf32_, false);
+  Product product(d, compiler_, c, LAZYLAB_F32, tf32_, false);
   driver.cuMemsetD8Async(a, 0x3c, n * n * 4, d.stream);  // 0x3c3c3c3c: about 0.0115, not zero
   double gemm_ms = best_ms(3, [&] { product.run(d.stream, a, a + n * n * 4, b); });
   driver.cuMemFreeAsync(a, d.stream);

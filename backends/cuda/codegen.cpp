@@ -15,6 +15,7 @@
 #include "lazylab/reference_semantics.hpp"
 #include "lazylab/row_space.hpp"
 #include "op_source.h"
+#include "product_types.h"
 #include "row_space_source.h"
 #include "source_text.h"
 
@@ -62,6 +63,18 @@ struct lazylab_f16 {
     return f;
   }
 };
+// Four 16-bit values as the 64 bits one load or store moves: a lane's value,
+// and four values packed.
+template <class T> __device__ __forceinline__ float lazylab_lane(uint2 q, int lane) {
+  T h;
+  const unsigned word = lane < 2 ? q.x : q.y;
+  h.bits = (unsigned short)((lane & 1) ? word >> 16 : word & 0xffffu);
+  return (float)h;
+}
+template <class T> __device__ __forceinline__ uint2 lazylab_pack4(float a, float b, float c, float d) {
+  return make_uint2((unsigned)T(a).bits | ((unsigned)T(b).bits << 16u),
+                    (unsigned)T(c).bits | ((unsigned)T(d).bits << 16u));
+}
 __device__ __forceinline__ float lazylab_round_bf16(float f) { return (float)lazylab_bf16(f); }
 __device__ __forceinline__ float lazylab_round_f16(float f) { return (float)lazylab_f16(f); }
 struct LazylabSum {
@@ -130,9 +143,12 @@ class ProgramSource {
     uint32_t kind = lazylab_kernel_described(&kernel) ? kernel.kind : static_cast<uint32_t>(LAZYLAB_KERNEL_OPAQUE);
     std::string name = fmt::format("k{}", k);
     KernelCode result;
-    if (kind == LAZYLAB_KERNEL_CONTRACTION && program_.values[kernel.contraction.matmul].dtype != LAZYLAB_F32) {
-      kind = LAZYLAB_KERNEL_OPAQUE;
-      result.op_by_op = "cuBLASLt runs products of f32, this one is not";
+    if (kind == LAZYLAB_KERNEL_CONTRACTION) {
+      uint32_t dtype = program_.values[kernel.contraction.matmul].dtype;
+      if (!product_types(dtype, false)) {
+        kind = LAZYLAB_KERNEL_OPAQUE;
+        result.op_by_op = fmt::format("cuBLASLt runs products of f32, bf16 and f16, not of {}", dtypes::name(dtype));
+      }
     }
     switch (kind) {
       case LAZYLAB_KERNEL_ELEMENTWISE:
@@ -299,7 +315,7 @@ class ProgramSource {
       return nullptr;
     }();
     bool shape = view->op == LAZYLAB_OP_Broadcast && bias && bias->kind == LAZYLAB_ACCESS_REPEAT &&
-                 bias->period == c.n && program_.values[bias->source].dtype == LAZYLAB_F32 &&
+                 bias->period == c.n && program_.values[bias->source].dtype == program_.values[c.matmul].dtype &&
                  elements_of(program_.values[bias->source]) == c.n;
     bool adds = add->op == LAZYLAB_OP_Add && add->num_operands == 2 &&
                 ((add->operands[0] == c.matmul && add->operands[1] == view->result) ||

@@ -24,6 +24,10 @@
 
 namespace lazylab::cuda {
 
+// A product as cuBLASLt's choice depends on it: batch, m, n, k, whether each
+// operand is transposed, the bias epilogue, TF32 and the dtype.
+using ProductKey = std::array<int64_t, 9>;
+
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device
 
 // A graph replays the launches of a step with one call, but its parameters
@@ -56,7 +60,7 @@ struct Device {
   CUdeviceptr workspace = 0;
   // cuBLASLt's choice for each product shape, asked once per device.
   mutable std::mutex algo_mutex;
-  mutable std::map<std::array<int64_t, 8>, AlgoChoice> algos;
+  mutable std::map<ProductKey, AlgoChoice> algos;
   // Events of finished executions, for the next ones: creating and
   // destroying two a step was a measurable part of a small step's host time.
   mutable std::mutex event_mutex;

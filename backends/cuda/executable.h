@@ -227,8 +227,9 @@ class CudaExecutable : public plugin::Executable {
       const Product* product = kernels_[k].product.get();
       if (!product) continue;
       const lazylab_contraction& c = product->contraction();
-      notes += fmt::format("kernel {}: cuBLASLt {} x [{} x {}] x [{} x {}]{}: {}\n", k, c.batch, c.m, c.k, c.k, c.n,
-                           product->adds_bias() ? " + bias" : "", describe(product->choice()));
+      notes +=
+          fmt::format("kernel {}: cuBLASLt {} {} x [{} x {}] x [{} x {}]{}: {}\n", k, dtypes::name(product->dtype()),
+                      c.batch, c.m, c.k, c.k, c.n, product->adds_bias() ? " + bias" : "", describe(product->choice()));
     }
     return notes;
   }
@@ -267,8 +268,9 @@ class CudaExecutable : public plugin::Executable {
   LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, const CompilerOptions& compiler, bool tf32) {
     LoadedKernel loaded;
     if (code.product)
-      loaded.product = std::make_unique<Product>(device_, compiler, kernel.contraction, tf32, code.bias != kNoValue,
-                                                 static_cast<float>(code.alpha));
+      loaded.product =
+          std::make_unique<Product>(device_, compiler, kernel.contraction, values_[kernel.contraction.matmul].dtype,
+                                    tf32, code.bias != kNoValue, static_cast<float>(code.alpha));
     loaded.product_out = code.product_out;
     loaded.bias = code.bias;
     for (const Launch& launch : code.launches) {

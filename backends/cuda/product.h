@@ -22,6 +22,8 @@
 #include "algo_choice.h"
 #include "compiler.h"
 #include "device.h"
+#include "lazylab/dtype_table.hpp"
+#include "product_types.h"
 
 namespace lazylab::cuda {
 
@@ -36,23 +38,26 @@ constexpr uint64_t kMaxAutotuneBytes = uint64_t{2} << 30;  // operands larger th
 constexpr float kMaxSearchMs = 5.0f;
 constexpr int kFinalists = 3;  // timed again, 3 runs each, after one run of every candidate
 
-// A cuBLASLt product D = A B over row-major f32 matrices, batched: computed
-// as the column-major D^T = B^T A^T, so cuBLASLt's first operand is B's
-// memory and its second A's.
+// A cuBLASLt product D = A B over row-major matrices of one dtype (f32, bf16
+// or f16: product_types.h), batched: computed as the column-major
+// D^T = B^T A^T, so cuBLASLt's first operand is B's memory and its second A's.
 class Product {
  public:
-  // With `bias`, cuBLASLt adds a vector of n along each row of the product
-  // (its BIAS epilogue: in D^T's column-major terms, one value per row).
-  // `compiler` says where the disk cache keeps cuBLASLt's choices.
-  Product(const Device& device, const CompilerOptions& compiler, const lazylab_contraction& c, bool tf32, bool bias,
-          float alpha = 1.0f)
-      : device_(device), c_(c), bias_(bias), alpha_(alpha) {
+  // With `bias`, cuBLASLt adds a vector of n (of the product's dtype) along
+  // each row of the product (its BIAS epilogue: in D^T's column-major terms,
+  // one value per row). `compiler` says where the disk cache keeps
+  // cuBLASLt's choices. Throws for a dtype product_types() has no entry for.
+  Product(const Device& device, const CompilerOptions& compiler, const lazylab_contraction& c, uint32_t dtype,
+          bool tf32, bool bias, float alpha = 1.0f)
+      : device_(device), c_(c), dtype_(dtype), bias_(bias), alpha_(alpha) {
+    std::optional<ProductTypes> types = product_types(dtype, tf32);
+    if (!types) throw std::invalid_argument(fmt::format("cuBLASLt runs no product of {}", dtypes::name(dtype)));
+    types_ = *types;
     const CublasLt& b = device.blas;
-    cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    check(b.cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check(b.cublasLtMatmulDescCreate(&desc_, types_.compute, types_.scale), "cublasLtMatmulDescCreate");
     if (bias) {
       cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      cudaDataType_t type = CUDA_R_32F;
+      cudaDataType_t type = types_.data;
       b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
       b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type);
     }
@@ -74,7 +79,7 @@ class Product {
   // timed on this device: once per shape and device in a process, and once
   // per machine where the disk cache is on.
   AlgoChoice choose_algo(const CompilerOptions& compiler, bool tf32) {
-    std::array<int64_t, 8> key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32};
+    ProductKey key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32, dtype_};
     std::lock_guard<std::mutex> lock(device_.algo_mutex);
     if (auto it = device_.algos.find(key); it != device_.algos.end()) {
       AlgoChoice again = it->second;
@@ -90,7 +95,7 @@ class Product {
         return *stored;
       }
     }
-    AlgoChoice choice = time_candidates(tf32);
+    AlgoChoice choice = time_candidates();
     device_.algos.emplace(key, choice);
     if (!path.empty() && choice.source == AlgoChoice::Source::Timed) store_algo_choice(path, choice);
     return choice;
@@ -98,7 +103,7 @@ class Product {
 
   // What a stored choice is valid for: the shape, the device and the
   // libraries that timed it.
-  std::string identity(const std::array<int64_t, 8>& key, const CompilerOptions& compiler) const {
+  std::string identity(const ProductKey& key, const CompilerOptions& compiler) const {
     return fmt::format("{}|{}|{}|cublasLt {}|driver {}|candidates {} and configurations", fmt::join(key, " "),
                        device_.name, device_.arch(), device_.blas.cublasLtGetVersion(), compiler.driver_version,
                        kAlgoCandidates);
@@ -113,7 +118,7 @@ class Product {
            result.workspaceSize <= kWorkspaceBytes;
   }
 
-  AlgoChoice time_candidates(bool tf32) {
+  AlgoChoice time_candidates() {
     const CublasLt& b = device_.blas;
     cublasLtMatmulPreference_t preference = nullptr;
     check(b.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
@@ -131,26 +136,26 @@ class Product {
                                            c_.batch, c_.m, c_.k, c_.k, c_.n));
     std::vector<cublasLtMatmulAlgo_t> candidates;
     for (int i = 0; i < found; ++i) candidates.push_back(results[i].algo);
-    return fastest(std::move(candidates), tf32);
+    return fastest(std::move(candidates));
   }
 
   // Every configuration cuBLASLt accepts for this product: each algorithm's
   // tiles, stages and CTA swizzling. The heuristic names a few of them; for
   // mlp's f32 products on an H100 its first was 3.7% and 2.8% slower than
   // the fastest configuration (1.376 against 1.325 ms, 1.353 against 1.315).
-  std::vector<cublasLtMatmulAlgo_t> configurations(bool tf32) const {
+  std::vector<cublasLtMatmulAlgo_t> configurations() const {
     const CublasLt& b = device_.blas;
-    cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const ProductTypes& t = types_;
     std::array<int, 64> ids{};
     int count = 0;
-    if (b.cublasLtMatmulAlgoGetIds(device_.lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+    if (b.cublasLtMatmulAlgoGetIds(device_.lt, t.compute, t.scale, t.data, t.data, t.data, t.data,
                                    static_cast<int>(ids.size()), ids.data(), &count) != CUBLAS_STATUS_SUCCESS)
       return {};
     std::vector<cublasLtMatmulAlgo_t> found;
     for (int i = 0; i < count; ++i) {
       cublasLtMatmulAlgo_t algo{};
-      if (b.cublasLtMatmulAlgoInit(device_.lt, compute, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
-                                   ids[i], &algo) != CUBLAS_STATUS_SUCCESS)
+      if (b.cublasLtMatmulAlgoInit(device_.lt, t.compute, t.scale, t.data, t.data, t.data, t.data, ids[i], &algo) !=
+          CUBLAS_STATUS_SUCCESS)
         continue;
       int swizzling = 0;
       size_t written = 0;
@@ -190,10 +195,11 @@ class Product {
   // those; the heuristic's first where the operands would not fit or every
   // candidate fails. The heuristic's candidates come first; where its first
   // is quick to time, every configuration of cuBLASLt's algorithms follows.
-  AlgoChoice fastest(std::vector<cublasLtMatmulAlgo_t> candidates, bool tf32) {
+  AlgoChoice fastest(std::vector<cublasLtMatmulAlgo_t> candidates) {
     const Driver& d = device_.driver;
     // Each operand 256-byte aligned, as the arena places them.
-    auto aligned = [](uint64_t floats) { return (floats * 4 + 255) / 256 * 256; };
+    const uint64_t element_bytes = dtypes::size(dtype_);
+    auto aligned = [&](uint64_t elements) { return (elements * element_bytes + 255) / 256 * 256; };
     const uint64_t lhs_bytes = aligned(c_.batch * c_.m * c_.k), rhs_bytes = aligned(c_.batch * c_.k * c_.n);
     const uint64_t out_bytes = aligned(c_.batch * c_.m * c_.n),
                    bytes = lhs_bytes + rhs_bytes + out_bytes + aligned(c_.n);
@@ -202,7 +208,7 @@ class Product {
     CUdeviceptr scratch = 0;
     if (d.cuMemAlloc(&scratch, bytes) != CUDA_SUCCESS) return heuristic;
     CUdeviceptr lhs = scratch, rhs = lhs + lhs_bytes, out = rhs + rhs_bytes, bias = out + out_bytes;
-    d.cuMemsetD8Async(scratch, 0x3c, bytes, device_.stream);  // about 0.0115, not zero
+    d.cuMemsetD8Async(scratch, 0x3c, bytes, device_.stream);  // not zero: f32 0.0115, bf16 0.0115, f16 1.06
     CUevent start = nullptr, stop = nullptr;
     d.cuEventCreate(&start, CU_EVENT_DEFAULT);
     d.cuEventCreate(&stop, CU_EVENT_DEFAULT);
@@ -224,7 +230,7 @@ class Product {
     };
     float first_ms = time(candidates[0], 1);
     if (first_ms >= 0 && first_ms < kMaxSearchMs)
-      for (const cublasLtMatmulAlgo_t& config : configurations(tf32)) candidates.push_back(config);
+      for (const cublasLtMatmulAlgo_t& config : configurations()) candidates.push_back(config);
     AlgoChoice choice{candidates[0], 0, std::vector<float>(candidates.size(), -1.0f), AlgoChoice::Source::Timed};
     choice.candidate_ms[0] = first_ms;
     for (size_t i = 1; i < candidates.size(); ++i) choice.candidate_ms[i] = time(candidates[i], 1);
@@ -274,13 +280,14 @@ class Product {
           "cublasLtMatmul");
   }
   const lazylab_contraction& contraction() const { return c_; }
+  uint32_t dtype() const { return dtype_; }
   const AlgoChoice& choice() const { return choice_; }
   bool adds_bias() const { return bias_; }
 
  private:
   cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t batch_stride) {
     cublasLtMatrixLayout_t l = nullptr;
-    check(device_.blas.cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, rows), "cublasLtMatrixLayoutCreate");
+    check(device_.blas.cublasLtMatrixLayoutCreate(&l, types_.data, rows, cols, rows), "cublasLtMatrixLayoutCreate");
     int32_t batch = static_cast<int32_t>(c_.batch);
     device_.blas.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
     device_.blas.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
@@ -290,6 +297,8 @@ class Product {
 
   const Device& device_;
   lazylab_contraction c_;
+  uint32_t dtype_;
+  ProductTypes types_{};
   bool bias_;
   float alpha_;
   cublasLtMatmulDesc_t desc_ = nullptr;

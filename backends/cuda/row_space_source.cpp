@@ -33,7 +33,7 @@ class RowSpaceSource {
     launch.work = n / vec_;
     std::string body;
     for (uint32_t v : vector_loads_)
-      body += fmt::format("    const float4 q{0} = reinterpret_cast<const float4*>(p{0})[t];\n", v);
+      body += fmt::format("    const {1} q{0} = reinterpret_cast<const {1}*>(p{0})[t];\n", v, vector_type(v));
     for (int lane = 0; lane < vec_; ++lane) {
       lane_ = lane;
       scope_.clear();
@@ -45,7 +45,8 @@ class RowSpaceSource {
         if (!vector_store(v)) body += store_element(v);
     }
     for (uint32_t v : space_.writes())
-      if (vector_store(v)) body += fmt::format("    reinterpret_cast<float4*>(p{})[t] = {};\n", v, float4_of(v));
+      if (vector_store(v))
+        body += fmt::format("    reinterpret_cast<{}*>(p{})[t] = {};\n", vector_type(v), v, vector_of(v));
     return fmt::format(
         "extern \"C\" __global__ void {}({}) {{\n"
         "  for (long long s = blockIdx.x * (long long)blockDim.x + threadIdx.x; s < work;\n"
@@ -89,7 +90,7 @@ class RowSpaceSource {
     }
     for (uint32_t v : space_.writes())
       if (!stored_per_row(v) && vector_store(v))
-        last_loop += fmt::format("      reinterpret_cast<float4*>(p{} + base)[g] = {};\n", v, float4_of(v));
+        last_loop += fmt::format("      reinterpret_cast<{}*>(p{} + base)[g] = {};\n", vector_type(v), v, vector_of(v));
     bool stores_in_full =
         std::any_of(space_.writes().begin(), space_.writes().end(), [&](uint32_t v) { return !stored_per_row(v); });
     if (stores_in_full) body += row_loop(last_loop);
@@ -159,8 +160,8 @@ class RowSpaceSource {
     std::string threads = warp_rows_ ? "32" : "(long long)blockDim.x";
     std::string declare, load;
     for (uint32_t v : vector_loads_) {
-      declare += fmt::format("    float4 q{}[{}];\n", v, per_thread_);
-      load += fmt::format("      q{0}[k] = reinterpret_cast<const float4*>(p{0} + base)[g];\n", v);
+      declare += fmt::format("    {} q{}[{}];\n", vector_type(v), v, per_thread_);
+      load += fmt::format("      q{0}[k] = reinterpret_cast<const {1}*>(p{0} + base)[g];\n", v, vector_type(v));
     }
     return fmt::format(
         "{}#pragma unroll\n    for (int k = 0; k < {}; ++k) {{\n"
@@ -174,9 +175,10 @@ class RowSpaceSource {
     std::string code;
     if (!cached_ && vec_ == 4)
       for (uint32_t v : vector_loads_)
-        code += fmt::format("      const float4 q{0} = reinterpret_cast<const float4*>(p{0} + base)[g];\n", v);
+        code +=
+            fmt::format("      const {1} q{0} = reinterpret_cast<const {1}*>(p{0} + base)[g];\n", v, vector_type(v));
     for (uint32_t v : repeat_vectors_)
-      code += fmt::format("      const float4 w{0} = reinterpret_cast<const float4*>(p{0})[g];\n", v);
+      code += fmt::format("      const {1} w{0} = reinterpret_cast<const {1}*>(p{0})[g];\n", v, vector_type(v));
     return code;
   }
 
@@ -191,26 +193,39 @@ class RowSpaceSource {
   // The elements `v` has in memory, as stored: one per row (else full).
   bool stored_per_row(uint32_t v) const { return space_.stored(v) == rows::Stored::PerRow; }
 
-  // The 128-bit loads: of values read in full by the ops themselves (not
-  // only through a view), the thread's four elements in one; in a row
-  // kernel, of a vector along the row (a layernorm's weights), a group's.
+  // The vector loads, four elements in one (128 bits of f32, 64 of bf16 or
+  // f16): of values read in full by the ops themselves (not only through a
+  // view), the thread's four elements; in a row kernel, of a vector along
+  // the row (a layernorm's weights), a group's.
   void collect_memory() {
     for (const lazylab_op* op : space_.ops()) {
       if (!rows::is_view(*op)) continue;
       const lazylab_access& a = access(op->result);
       if (row_mode_ && vec_ == 4 && a.kind == LAZYLAB_ACCESS_REPEAT && a.period == cols_ &&
-          !space_.produced(a.source) && dtype(a.source) == LAZYLAB_F32)
+          !space_.produced(a.source) && vectorized(a.source))
         repeat_vectors_.insert(a.source);
     }
     if (vec_ == 4)
       for (uint32_t v : space_.reads())
-        if (const lazylab_access* a = space_.access(v); a && dtype(v) == LAZYLAB_F32 && a->kind == LAZYLAB_ACCESS_FULL)
+        if (const lazylab_access* a = space_.access(v); a && vectorized(v) && a->kind == LAZYLAB_ACCESS_FULL)
           vector_loads_.insert(v);
   }
 
-  bool vector_store(uint32_t v) const {
-    return vec_ == 4 && dtype(v) == LAZYLAB_F32 && space_.stored(v) == rows::Stored::Full;
+  // Values moved four elements at a time: f32 as a float4, the 16-bit floats
+  // as a uint2 of their bits.
+  bool vectorized(uint32_t v) const {
+    uint32_t t = dtype(v);
+    return t == LAZYLAB_F32 || t == LAZYLAB_BF16 || t == LAZYLAB_F16;
   }
+  const char* vector_type(uint32_t v) const { return dtype(v) == LAZYLAB_F32 ? "float4" : "uint2"; }
+
+  // This lane's element of a vector `q` of v's dtype, as an f32.
+  std::string lane_of(uint32_t v, const std::string& q) const {
+    if (dtype(v) == LAZYLAB_F32) return fmt::format("{}.{}", q, "xyzw"[lane_]);
+    return fmt::format("lazylab_lane<{}>({}, {})", storage_type(dtype(v)), q, lane_);
+  }
+
+  bool vector_store(uint32_t v) const { return vec_ == 4 && vectorized(v) && space_.stored(v) == rows::Stored::Full; }
 
   // Memory `source` read the way `kind` says, at this lane's element.
   std::string load(uint32_t source, uint32_t kind, int64_t period) const {
@@ -218,14 +233,14 @@ class RowSpaceSource {
     switch (kind) {
       case LAZYLAB_ACCESS_FULL:
         if (vector_loads_.count(source))
-          return fmt::format("q{}{}.{}", source, indexed_vectors_ ? "[k]" : "", "xyzw"[lane_]);
+          return lane_of(source, fmt::format("q{}{}", source, indexed_vectors_ ? "[k]" : ""));
         at = fmt::format("i_{}", lane_);
         break;
       case LAZYLAB_ACCESS_PER_ROW: at = fmt::format("r_{}", lane_); break;
       case LAZYLAB_ACCESS_ROW_GROUP: at = group_index(fmt::format("r_{}", lane_), source, period); break;
       case LAZYLAB_ACCESS_SCALAR: at = "0"; break;
       case LAZYLAB_ACCESS_REPEAT:
-        if (repeat_vectors_.count(source)) return fmt::format("w{}.{}", source, "xyzw"[lane_]);
+        if (repeat_vectors_.count(source)) return lane_of(source, fmt::format("w{}", source));
         at = repeat_index(period);
         break;
       default: throw std::invalid_argument("codegen: a splat has no memory");
@@ -267,11 +282,14 @@ class RowSpaceSource {
     return load(v, a.kind, a.period);
   }
 
-  // The four lanes' values of `v` as one float4; a value known per row (a
-  // row's statistic broadcast along it and stored in full) is each lane's.
-  std::string float4_of(uint32_t v) const {
-    if (row_known_.count(v)) return fmt::format("make_float4(v{0}, v{0}, v{0}, v{0})", v);
-    return fmt::format("make_float4(v{0}_0, v{0}_1, v{0}_2, v{0}_3)", v);
+  // The four lanes' values of `v` as one vector (vector_type); a value
+  // known per row (a row's statistic broadcast along it and stored in full)
+  // is each lane's.
+  std::string vector_of(uint32_t v) const {
+    std::string lanes = row_known_.count(v) ? fmt::format("v{0}, v{0}, v{0}, v{0}", v)
+                                            : fmt::format("v{0}_0, v{0}_1, v{0}_2, v{0}_3", v);
+    if (dtype(v) == LAZYLAB_F32) return fmt::format("make_float4({})", lanes);
+    return fmt::format("lazylab_pack4<{}>({})", storage_type(dtype(v)), lanes);
   }
 
   std::string var(uint32_t v) const {
@@ -334,6 +352,10 @@ class RowSpaceSource {
   // each once per loop body.
   std::string column_value(uint32_t v) {
     if (row_known_.count(v) || !space_.produced(v) || scope_.count(v)) return "";
+    if (computed_.count(v)) {  // held from the first pass over the row
+      scope_.insert(v);
+      return fmt::format("      const {0} v{1}_{2} = c{1}[k][{2}];\n", register_type(dtype(v)), v, lane_);
+    }
     const lazylab_op& op = *space_.producer(v);
     std::string code;
     if (rows::is_view(op)) {
@@ -359,12 +381,28 @@ class RowSpaceSource {
     std::string acc_type = integer && sums ? "unsigned long long" : boolean ? "int" : register_type(type);
     std::string init = identity_literal(op.op, type, false);
     if (!warp_rows_) shared += fmt::format("  __shared__ {} s{}[32];\n", acc_type, op.result);
+    // The first reduction's operand, where the kernel computes it (a
+    // softmax's scaled, masked scores), is held in registers for the later
+    // passes over the row instead of computed again in each. Later ones'
+    // are not: an f32 softmax of 8,192 columns holding its exps as well
+    // took 0.165 ms on an H200 against 0.140 computing them again (the
+    // registers cost more than the exps).
+    uint32_t input = op.operands[0];
+    bool hold =
+        cached_ && first_reduction_ && space_.produced(input) && !row_known_.count(input) && !space_.per_row(input);
+    first_reduction_ = false;
     std::string lanes;
     for (int lane = 0; lane < vec_; ++lane) {
       open_lane(lane, lanes);
-      lanes += column_value(op.operands[0]);
-      lanes += fmt::format("      a{1} = {0}()(a{1}, ({2}){3});\n", functor, op.result, acc_type,
-                           operand_in_loop(op.operands[0]));
+      lanes += column_value(input);
+      if (hold) lanes += fmt::format("      c{0}[k][{1}] = v{0}_{1};\n", input, lane);
+      lanes +=
+          fmt::format("      a{1} = {0}()(a{1}, ({2}){3});\n", functor, op.result, acc_type, operand_in_loop(input));
+    }
+    std::string held;
+    if (hold) {
+      held = fmt::format("    {} c{}[{}][{}];\n", register_type(dtype(input)), input, per_thread_, vec_);
+      computed_.insert(input);
     }
     std::string combine = warp_rows_ ? fmt::format("lazylab_warp_reduce(a{}, {}())", op.result, functor)
                                      : fmt::format("lazylab_block_reduce(a{0}, s{0}, {1}())", op.result, functor);
@@ -375,9 +413,9 @@ class RowSpaceSource {
       result = integer ? fmt::format("(long long)a{} / {}LL", op.result, cols_)
                        : fmt::format("a{} / ({}){}", op.result, acc_type, cols_);
     row_known_.insert(op.result);
-    return fmt::format("    {0} a{1} = {2};\n{3}    a{1} = {4};\n    const {5} v{1} = {6};\n", acc_type, op.result,
-                       init, row_loop(lanes), combine, register_type(type),
-                       rounded(type, fmt::format("({})({})", register_type(type), result)));
+    return held + fmt::format("    {0} a{1} = {2};\n{3}    a{1} = {4};\n    const {5} v{1} = {6};\n", acc_type,
+                              op.result, init, row_loop(lanes), combine, register_type(type),
+                              rounded(type, fmt::format("({})({})", register_type(type), result)));
   }
 
   std::string operand_in_loop(uint32_t v) const {
@@ -393,6 +431,8 @@ class RowSpaceSource {
   std::set<uint32_t> vector_loads_;
   std::set<uint32_t> scope_;      // declared in the current loop body or lane
   std::set<uint32_t> row_known_;  // declared once for the row
+  std::set<uint32_t> computed_;   // computed in an earlier pass over the row, held in c<v>[k][lane]
+  bool first_reduction_ = true;
   int vec_ = 1;
   int lane_ = 0;
   // Row reductions: a warp per row (else a block), block_ threads, each

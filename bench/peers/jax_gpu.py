@@ -6,7 +6,8 @@ experiments/gpu-suite.yaml.
 Timed as PEERS.md times JAX: fp32 at 'highest' matmul precision (TF32 off),
 host wall time around a call that blocks until the result is ready (so each
 figure includes JAX's dispatch); the first call (trace and compile) is
-reported apart.
+reported apart. With --dtype=bf16 every input is bf16 and the program
+computes in bf16 as JAX does (products accumulating in f32 on the GPU).
 """
 import math
 import statistics
@@ -41,9 +42,9 @@ def layer_norm(x, w, b):
     return (x - mean) * jax.lax.rsqrt(var + 1e-5) * w + b
 
 
-def make(name, p, rng):
-    u = lambda *shape: jnp.asarray(rng.uniform(-1, 1, shape).astype(np.float32))
-    n = lambda *shape, s=1.0: jnp.asarray((rng.standard_normal(shape) * s).astype(np.float32))
+def make(name, p, rng, dtype=jnp.float32):
+    u = lambda *shape: jnp.asarray(rng.uniform(-1, 1, shape).astype(np.float32), dtype=dtype)
+    n = lambda *shape, s=1.0: jnp.asarray((rng.standard_normal(shape) * s).astype(np.float32), dtype=dtype)
     if name.startswith("chain"):
         iters = p["iters"]
 
@@ -98,22 +99,26 @@ def measure(fn, args, warmup, runs):
 
 
 def main():
-    args, params = parse_args(__doc__, DEFAULTS)
+    args, params = parse_args(__doc__, DEFAULTS, lambda ap: ap.add_argument("--dtype", choices=["f32", "bf16"],
+                                                                           default="f32"))
+    dtype = jnp.bfloat16 if args.dtype == "bf16" else jnp.float32
+    pipeline = "jax-jit-bf16" if args.dtype == "bf16" else "jax-jit"
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
-        fn, inputs, ops = make(name, params.get(name, {}), np.random.default_rng(args.seed + i))
+        fn, inputs, ops = make(name, params.get(name, {}), np.random.default_rng(args.seed + i), dtype)
         if fn is None:
             print(f"{name:12s} not defined for jax: left out")
             continue
         step_ms, first_ms = measure(fn, inputs, args.warmup, args.runs)
-        cell = {"workload": name, "pipeline": "jax-jit", "backend": "jax-gpu", "params": params[name],
+        cell = {"workload": name, "pipeline": pipeline, "backend": "jax-gpu", "params": params[name],
                 "step_ms": step_ms, "first_call_ms": first_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
-        print(f"{name:12s} jax jit {step_ms['median']:9.4f} ms host (first call {first_ms:.0f} ms)")
-    write_report(args.out, f"jax {jax.__version__} jit on {jax.devices()[0].device_kind}: fp32, matmul precision "
-                           f"highest, host time around a blocking call", cells, clock="host")
+        print(f"{name:12s} {pipeline} {step_ms['median']:9.4f} ms host (first call {first_ms:.0f} ms)")
+    precision = "bf16 inputs and compute" if args.dtype == "bf16" else "fp32"
+    write_report(args.out, f"jax {jax.__version__} jit on {jax.devices()[0].device_kind}: {precision}, matmul "
+                           f"precision highest, host time around a blocking call", cells, clock="host")
 
 
 if __name__ == "__main__":

@@ -37,9 +37,12 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
 
 
-def make(name, p, g, device="cpu"):
+def make(name, p, g, device="cpu", sdpa=False):
     """One step of workload `name` with params `p`, inputs drawn from `g` on
-    the host and placed on `device`; and the ops a step records (chain)."""
+    the host and placed on `device`; and the ops a step records (chain).
+    With `sdpa`, attention (and gpt2-block's) is one
+    F.scaled_dot_product_attention call, PyTorch's fused kernels (torch 2)."""
+    attend = lambda *a, **k: torch.nn.functional.scaled_dot_product_attention(*a, **k)
     u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device)
     n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device)
     if name.startswith("chain"):
@@ -66,6 +69,8 @@ def make(name, p, g, device="cpu"):
     if name == "attention":
         shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
         q, k, v = u(*shape), u(*shape), u(*shape)
+        if sdpa:
+            return lambda: attend(q, k, v, scale=0.125), 0
         return lambda: torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v, 0
     if name == "gpt2-block":
         B, T, C, H = p["batch"], p["seq"], p["channels"], p["heads"]
@@ -80,9 +85,13 @@ def make(name, p, g, device="cpu"):
         def step():
             qkv = ln(x, (C,), ln1w, ln1b, 1e-5) @ wqkv + bqkv
             q, k, v = (t.reshape(B, T, H, D).permute(0, 2, 1, 3) for t in qkv.split(C, -1))
-            s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
-            s = s.masked_fill(~mask, float("-inf"))
-            y = (torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+            if sdpa:
+                y = attend(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
+                s = s.masked_fill(~mask, float("-inf"))
+                y = torch.softmax(s, -1) @ v
+            y = y.permute(0, 2, 1, 3).reshape(B, T, C)
             h = x + (y @ wp + bp)
             return h + (gelu_tanh(ln(h, (C,), ln2w, ln2b, 1e-5) @ wf + bf) @ wo + bo)
         return step, 0

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""PyTorch on a CUDA GPU, eager or torch.compile (inductor), on the reference
-workloads of WORKLOADS.md: a lazylab peer (experiments/runner/peers.h has the
-protocol) for experiments/gpu-suite.yaml.
+"""PyTorch on a CUDA GPU, eager or torch.compile (inductor, default mode or
+reduce-overhead's CUDA graphs), on the reference workloads of WORKLOADS.md:
+a lazylab peer (experiments/runner/peers.h has the protocol) for
+experiments/gpu-suite.yaml and gpu-suite-bf16.yaml.
 
 Timed as PEERS.md times its GPU figures: fp32 with TF32 off, GPU time by
 CUDA events around each step, the L2 cache flushed between steps. With
---mode=compile the first call (the compile) is reported apart. The workload
+--dtype=bf16 each step runs under torch.autocast in bf16 (the inputs stay
+f32, as an f32 program under lazylab's autocast pass); with
+--attention=sdpa attention is F.scaled_dot_product_attention (the flash
+kernel in bf16), and only the workloads with attention run. With a compile
+mode the first call (the compile) is reported apart. The workload
 definitions are torch_eager.py's. By hand, on a GPU machine:
 
-  python3 bench/peers/torch_gpu.py --mode=compile --workloads softmax \\
+  python3 bench/peers/torch_gpu.py --mode=compile --dtype=bf16 --workloads softmax \\
       --param softmax.rows=8192 --param softmax.cols=8192 --out /tmp/torch.json
 """
 import statistics
@@ -41,31 +46,53 @@ def measure(step, warmup, runs):
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}, first_ms
 
 
+ATTENTION_WORKLOADS = {"attention", "gpt2-block"}
+
+
+def add_arguments(ap):
+    ap.add_argument("--mode", choices=["eager", "compile", "reduce-overhead"], default="eager")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
+    ap.add_argument("--attention", choices=["matmul", "sdpa"], default="matmul")
+
+
+def autocast(step):
+    def step_in_bf16():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return step()
+    return step_in_bf16
+
+
 def main():
-    args, params = parse_args(__doc__, DEFAULTS,
-                              lambda ap: ap.add_argument("--mode", choices=["eager", "compile"], default="eager"))
+    args, params = parse_args(__doc__, DEFAULTS, add_arguments)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+    pipeline = "-".join(["torch", args.mode] + (["sdpa"] if args.attention == "sdpa" else []) +
+                        (["bf16"] if args.dtype == "bf16" else []))
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
-        if name not in DEFAULTS:
-            print(f"{name:12s} not defined for torch: left out")
+        if name not in DEFAULTS or (args.attention == "sdpa" and name not in ATTENTION_WORKLOADS):
+            print(f"{name:12s} not defined for torch {pipeline}: left out")
             continue
         g = torch.Generator().manual_seed(args.seed + i)
-        step, ops = make(name, params[name], g, "cuda")
-        if args.mode == "compile":
+        step, ops = make(name, params[name], g, "cuda", sdpa=args.attention == "sdpa")
+        if args.dtype == "bf16":
+            step = autocast(step)
+        if args.mode != "eager":
             torch._dynamo.reset()
-            step = torch.compile(step)
+            step = torch.compile(step, mode="reduce-overhead" if args.mode == "reduce-overhead" else "default")
         step_ms, first_ms = measure(step, args.warmup, args.runs)
-        cell = {"workload": name, "pipeline": f"torch-{args.mode}", "backend": "torch-cuda", "params": params[name],
+        cell = {"workload": name, "pipeline": pipeline, "backend": "torch-cuda", "params": params[name],
                 "step_ms": step_ms, "first_call_ms": first_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
-        print(f"{name:12s} torch {args.mode} {step_ms['median']:9.4f} ms GPU (first call {first_ms:.0f} ms)")
-    write_report(args.out, f"torch {torch.__version__} {args.mode} on {torch.cuda.get_device_name()}: fp32, TF32 off, "
-                           f"GPU time by CUDA events, L2 flushed between steps", cells, clock="device")
+        print(f"{name:12s} {pipeline} {step_ms['median']:9.4f} ms GPU (first call {first_ms:.0f} ms)")
+    precision = "bf16 autocast (f32 inputs)" if args.dtype == "bf16" else "fp32"
+    attention = ", attention by F.scaled_dot_product_attention" if args.attention == "sdpa" else ""
+    write_report(args.out, f"torch {torch.__version__} {args.mode} on {torch.cuda.get_device_name()}: {precision}"
+                           f"{attention}, TF32 off, GPU time by CUDA events, L2 flushed between steps", cells,
+                 clock="device")
 
 
 if __name__ == "__main__":

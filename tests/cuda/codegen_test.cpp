@@ -139,6 +139,9 @@ TEST_CASE("bf16, f16, i8 and u8 generate code for every kind of kernel that NVRT
     cuda::ProgramCode code = generated(lowered(graph, pipeline_text));
     CHECK(code.source.find("lazylab_bf16* __restrict__") != std::string::npos);
     CHECK(code.source.find("lazylab_f16") != std::string::npos);
+    CHECK(code.source.find("= reinterpret_cast<const uint2*>(p") != std::string::npos);
+    CHECK(code.source.find("lazylab_lane<lazylab_bf16>(q") != std::string::npos);
+    CHECK(code.source.find("lazylab_pack4<lazylab_f16>(v") != std::string::npos);
     CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
   }
 }
@@ -155,6 +158,7 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(code.source, "= lazylab_warp_reduce(a") == 2);
     CHECK(count(code.source, "expf(") >= 1);
     CHECK(count(code.source, "float4 q0[1];") == 1);  // 25 groups of 4: at most one a lane, held in registers
+    CHECK(count(code.source, "[1][4];") == 0);        // the max reads x itself: nothing computed is held
   }
   SUBCASE("wide rows: a block per row, held in registers, read from memory once") {
     for (auto [name, params] : std::vector<std::pair<std::string, WorkloadParams>>{
@@ -265,23 +269,104 @@ TEST_CASE("a product cuBLASLt does not run goes op by op and says why") {
   cuda::ProgramCode code = generated(module);
   REQUIRE(code.kernels.size() == 1);
   CHECK_FALSE(code.kernels[0].product);
-  CHECK(code.kernels[0].op_by_op == "cuBLASLt runs products of f32, this one is not");
+  CHECK(code.kernels[0].op_by_op == "cuBLASLt runs products of f32, bf16 and f16, not of i64");
   CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
 }
 
-TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha") {
-  Module module =
-      lowered(workload_graph("attention"), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+// Under autocast the products are bf16's and cuBLASLt runs them; the casts
+// around them fuse: each product's epilogue reads the 16-bit product and
+// writes the next product's 16-bit operand.
+TEST_CASE("autocast's bf16 products run on cuBLASLt with the casts in their epilogues") {
+  Module module = lowered(workload_graph("mlp"),
+                          "autocast,decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
   cuda::ProgramCode code = generated(module);
-  REQUIRE(code.kernels.size() == 3);
-  const cuda::KernelCode& scores = code.kernels[0];
-  CHECK(scores.product);
-  CHECK(scores.alpha == 0.125);
-  CHECK(scores.launches.empty());  // the scaled product was the whole epilogue
+  ProgramView view(*module.program, module.graph);
+  int products = 0;
+  for (size_t k = 0; k < code.kernels.size(); ++k) {
+    const lazylab_kernel& kernel = view.get().kernels[k];
+    if (kernel.kind != LAZYLAB_KERNEL_CONTRACTION) continue;
+    CAPTURE(k);
+    ++products;
+    CHECK(code.kernels[k].product);
+    CHECK(code.kernels[k].op_by_op.empty());
+    CHECK(view.get().values[kernel.contraction.matmul].dtype == LAZYLAB_BF16);
+    REQUIRE(code.kernels[k].launches.size() == 1);  // the epilogue: cast, bias, gelu (and the cast to bf16)
+  }
+  CHECK(products == 2);
+  CHECK(count(code.source, "lazylab_bf16* __restrict__") > 0);
+  CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
+
+// A bias of the product's own dtype is cuBLASLt's epilogue in bf16 too.
+TEST_CASE("a bf16 product with a bf16 bias and nothing after leaves the bias to cuBLASLt") {
+  Context ctx;
+  Tensor x = cast(ctx.from_vector(std::vector<float>(64 * 32, 0.5f), {64, 32}), DType::BF16);
+  Tensor w = cast(ctx.from_vector(std::vector<float>(32 * 48, 0.25f), {32, 48}), DType::BF16);
+  Tensor b = cast(ctx.from_vector(std::vector<float>(48, 1.0f), {48}), DType::BF16);
+  Tensor y = matmul(x, w) + b;
+  Module module = lowered(ctx.capture(), "fuse{strategy=gemm-epilogue},lower");
+  cuda::ProgramCode code = generated(module);
+  int biased = 0;
+  for (size_t k = 0; k < code.kernels.size(); ++k)
+    if (code.kernels[k].product) {
+      biased += code.kernels[k].bias != cuda::kNoValue;
+      CHECK(code.kernels[k].launches.empty());
+    }
+  CHECK(biased == 1);
+}
+
+TEST_CASE("a product scaled by a constant leaves the scale to cuBLASLt's alpha") {
+  Context ctx;
+  Tensor q = ctx.from_vector(std::vector<float>(4 * 8 * 16, 0.5f), {4, 8, 16});
+  Tensor k = ctx.from_vector(std::vector<float>(4 * 16 * 8, 0.25f), {4, 16, 8});
+  Tensor scaled = matmul(q, k) * 0.125;
+  Tensor after = tanh(matmul(k, q) * 0.5);
+  Module module = lowered(ctx.capture(), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 2);
+  const cuda::KernelCode& alone = code.kernels[0];
+  CHECK(alone.product);
+  CHECK(alone.alpha == 0.125);
+  CHECK(alone.launches.empty());  // the scaled product was the whole epilogue
   ProgramView view(*module.program, module.graph);
   const lazylab_kernel& k0 = view.get().kernels[0];
-  CHECK(scores.product_out == k0.ops[k0.num_ops - 1].result);  // written where the multiply's result lives
-  CHECK(code.kernels[2].alpha == 1.0);
+  CHECK(alone.product_out == k0.ops[k0.num_ops - 1].result);  // written where the multiply's result lives
+  CHECK(code.kernels[1].alpha == 0.5);
+  CHECK(code.kernels[1].launches.size() == 1);  // tanh, reading the scaled product
+}
+
+// cuda's epilogue is a pass over the product cuBLASLt wrote (ABI 3.14's
+// gemm_epilogue_rereads): attention's scale, mask and (under autocast) cast
+// to f32 are the softmax's prologue instead, so the scores are written once,
+// as the product, and never as the epilogue's result.
+TEST_CASE("an epilogue reaching a softmax is left to the softmax's kernel") {
+  for (const char* first : {"", "autocast,"}) {
+    CAPTURE(first);
+    Module module = lowered(workload_graph("gpt2-block"), std::string(first) +
+                                                              "decompose,canonicalize,cse,dce,fuse{strategy=gemm-"
+                                                              "epilogue},lower,plan-memory");
+    cuda::ProgramCode code = generated(module);
+    ProgramView view(*module.program, module.graph);
+    int left = 0;
+    for (const FusionCandidate& entry : module.fusion_log)
+      left += entry.decision.code == RefusalCode::Cost &&
+              entry.decision.reason.find("reaches a reduction: left to be its prologue") != std::string::npos;
+    CHECK(left >= 2);  // the scores' scale or cast, the projection's residual
+    int batched = 0;   // q k^T and p v, by heads: the product alone, its epilogue elsewhere
+    for (size_t k = 0; k < code.kernels.size(); ++k) {
+      const lazylab_kernel& kernel = view.get().kernels[k];
+      if (kernel.kind != LAZYLAB_KERNEL_CONTRACTION || kernel.contraction.batch == 1) continue;
+      ++batched;
+      CHECK(code.kernels[k].product);
+      CHECK(code.kernels[k].launches.empty());
+    }
+    CHECK(batched == 2);
+    // The softmax's max reads the scaled, masked scores it computes, the
+    // second layernorm's mean the residual sum: each held in registers from
+    // that pass for the next (a float c<v>[groups][4]).
+    CHECK(count(code.source, "    float c") == 2);
+    CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+  }
 }
 
 // gpt2-block's four projections: a weight shared by the batches is one
@@ -301,7 +386,9 @@ TEST_CASE("a weight shared by the batches is one product, reshaped in place, a b
     // The QKV projection's bias is its whole epilogue; the others' epilogues
     // go on (a residual, gelu) in a generated kernel, which adds the bias.
     biased += code.kernels[k].bias != cuda::kNoValue;
-    CHECK((code.kernels[k].bias != cuda::kNoValue) == code.kernels[k].launches.empty());
+    // (Past the QKV projection, the epilogue goes on in a generated kernel,
+    // or is left to the layernorm it reaches.)
+    if (code.kernels[k].bias != cuda::kNoValue) CHECK(code.kernels[k].launches.empty());
     CHECK(kernel.contraction.m == 2 * 8);  // batch x seq rows
   }
   CHECK(projections == 4);

@@ -38,6 +38,18 @@ std::unique_ptr<Backend> cuda_backend(const std::string& options = "cache=off") 
   return std::move(*backend);
 }
 
+// Each output element within `epsilon` of the reference's, relatively (at
+// least 0.1 of scale, as doctest's Approx takes it).
+void check_outputs_near(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double epsilon) {
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    CAPTURE(o);
+    auto g = values(got[o]), w = values(want[o]);
+    REQUIRE(g.size() == w.size());
+    for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(epsilon).scale(1e-1));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, every step") {
@@ -201,12 +213,7 @@ TEST_CASE("every op of the op table runs on cuda as on the interpreter") {
     Engine engine(pipeline(std::string("canonicalize,fuse{strategy=") + strategy + "},lower"), *cuda);
     Context ctx(engine);
     std::vector<Tensor> got = program(ctx);
-    for (size_t o = 0; o < want.size(); ++o) {
-      CAPTURE(o);
-      auto g = values(got[o]), w = values(want[o]);
-      REQUIRE(g.size() == w.size());
-      for (size_t k = 0; k < w.size(); ++k) CHECK(g[k] == doctest::Approx(w[k]).epsilon(1e-5).scale(1e-1));
-    }
+    check_outputs_near(got, want, 1e-5);
   }
 }
 
@@ -225,11 +232,47 @@ TEST_CASE("bf16, f16, i8 and u8 run on cuda as on the interpreter") {
     Engine engine(pipeline(pipeline_text), *cuda);
     Context ctx(engine);
     std::vector<Tensor> got = narrow_dtype_program(ctx);
-    for (size_t o = 0; o < want.size(); ++o) {
-      CAPTURE(o);
-      auto g = values(got[o]), w = values(want[o]);
-      REQUIRE(g.size() == w.size());
-      for (size_t k = 0; k < w.size(); ++k) CHECK(g[k] == doctest::Approx(w[k]).epsilon(1.6e-2).scale(1e-1));
+    check_outputs_near(got, want, 1.6e-2);
+  }
+}
+
+// bf16 and f16 products run on cuBLASLt (f32 accumulation, one rounding
+// into the dtype, as the interpreter's product rounds once): a weight shared
+// by the batches, a bias of the product's dtype (cuBLASLt's epilogue), an
+// epilogue after it, transposed operands scaled by a constant (alpha), each
+// within a 16-bit step of the interpreter; the notes name the dtype.
+TEST_CASE("bf16 and f16 products run on cuBLASLt as the interpreter computes them") {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    auto program = [dtype](Context& ctx) {
+      auto filled = [&](Dims shape, int salt) {
+        std::vector<float> v(TensorType{DType::F32, shape}.num_elements());
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + salt) % 23) * 0.0625f - 0.7f;
+        return cast(ctx.from_vector(v, shape), dtype);
+      };
+      Tensor x = filled({3, 40, 72}, 1), w = filled({72, 56}, 2), b = filled({56}, 3);
+      Tensor q = filled({3, 40, 16}, 4), k = filled({3, 48, 16}, 5);
+      return std::vector<Tensor>{cast(matmul(x, w) + b, DType::F32), cast(gelu(matmul(x, w) + b), DType::F32),
+                                 cast(matmul(q, transpose(k, 1, 2)) * 0.25, DType::F32)};
+    };
+    Engine reference_engine(pipeline("decompose,lower"), *interp);
+    Context reference(reference_engine);
+    std::vector<Tensor> want = program(reference);
+    std::string name(dtype_name(dtype));
+    for (const char* strategy : {"gemm-epilogue", "producer-consumer"}) {
+      CAPTURE(name);
+      CAPTURE(strategy);
+      Engine engine(
+          pipeline(std::string("decompose,canonicalize,cse,dce,fuse{strategy=") + strategy + "},lower,plan-memory"),
+          *cuda);
+      Context ctx(engine);
+      std::vector<Tensor> got = program(ctx);
+      check_outputs_near(got, want, 1.6e-2);
+      int products = 0;
+      for (const std::string& note : engine.last_compiled()->backend_notes)
+        products += note.find(": cuBLASLt " + name + " ") != std::string::npos;
+      CHECK(products >= 2);
     }
   }
 }
@@ -560,7 +603,7 @@ TEST_CASE("cuda notes each product's cuBLASLt choice, and a second backend reads
   std::vector<std::string> first = notes_of(), second = notes_of();
   REQUIRE(first.size() == 2);
   CHECK(first[0].starts_with("generated kernels: NVRTC, "));
-  CHECK(first[1].starts_with("kernel 0: cuBLASLt 1 x [64 x 32] x [32 x 48]: candidate "));
+  CHECK(first[1].starts_with("kernel 0: cuBLASLt f32 1 x [64 x 32] x [32 x 48]: candidate "));
   CHECK(first[1].find("(timed at compile; fastest: ") != std::string::npos);
   CHECK(first[1].find(" ms; the heuristic's first: ") != std::string::npos);
   // The heuristic's few candidates and every configuration of cuBLASLt's algorithms.

@@ -1,6 +1,7 @@
 // A program of every kind of kernel in bf16, f16, i8 and u8 (elementwise
 // chains, row and column reductions, products, composites, layout, window
-// and scatter ops, casts), its results cast to f32 to compare: code
+// and scatter ops, casts; rows of a multiple of four, which move four
+// 16-bit values at a time), its results cast to f32 to compare: code
 // generation compiles it and the GPU runs it as the interpreter does.
 #pragma once
 
@@ -18,6 +19,11 @@ inline std::vector<Tensor> narrow_dtype_program(Context& ctx) {
     Tensor h = cast(x * 0.37, dtype);
     Tensor w = cast(ctx.full(0.5, TensorType{DType::F32, {2, 1, 2, 2}}), dtype);
     Tensor image = reshape(h, {1, 1, 2, 3});
+    // Rows of a multiple of four: four 16-bit values a load and a store.
+    std::vector<float> waves(8 * 64);
+    for (size_t i = 0; i < waves.size(); ++i) waves[i] = static_cast<float>((i * 29) % 31) * 0.125f - 1.9f;
+    Tensor wide = cast(ctx.from_vector(waves, {8, 64}), dtype);
+    Tensor row_weight = cast(ctx.full(0.75, TensorType{DType::F32, {64}}), dtype);
     out.insert(out.end(), {
                               f32(exp(h) * h + 1.0),
                               f32(sum(h, {1})),
@@ -40,6 +46,10 @@ inline std::vector<Tensor> narrow_dtype_program(Context& ctx) {
                               f32(transpose(h, 0, 1)),
                               f32(cast(h * 10.0, DType::I32)),
                               f32(cast(cast(x, dtype), dtype == DType::BF16 ? DType::F16 : DType::BF16)),
+                              f32(exp(wide) * wide + 1.0),
+                              f32(softmax(wide, 1)),
+                              f32(layernorm(wide, row_weight, row_weight)),
+                              f32(sum(wide * wide, {1})),
                           });
   }
   for (DType dtype : {DType::I8, DType::U8}) {

@@ -26,6 +26,7 @@ inline const lazylab_capabilities& cuda_capabilities() {
     c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = c.fuses_layout_views = 1;
     c.attention_max_head_dim = 128;
     c.reads_row_groups = 1;
+    c.gemm_epilogue_rereads = 1;
     return c;
   }();
   return caps;

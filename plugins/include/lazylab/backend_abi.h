@@ -90,12 +90,16 @@
  * kernels), so the host reads them through the ABI like a device's. The
  * dtype ids are the rows of dtypes.def (values unchanged), with
  * LAZYLAB_DTYPE_COUNT.
- * Version 3.13 (this header) appends the dtypes bf16, f16, i8 and u8 (ids 5
+ * Version 3.13 appends the dtypes bf16, f16, i8 and u8 (ids 5
  * to 8; bf16 and f16 stored as lazylab/float16.hpp's 16 bits) and the
  * capability that says which dtypes a backend runs (supports_dtype, by id,
  * owned by the host like supports_op): the host gives a backend no kernel
  * with a value of another dtype, and takes a backend of an older minor
  * version to run the five dtypes before 3.13.
+ * Version 3.14 (this header) appends the capability
+ * gemm_epilogue_rereads: the backend runs a GEMM epilogue as a pass that
+ * reads the product back from memory, so fusion leaves an epilogue whose
+ * values a reduction reads to that reduction's kernel.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -143,7 +147,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 13u
+#define LAZYLAB_ABI_MINOR 14u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -365,6 +369,14 @@ typedef struct lazylab_capabilities {
    * num_dtypes. */
   uint32_t num_dtypes;
   uint8_t* supports_dtype;
+  /* ABI 3.14: its GEMM epilogues (past what the product's library applies
+   * itself, a bias or a scale) run as a pass that reads the written product
+   * back, not as the product is computed. A fusion strategy then leaves an
+   * epilogue whose values reach a reduction to that reduction's kernel, as
+   * its prologue: the product is written once either way, and the
+   * epilogue's result (a softmax's scaled, masked scores) is never written.
+   * 0 before 3.14. */
+  uint8_t gemm_epilogue_rereads;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
