@@ -262,11 +262,13 @@ Replacement shared_weight_matmul(const Match& m) {
 // more bytes).
 Replacement cast_before_layout(const Match& m) {
   const Node& layout = m.operand(0);
+  bool broadcast = layout.op == OpId::Broadcast;
+  if (!broadcast && layout.op != OpId::Transpose && layout.op != OpId::Reshape && layout.op != OpId::Slice)
+    return kKeep;  // (read no operand before: a parameter or constant has none)
   const TensorType& source = m.builder.type(layout.operands[0]);
   bool narrows = dtype_size(m.node.type.dtype) < dtype_size(layout.type.dtype);
-  bool moves = layout.op == OpId::Transpose || layout.op == OpId::Reshape ||
-               (layout.op == OpId::Slice && 4 * layout.type.num_elements() >= source.num_elements());
-  if (layout.op != OpId::Broadcast && !(moves && narrows && m.sole_user_of(0))) return kKeep;
+  bool small_slice = layout.op == OpId::Slice && 4 * layout.type.num_elements() < source.num_elements();
+  if (!broadcast && (!narrows || small_slice || !m.sole_user_of(0))) return kKeep;
   TensorType cast_type{m.node.type.dtype, source.shape};
   const OpId op = layout.op;  // read before the builder grows: `layout` may move
   const Attrs attrs = layout.attrs;
