@@ -95,11 +95,12 @@ FusionDecision decide_with_matmul(Module& module, KernelGroups& groups, NodeId p
       if (groups.group_of(operand) == groups.group_of(other))
         return FusionDecision::no(RefusalCode::OpKind, "the other kernel computes an operand of the matmul");
     if (auto problem = epilogue_problem(module, groups, other, matmul)) return *problem;
-    for (NodeId member : groups.members_of(other))
-      if (producer_matmul && module.capabilities && module.capabilities->gemm_epilogue_rereads &&
-          reaches_reduction(graph, member))
-        return FusionDecision::no(RefusalCode::Cost, fmt::format("{} reaches a reduction: left to be its prologue",
-                                                                 op_name(graph.node(member).op)));
+    bool rereads = module.capabilities && module.capabilities->gemm_epilogue_rereads;
+    if (producer_matmul && rereads)  // an epilogue, read back by a pass: a reduction's prologue is cheaper
+      for (NodeId member : groups.members_of(other))
+        if (reaches_reduction(graph, member))
+          return FusionDecision::no(RefusalCode::Cost, fmt::format("{} reaches a reduction: left to be its prologue",
+                                                                   op_name(graph.node(member).op)));
   }
   if (FusionDecision backend = check_backend(module, groups, producer, consumer); !backend) return backend;
   if (groups.would_create_cycle(producer, consumer))
