@@ -126,6 +126,7 @@ class CpuExecutable : public plugin::HostExecutable {
         arena_(static_cast<std::byte*>(::operator new (place_products(program, values_) + 64, std::align_val_t{64}))),
         outputs_(program.outputs, program.outputs + program.num_outputs) {
     std::string without_fast_plan;  // strict: every such kernel, named in one error
+    int64_t panel_floats = 0;
     for (uint32_t k = 0; k < program.num_kernels; ++k) {
       const lazylab_kernel& kernel = program.kernels[k];
       KernelChoice choice = choose_plan(kernel, values_, options, blas);
@@ -135,8 +136,10 @@ class CpuExecutable : public plugin::HostExecutable {
         if (strict && kernel.kind != LAZYLAB_KERNEL_OPAQUE && of_covered_dtypes(kernel))
           without_fast_plan += "\n  kernel " + std::to_string(k) + " (" + where + ")";
       }
+      panel_floats = std::max(panel_floats, choice.plan->panel_floats());
       plans_.push_back(std::move(choice.plan));
     }
+    panels_ = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(panel_floats));
     if (!without_fast_plan.empty())
       throw std::runtime_error("cpu (strict): kernels with no fast plan, which would run on the reference kernels:" +
                                without_fast_plan);
@@ -166,7 +169,7 @@ class CpuExecutable : public plugin::HostExecutable {
     // `threads`) or the host's ceilings may have run since this one's last
     // step, so each step sets this backend's.
     blas_.set_num_threads(blas_threads_);
-    Memory memory{&values_, arena_.get(), parameters, outputs};
+    Memory memory{&values_, arena_.get(), parameters, outputs, panels_.get()};
     for (auto& plan : plans_) plugin::run_kernel_timed(kernel_ms, [&] { plan->run(memory); });
     for (size_t i = 0; i < outputs_.size(); ++i) {  // outputs not written in place
       const ValueInfo& value = values_[outputs_[i]];
@@ -192,6 +195,7 @@ class CpuExecutable : public plugin::HostExecutable {
   int blas_threads_;
   std::vector<ValueInfo> values_;
   std::unique_ptr<std::byte, AlignedFree> arena_;
+  std::unique_ptr<float[]> panels_;  // Memory::panels
   std::vector<uint32_t> outputs_;
   std::vector<std::unique_ptr<KernelPlan>> plans_;
   std::map<std::string, std::vector<uint32_t>> reference_notes_;  // why -> the kernels running there

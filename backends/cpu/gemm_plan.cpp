@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "banded_sgemm.h"
+#include "narrow_floats.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -24,6 +25,7 @@ class GemmPlan : public KernelPlan {
     m_ = out_info.shape[r - 2];
     n_ = out_info.shape[r - 1];
     batches_ = out_info.size() / (m_ * n_);
+    if (is_narrow_float(out_info.dtype)) narrow_ = out_info.dtype;
     epilogue_per_batch_ = epilogue_ && epilogue_->rows() == batches_ * m_ && epilogue_->cols() == n_;
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     batches_in_parallel_ = threads_ > 1 && batches_ >= threads_ && m_ * n_ * k_ <= kSmallProduct;
@@ -33,7 +35,16 @@ class GemmPlan : public KernelPlan {
         threads_ > 1 && batches_ == 1 && !split_k_ && m_ * n_ * k_ <= kSmallProduct && m_ >= kLeastRows * threads_;
   }
 
+  // A 16-bit product's operands widened, and sgemm's sums: Memory::panels
+  // from there, a 64-byte line apart.
+  int64_t panel_floats() const override { return narrow_ == LAZYLAB_F32 ? 0 : c_panel() + padded(batches_ * m_ * n_); }
+
   void run(const Memory& memory) override {
+    if (narrow_ != LAZYLAB_F32) {
+      widen_panel(static_cast<const uint16_t*>(memory.address(a_.value)), memory.panels, batches_ * m_ * k_);
+      widen_panel(static_cast<const uint16_t*>(memory.address(b_.value)), memory.panels + b_panel(),
+                  batches_ * k_ * n_);
+    }
     if (split_k_) {
       run_split_k(memory);
     } else if (rows_in_parallel_) {
@@ -69,8 +80,33 @@ class GemmPlan : public KernelPlan {
 
   void run_row_bands(const Memory& memory) {
     row_bands(blas_, *arena_, product(memory, 0), [&](int64_t first_row, int64_t rows) {
+      store_rows(memory, first_row, first_row + rows);
       if (epilogue_per_batch_) epilogue_->run_rows_here(memory, first_row, first_row + rows);
     });
+  }
+
+  static int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
+  int64_t b_panel() const { return padded(batches_ * m_ * k_); }
+  int64_t c_panel() const { return b_panel() + padded(batches_ * k_ * n_); }
+
+  // A 16-bit operand's `size` values widened into its f32 panel, exactly,
+  // in parallel.
+  void widen_panel(const uint16_t* from, float* to, int64_t size) const {
+    constexpr int64_t kBlock = int64_t{1} << 16;
+    each_in_parallel(arena_, (size + kBlock - 1) / kBlock, [&](int64_t first, int64_t end) {
+      for (int64_t block = first; block < end; ++block) {
+        int64_t at = block * kBlock;
+        widen(narrow_, from + at, to + at, std::min(kBlock, size - at));
+      }
+    });
+  }
+
+  // A 16-bit product's rows [first_row, end_row) (of all batches' rows),
+  // rounded once from sgemm's f32 sums into its memory, while in cache.
+  void store_rows(const Memory& memory, int64_t first_row, int64_t end_row) const {
+    if (narrow_ == LAZYLAB_F32) return;
+    auto* out = static_cast<uint16_t*>(memory.address(out_));
+    narrow(narrow_, memory.panels + c_panel() + first_row * n_, out + first_row * n_, (end_row - first_row) * n_);
   }
 
   void run_split_k(const Memory& memory) {
@@ -95,27 +131,34 @@ class GemmPlan : public KernelPlan {
       const float* partial = partials_.data() + (t - 1) * m_ * n_;
       for (int64_t i = 0; i < m_ * n_; ++i) whole.c[i] += partial[i];
     }
+    store_rows(memory, 0, m_);
     if (epilogue_per_batch_) epilogue_->run_rows(memory, 0, m_);
   }
 
   void run_batch(const Memory& memory, int64_t batch) {
     sgemm(blas_, product(memory, batch));
+    store_rows(memory, batch * m_, (batch + 1) * m_);
     if (epilogue_per_batch_) epilogue_->run_rows(memory, batch * m_, (batch + 1) * m_);
   }
 
-  // Batch `batch`'s product, C = A B, as sgemm takes it.
+  // Batch `batch`'s product, C = A B, as sgemm takes it (a 16-bit
+  // product's from and into its f32 panels).
   SgemmOperands product(const Memory& memory, int64_t batch) const {
+    bool narrow = narrow_ != LAZYLAB_F32;
+    const float* a = narrow ? memory.panels : memory.f32(a_.value);
+    const float* b = narrow ? memory.panels + b_panel() : memory.f32(b_.value);
+    float* c = narrow ? memory.panels + c_panel() : memory.f32(out_);
     return {.trans_a = a_.transposed ? CblasTrans : CblasNoTrans,
             .trans_b = b_.transposed ? CblasTrans : CblasNoTrans,
             .m = m_,
             .n = n_,
             .k = k_,
-            .a = memory.f32(a_.value) + batch * m_ * k_,
+            .a = a + batch * m_ * k_,
             .lda = a_.transposed ? m_ : k_,
-            .b = memory.f32(b_.value) + batch * k_ * n_,
+            .b = b + batch * k_ * n_,
             .ldb = b_.transposed ? k_ : n_,
             .beta = 0.0f,
-            .c = memory.f32(out_) + batch * m_ * n_,
+            .c = c + batch * m_ * n_,
             .ldc = n_};
   }
 
@@ -124,7 +167,8 @@ class GemmPlan : public KernelPlan {
   int64_t m_ = 0, n_ = 0, k_, batches_ = 0;
   std::unique_ptr<RowKernelPlan> epilogue_;
   bool epilogue_per_batch_ = false, batches_in_parallel_ = false, split_k_ = false, rows_in_parallel_ = false;
-  std::vector<float> partials_;  // threads - 1 partial products of a split k
+  std::vector<float> partials_;    // threads - 1 partial products of a split k
+  uint32_t narrow_ = LAZYLAB_F32;  // BF16 or F16: a 16-bit product, computed in f32 panels
   tbb::task_arena* arena_;
   int threads_ = 1;
   const openblas::Runtime& blas_;
@@ -142,6 +186,7 @@ class ProductThenReference : public KernelPlan {
     epilogue_->run(memory);
   }
   std::string on_reference_kernels() const override { return why_; }
+  int64_t panel_floats() const override { return product_->panel_floats(); }
 
  private:
   std::unique_ptr<KernelPlan> product_, epilogue_;
@@ -154,7 +199,9 @@ Planned<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vect
                                    const RowPlanOptions& options, const openblas::Runtime& blas) {
   if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_CONTRACTION) return nullptr;
   const lazylab_contraction& c = kernel.contraction;
-  if (values[c.matmul].dtype != LAZYLAB_F32) return decline("a product not of f32");
+  uint32_t dtype = values[c.matmul].dtype;
+  if (dtype != LAZYLAB_F32 && !is_narrow_float(dtype)) return decline("a product not of f32, bf16 or f16");
+  if (values[c.lhs].dtype != dtype || values[c.rhs].dtype != dtype) return decline("operands of another dtype");
   if (values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the product has no memory for sgemm");
   // The epilogue: every op but the product and the transposes folded into it.
   std::vector<uint32_t> folded;

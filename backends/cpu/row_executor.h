@@ -16,6 +16,7 @@
 #include "float_math.h"
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/reference_semantics.hpp"
+#include "narrow_floats.h"
 #include "overlapped_traffic.h"
 #include "parallel.h"
 #include "row_instructions.h"
@@ -27,6 +28,13 @@ namespace lazylab::cpu::row_exec {
 // Internal to row_plan.cpp, its one includer: the loops inline as they
 // did there.
 namespace {
+
+// A value read in full from memory, its elements of this many bytes (4, or
+// 2 for a 16-bit float).
+struct RowInput {
+  uint32_t value;
+  int64_t element_bytes;
+};
 
 // An operand as the loops see it: a pointer, or a scalar for the segment.
 struct View {
@@ -246,11 +254,12 @@ class RowPlan : public RowKernelPlan {
   // segment's in the set of its parity, so the next segment's run does not
   // overwrite what is being copied.
   bool defers_division = false;
-  std::vector<uint32_t> row_inputs;  // values read in full from memory
+  std::vector<RowInput> row_inputs;  // values read in full from memory
 
   int64_t segment_input_lines() const {
-    return static_cast<int64_t>(row_inputs.size()) * segment_ * static_cast<int64_t>(sizeof(float)) /
-           PrefetchQueue::kLineBytes;
+    int64_t bytes = 0;
+    for (const RowInput& input : row_inputs) bytes += segment_ * input.element_bytes;
+    return bytes / PrefetchQueue::kLineBytes;
   }
 
   int64_t rows() const override { return rows_; }
@@ -329,14 +338,17 @@ class RowPlan : public RowKernelPlan {
   // kernel that reads a row and then works on it keeps memory busy.
   void queue_inputs(const Memory& memory, Place at, PrefetchQueue& queue) const {
     queue.clear();
-    int64_t bytes = at.len * static_cast<int64_t>(sizeof(float));
-    for (uint32_t value : row_inputs) queue.add(memory.f32(value) + at.row * cols_ + at.c0, bytes);
+    for (const RowInput& input : row_inputs) queue.add(first_byte(memory, input, at), at.len * input.element_bytes);
+  }
+
+  const char* first_byte(const Memory& memory, const RowInput& input, Place at) const {
+    return static_cast<const char*>(memory.address(input.value)) + (at.row * cols_ + at.c0) * input.element_bytes;
   }
 
   void prefetch_inputs(const Memory& memory, Place at) const {
-    int64_t bytes = at.len * static_cast<int64_t>(sizeof(float));
-    for (uint32_t value : row_inputs) {
-      const char* first = reinterpret_cast<const char*>(memory.f32(value) + at.row * cols_ + at.c0);
+    for (const RowInput& input : row_inputs) {
+      const char* first = first_byte(memory, input, at);
+      int64_t bytes = at.len * input.element_bytes;
       for (int64_t line = 0; line < bytes; line += PrefetchQueue::kLineBytes) __builtin_prefetch(first + line, 0, 3);
     }
   }
@@ -379,8 +391,16 @@ class RowPlan : public RowKernelPlan {
     }
   }
 
+  // A 16-bit value of memory read per row or as one number (read in full
+  // only by a Widen).
+  View narrow_view(const Slot& slot, const Memory& memory, int64_t row) const {
+    auto* base = static_cast<const uint16_t*>(memory.address(slot.value));
+    return {nullptr, widen_one(slot.narrow, base[slot.kind == Slot::PerRow ? row : 0])};
+  }
+
   View view(const Slot& slot, const Memory& memory, Scratch& scratch, int64_t row, int64_t c0) const {
     if (slot.byte) return byte_view(slot, memory, scratch, row, c0);
+    if (slot.is_narrow()) return narrow_view(slot, memory, row);
     switch (slot.kind) {
       case Slot::Splat: return {nullptr, slot.splat};
       case Slot::PerRow:
@@ -438,52 +458,97 @@ class RowPlan : public RowKernelPlan {
   }
 
   void run_segment(const Memory& memory, Scratch& scratch, int64_t segment, Place at, bool stream) const {
-    auto [row, c0, len] = at;
     for (const Instr& in : instrs) {
-      if (in.out.byte) {
-        store_bytes(static_cast<uint8_t*>(memory.address(in.out.value)) + row * cols_ + c0,
-                    view(in.a, memory, scratch, row, c0), len);
-        continue;
-      }
-      if (in.out.int64) {
-        store_integers(static_cast<int64_t*>(memory.address(in.out.value)) + row * cols_ + c0,
-                       view(in.a, memory, scratch, row, c0), len);
-        continue;
-      }
-      if (in.kind == InstrKind::Convert && in.out.kind == Slot::PerRow) {
-        auto integer = static_cast<const int64_t*>(memory.address(in.a.value))[row];
-        row_out(in.out, memory, scratch, row) = static_cast<float>(static_cast<double>(integer));
-        continue;
-      }
-      if (in.kind == InstrKind::Convert) {  // as the reference loads an i64: through double
-        const int64_t* source = static_cast<const int64_t*>(memory.address(in.a.value)) + row * cols_ + c0;
-        float* out = full_out(in.out, memory, scratch, row, c0);
-        for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(static_cast<double>(source[i]));
-        continue;
-      }
-      bool full = in.out.kind == Slot::Full;
-      bool streamed = stream && in.leaves_program;
-      if (streamed && defers_division && &in == &instrs.back()) {
-        View quotient_of = view(in.a, memory, scratch, row, c0), divisor = view(in.b, memory, scratch, row, c0);
-        scratch.traffic.stream.start(full_out(in.out, memory, scratch, row, c0), quotient_of.ptr, len, divisor.scalar);
-        continue;
-      }
-      // A run's stores go past the caches themselves, spread over its strips
-      // (layernorm 12-13% faster than through a buffer copied out later).
-      if (streamed && in.kind == InstrKind::Run) {
-        run_registers(in, memory, scratch, row, c0, len, full_out(in.out, memory, scratch, row, c0), true);
-        continue;
-      }
-      float* out = streamed ? scratch.stream[segment % 2].data()
-                   : full   ? full_out(in.out, memory, scratch, row, c0)
-                            : nullptr;
-      execute(in, memory, scratch, row, c0, len, out);
-      if (!streamed) continue;
-      float* destination = full_out(in.out, memory, scratch, row, c0);
-      if (defers_stream)
-        scratch.traffic.stream.start(destination, out, len);
-      else
-        stream_copy(destination, out, len);
+      run_instruction(in, memory, scratch, segment, at, stream);
+      if (in.rounds_to != LAZYLAB_F32) round_result(in, memory, scratch, at);
+    }
+  }
+
+  void run_instruction(const Instr& in, const Memory& memory, Scratch& scratch, int64_t segment, Place at,
+                       bool stream) const {
+    auto [row, c0, len] = at;
+    if (in.out.byte) {
+      store_bytes(static_cast<uint8_t*>(memory.address(in.out.value)) + row * cols_ + c0,
+                  view(in.a, memory, scratch, row, c0), len);
+      return;
+    }
+    if (in.out.int64) {
+      store_integers(static_cast<int64_t*>(memory.address(in.out.value)) + row * cols_ + c0,
+                     view(in.a, memory, scratch, row, c0), len);
+      return;
+    }
+    if (in.kind == InstrKind::Widen) return widen_segment(in, memory, scratch, at);
+    if (in.kind == InstrKind::Narrow) return narrow_segment(in, memory, scratch, at);
+    if (in.kind == InstrKind::Convert && in.out.kind == Slot::PerRow) {
+      auto integer = static_cast<const int64_t*>(memory.address(in.a.value))[row];
+      row_out(in.out, memory, scratch, row) = static_cast<float>(static_cast<double>(integer));
+      return;
+    }
+    if (in.kind == InstrKind::Convert) {  // as the reference loads an i64: through double
+      const int64_t* source = static_cast<const int64_t*>(memory.address(in.a.value)) + row * cols_ + c0;
+      float* out = full_out(in.out, memory, scratch, row, c0);
+      for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(static_cast<double>(source[i]));
+      return;
+    }
+    bool full = in.out.kind == Slot::Full;
+    bool streamed = stream && in.leaves_program;
+    if (streamed && defers_division && &in == &instrs.back()) {
+      View quotient_of = view(in.a, memory, scratch, row, c0), divisor = view(in.b, memory, scratch, row, c0);
+      scratch.traffic.stream.start(full_out(in.out, memory, scratch, row, c0), quotient_of.ptr, len, divisor.scalar);
+      return;
+    }
+    // A run's stores go past the caches themselves, spread over its strips
+    // (layernorm 12-13% faster than through a buffer copied out later).
+    if (streamed && in.kind == InstrKind::Run) {
+      run_registers(in, memory, scratch, row, c0, len, full_out(in.out, memory, scratch, row, c0), true);
+      return;
+    }
+    float* out = streamed ? scratch.stream[segment % 2].data()
+                 : full   ? full_out(in.out, memory, scratch, row, c0)
+                          : nullptr;
+    execute(in, memory, scratch, row, c0, len, out);
+    if (!streamed) return;
+    float* destination = full_out(in.out, memory, scratch, row, c0);
+    if (defers_stream)
+      scratch.traffic.stream.start(destination, out, len);
+    else
+      stream_copy(destination, out, len);
+  }
+
+  // A 16-bit value of memory, in full, repeating or spread, into a local
+  // buffer of floats.
+  void widen_segment(const Instr& in, const Memory& memory, Scratch& scratch, Place at) const {
+    auto* base = static_cast<const uint16_t*>(memory.address(in.a.value));
+    int64_t first = at.row * cols_ + at.c0;
+    const uint16_t* from = in.a.kind == Slot::Full     ? base + first
+                           : in.a.kind == Slot::Suffix ? base + first % in.a.period
+                                                       : spread(base, in.a, scratch, first);
+    widen(in.a.narrow, from, full_out(in.out, memory, scratch, at.row, at.c0), at.len);
+  }
+
+  // Floats rounded into a 16-bit value of memory: the segment, or the row's.
+  void narrow_segment(const Instr& in, const Memory& memory, Scratch& scratch, Place at) const {
+    auto* base = static_cast<uint16_t*>(memory.address(in.out.value));
+    View a = view(in.a, memory, scratch, at.row, at.c0);
+    if (in.out.kind == Slot::PerRow) {
+      base[at.row] = narrow_one(in.out.narrow, a.scalar);
+      return;
+    }
+    uint16_t* out = base + at.row * cols_ + at.c0;
+    if (a.ptr)
+      narrow(in.out.narrow, a.ptr, out, at.len);
+    else
+      std::fill(out, out + at.len, narrow_one(in.out.narrow, a.scalar));
+  }
+
+  // An op's result of a 16-bit dtype, computed in f32, rounded to the
+  // dtype's precision as the interpreter rounds it.
+  void round_result(const Instr& in, const Memory& memory, Scratch& scratch, Place at) const {
+    if (in.out.kind == Slot::PerRow) {
+      float& value = row_out(in.out, memory, scratch, at.row);
+      value = round_one(in.rounds_to, value);
+    } else if (in.out.kind == Slot::Full) {
+      round_to(in.rounds_to, full_out(in.out, memory, scratch, at.row, at.c0), at.len);
     }
   }
 

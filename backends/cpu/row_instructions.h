@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "lazylab/backend_abi.h"
 #include "register_run.h"
 
 namespace lazylab::cpu {
@@ -33,12 +34,19 @@ struct Slot {
   // Materialize from a Truncate's whole numbers. Inside the kernel an i64
   // comes from a cast of floats, so its float holds it exactly.
   bool int64 = false;
+  // A 16-bit float value in memory (LAZYLAB_BF16 or LAZYLAB_F16; F32: not):
+  // read per row or as one number converted, in full (or repeating, or
+  // spread) only by a Widen into a local buffer, written only by a Narrow.
+  uint32_t narrow = LAZYLAB_F32;
   bool floats() const { return !byte && !int64; }
+  bool is_narrow() const { return narrow != LAZYLAB_F32; }
 };
 
 // Truncate: a cast of floats to i64 (whole numbers, as floats); Convert: an
-// i64 value in memory read as floats.
-enum class InstrKind { Unary, Binary, Select, Reduce, Materialize, Run, Truncate, Convert };
+// i64 value in memory read as floats; Widen: a 16-bit float value in memory
+// read into a local buffer of floats; Narrow: floats rounded into a 16-bit
+// value in memory.
+enum class InstrKind { Unary, Binary, Select, Reduce, Materialize, Run, Truncate, Convert, Widen, Narrow };
 
 struct Instr {
   InstrKind kind;
@@ -47,6 +55,9 @@ struct Instr {
   Slot a, b, c;
   int run = -1;                 // Run: index into RowPlan::runs; reads `a`, writes `out`
   bool leaves_program = false;  // `out` is one of the Program's outputs, in full
+  // BF16 or F16: `out`'s floats are rounded to that dtype's precision once
+  // computed (the op's result is of it); F32: not.
+  uint32_t rounds_to = LAZYLAB_F32;
 };
 
 // Unary and binary instructions fused into one register run: each step's

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "lazylab/row_space.hpp"
+#include "narrow_floats.h"
 #include "row_executor.h"
 #include "row_instructions.h"
 #include "row_register_runs.h"
@@ -28,12 +29,15 @@ class RowCompiler {
     if (!read_description()) return nullptr;  // not a row-space kernel
     if (rows_ * cols_ <= 0) return decline("an empty row space");
     if (auto op = first_of_unsupported_dtypes())
-      return decline(op_named(*op) + ": the loops hold f32 values (bools only from comparisons, i64 only as casts)");
+      return decline(op_named(*op) +
+                     ": the loops hold f32, bf16 and f16 values (bools only from comparisons, i64 only as casts)");
     auto plan = std::make_unique<RowPlan>(rows_, cols_, reduces_, options);
     for (uint32_t i = 0; i < kernel_.num_ops; ++i) {
       why_.clear();
+      size_t before = plan->instrs.size();
       if (!compile_op(kernel_.ops[i], i, *plan))
         return decline(op_named(kernel_.ops[i]) + ": " + (why_.empty() ? "no loop runs it" : why_));
+      if (is_narrow_float(values_[kernel_.ops[i].result].dtype)) finish_narrow(kernel_.ops[i].result, before, *plan);
     }
     form_register_runs(plan->instrs, plan->runs);
     if (reduces_) fold_sums_into_runs(plan->instrs, plan->runs);  // a segment is then a whole row
@@ -54,16 +58,18 @@ class RowCompiler {
   }
 
  private:
-  static std::vector<uint32_t> row_inputs(const RowPlan& plan) {
-    std::vector<uint32_t> inputs;
+  static std::vector<row_exec::RowInput> row_inputs(const RowPlan& plan) {
+    std::vector<row_exec::RowInput> inputs;
     auto note = [&](const Slot& slot) {
+      auto same = [&](const row_exec::RowInput& input) { return input.value == slot.value; };
       if (slot.where == Slot::Memory && slot.kind == Slot::Full && slot.floats() &&
-          std::find(inputs.begin(), inputs.end(), slot.value) == inputs.end())
-        inputs.push_back(slot.value);
+          std::none_of(inputs.begin(), inputs.end(), same))
+        inputs.push_back({slot.value, slot.is_narrow() ? int64_t{2} : int64_t{sizeof(float)}});
     };
     for (const Instr& in : plan.instrs) {
       if (in.kind == InstrKind::Unary || in.kind == InstrKind::Binary || in.kind == InstrKind::Select ||
-          in.kind == InstrKind::Reduce || in.kind == InstrKind::Run || in.kind == InstrKind::Materialize)
+          in.kind == InstrKind::Reduce || in.kind == InstrKind::Run || in.kind == InstrKind::Materialize ||
+          in.kind == InstrKind::Widen)
         note(in.a);
       if (in.kind == InstrKind::Binary || in.kind == InstrKind::Select) note(in.b);
       if (in.kind == InstrKind::Select) note(in.c);
@@ -131,8 +137,9 @@ class RowCompiler {
   // better left in the last-level cache.
   void mark_program_outputs(RowPlan& plan) const {
     for (Instr& in : plan.instrs)
-      in.leaves_program = in.out.floats() && in.kind != InstrKind::Convert && in.out.where == Slot::Memory &&
-                          in.out.kind == Slot::Full && values_[in.out.value].kind == LAZYLAB_VALUE_OUTPUT;
+      in.leaves_program = in.out.floats() && !in.out.is_narrow() && in.kind != InstrKind::Convert &&
+                          in.kind != InstrKind::Narrow && in.out.where == Slot::Memory && in.out.kind == Slot::Full &&
+                          values_[in.out.value].kind == LAZYLAB_VALUE_OUTPUT;
   }
 
   int64_t output_bytes(const RowPlan& plan) const {
@@ -167,7 +174,8 @@ class RowCompiler {
     return true;
   }
 
-  // These loops hold f32 values; bools only as a comparison's result, a
+  // These loops hold f32 values (a bf16 or f16 value widened, and rounded
+  // to its dtype's precision per op); bools only as a comparison's result, a
   // select's predicate or a broadcast of one; i64s only as a cast of f32
   // values and cast back.
   const lazylab_op* first_of_unsupported_dtypes() const {
@@ -176,19 +184,21 @@ class RowCompiler {
       uint32_t result = values_[op.result].dtype;
       bool cast = op.op == LAZYLAB_OP_Cast;
       bool makes_bool = op.op == LAZYLAB_OP_Broadcast || ops::is_comparison(op.op);
-      if (result != LAZYLAB_F32 && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast))
-        return &op;
+      if (!floating(result) && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast)) return &op;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
         uint32_t operand = values_[op.operands[k]].dtype;
         bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
-        bool cast_back = cast && operand == LAZYLAB_I64 && result == LAZYLAB_F32;
-        if (operand != LAZYLAB_F32 && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return &op;
+        bool cast_back = cast && operand == LAZYLAB_I64 && floating(result);
+        if (!floating(operand) && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return &op;
       }
     }
     return nullptr;
   }
 
   const lazylab_access* access(uint32_t value) const { return space_->access(value); }
+
+  // The dtypes the loops compute in f32: f32, and the 16-bit floats.
+  static bool floating(uint32_t dtype) { return dtype == LAZYLAB_F32 || is_narrow_float(dtype); }
 
   // Memory `source` read as the access says.
   std::optional<Slot> memory_slot(uint32_t source, const lazylab_access& a) const {
@@ -219,7 +229,61 @@ class RowCompiler {
     }
     slot.byte = values_[source].dtype == LAZYLAB_BOOL;
     slot.int64 = values_[source].dtype == LAZYLAB_I64;
+    if (is_narrow_float(values_[source].dtype)) slot.narrow = values_[source].dtype;
     return slot;
+  }
+
+  // A value as an instruction's operand: a 16-bit float value of memory read
+  // in full (or repeating, or spread) is widened into a local buffer first,
+  // once, which later reads share.
+  std::optional<Slot> operand(uint32_t id, RowPlan& plan) {
+    auto slot = read(id);
+    if (!slot || !needs_widening(*slot)) return slot;
+    Slot local{Slot::Full, Slot::Local, id};
+    local.local = unused_buffer();
+    plan.instrs.push_back({InstrKind::Widen, 0, local, *slot, {}, {}});
+    slots_[id] = local;
+    return local;
+  }
+
+  static bool needs_widening(const Slot& slot) {
+    return slot.where == Slot::Memory && slot.is_narrow() &&
+           (slot.kind == Slot::Full || slot.kind == Slot::Suffix || slot.kind == Slot::Spread);
+  }
+
+  // A buffer no value reads any more: not one freed by the op being compiled,
+  // which still reads it.
+  int unused_buffer() {
+    if (free_buffers_.empty()) return num_buffers_++;
+    int buffer = free_buffers_.back();
+    free_buffers_.pop_back();
+    return buffer;
+  }
+
+  // A 16-bit result: the instructions this op emitted into its slot round
+  // it to the dtype's precision, and one leaving the kernel is narrowed into
+  // its memory.
+  void finish_narrow(uint32_t id, size_t first_instr, RowPlan& plan) {
+    auto it = slots_.find(id);
+    if (it == slots_.end() || it->second.where != Slot::Local) return;  // a view or a splat: already rounded
+    const Slot& result = it->second;
+    uint32_t dtype = values_[id].dtype;
+    for (size_t k = first_instr; k < plan.instrs.size(); ++k) {
+      Instr& in = plan.instrs[k];
+      bool into_result = in.out.where == Slot::Local && in.out.kind == result.kind && in.out.local == result.local;
+      if (into_result && in.kind != InstrKind::Widen) in.rounds_to = dtype;
+    }
+    if (!space_->leaves(id)) return;
+    Slot memory{result.kind, Slot::Memory, id};
+    memory.narrow = dtype;
+    plan.instrs.push_back({InstrKind::Narrow, 0, memory, result, {}, {}});
+  }
+
+  // A constant of `dtype` as the loops hold it: rounded once from the double.
+  static float constant_of(uint32_t dtype, double value) {
+    if (dtype == LAZYLAB_BF16) return static_cast<float>(BFloat16(value));
+    if (dtype == LAZYLAB_F16) return static_cast<float>(Float16(value));
+    return static_cast<float>(value);
   }
 
   std::optional<Slot> read(uint32_t id) const {
@@ -244,7 +308,7 @@ class RowCompiler {
         freed_.insert({value, true});
       }
     Slot slot{kind, Slot::Memory, id};
-    if (local || !space_->leaves(id)) {
+    if (local || !space_->leaves(id) || is_narrow_float(values_[id].dtype)) {
       slot.where = Slot::Local;
       if (kind == Slot::PerRow) {
         slot.local = num_per_row_++;
@@ -273,7 +337,7 @@ class RowCompiler {
     if (!a) return std::nullopt;
     if (a->kind == LAZYLAB_ACCESS_SPLAT) {
       Slot splat{Slot::Splat};
-      splat.splat = static_cast<float>(a->splat);
+      splat.splat = constant_of(values_[op.result].dtype, a->splat);
       return splat;
     }
     if (auto it = slots_.find(a->source); it != slots_.end()) {
@@ -288,7 +352,7 @@ class RowCompiler {
   bool compile_op(const lazylab_op& op, uint32_t index, RowPlan& plan) {
     if (op.op == LAZYLAB_OP_Constant) {
       Slot splat{Slot::Splat};
-      splat.splat = static_cast<float>(op.attrs[0].f);
+      splat.splat = constant_of(values_[op.result].dtype, op.attrs[0].f);
       if (space_->leaves(op.result)) return materialize(op.result, splat, index, plan);
       slots_[op.result] = splat;
       return true;
@@ -301,7 +365,9 @@ class RowCompiler {
         // 0s in floats, found by lazylab fuzz: written out as floats).
         if (view->byte || values_[op.result].dtype == LAZYLAB_BOOL) return materialize_bytes(op.result, *view, plan);
         if (!view->floats()) return fail("an i64 view leaving the kernel");
-        return materialize(op.result, *view, index, plan);
+        slots_[op.result] = *view;
+        auto source = operand(op.result, plan);  // a 16-bit view of memory, widened
+        return source && materialize(op.result, *source, index, plan);
       }
       slots_[op.result] = *view;
       return true;
@@ -313,8 +379,8 @@ class RowCompiler {
     bool is_unary = op.num_operands == 1 && is_unary_formula(op.op);
     bool is_binary = op.num_operands == 2 && is_binary_formula(op.op);
     if (!is_unary && !is_binary) return fail("no elementwise loop computes it");
-    auto a = read(op.operands[0]);
-    auto b = is_binary ? read(op.operands[1]) : std::optional<Slot>(Slot{});
+    auto a = operand(op.operands[0], plan);
+    auto b = is_binary ? operand(op.operands[1], plan) : std::optional<Slot>(Slot{});
     auto kind = layout_of(op.result);
     if (!a || !b || !kind || !a->floats() || !b->floats())
       return why_.empty() ? fail("an operand or its result the loops cannot index") : false;
@@ -343,7 +409,7 @@ class RowCompiler {
   // value leaves); i64 -> f32: a copy of such a buffer, or a Convert of
   // memory.
   bool compile_cast(const lazylab_op& op, uint32_t index, RowPlan& plan) {
-    auto a = read(op.operands[0]);
+    auto a = operand(op.operands[0], plan);
     auto kind = layout_of(op.result);
     if (!a || a->byte) return fail("a cast of dtypes or layouts the loops do not run");
     if (kind == Slot::PerRow) return compile_row_cast(op, *a, index, plan);
@@ -358,7 +424,7 @@ class RowCompiler {
       plan.instrs.push_back({InstrKind::Materialize, 0, integers, local, {}, {}});
       return true;
     }
-    if (values_[op.result].dtype != LAZYLAB_F32) return fail("a cast of dtypes or layouts the loops do not run");
+    if (!floating(values_[op.result].dtype)) return fail("a cast of dtypes or layouts the loops do not run");
     if (a->int64 && (a->kind != Slot::Full || a->where != Slot::Memory))
       return fail("a cast of dtypes or layouts the loops do not run");
     Slot out = place_result(op.result, Slot::Full, index);
@@ -371,7 +437,7 @@ class RowCompiler {
   // their rows: the GPT's one-hot kernel ran on the reference kernels, 0.9
   // ms of its 8 ms step).
   bool compile_row_cast(const lazylab_op& op, const Slot& a, uint32_t index, RowPlan& plan) {
-    if (values_[op.result].dtype != LAZYLAB_F32 || a.kind != Slot::PerRow)
+    if (!floating(values_[op.result].dtype) || a.kind != Slot::PerRow)
       return fail("a cast of dtypes or layouts the loops do not run");
     if (a.int64 && a.where != Slot::Memory) return fail("a cast of dtypes or layouts the loops do not run");
     Slot out = place_result(op.result, Slot::PerRow, index);
@@ -380,7 +446,8 @@ class RowCompiler {
   }
 
   bool compile_select(const lazylab_op& op, uint32_t index, RowPlan& plan) {
-    auto predicate = read(op.operands[0]), a = read(op.operands[1]), b = read(op.operands[2]);
+    auto predicate = operand(op.operands[0], plan), a = operand(op.operands[1], plan),
+         b = operand(op.operands[2], plan);
     auto kind = layout_of(op.result);
     if (!predicate || !a || !b || !kind || !a->floats() || !b->floats())
       return why_.empty() ? fail("an operand or its result the loops cannot index") : false;
@@ -391,7 +458,7 @@ class RowCompiler {
 
   // The description says it reduces the last axis of the row space.
   bool compile_reduce(const lazylab_op& op, uint32_t index, RowPlan& plan) {
-    auto a = read(op.operands[0]);
+    auto a = operand(op.operands[0], plan);
     if (!a || a->kind != Slot::Full) return why_.empty() ? fail("a reduction of a value not read in full") : false;
     Slot out = place_result(op.result, Slot::PerRow, index);
     plan.instrs.push_back({InstrKind::Reduce, op.op, out, *a, {}, {}});

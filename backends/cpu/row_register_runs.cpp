@@ -21,6 +21,7 @@ bool same_operand(const Slot& x, const Slot& y) {
 
 bool can_join_run(const Instr& in) {
   if (in.kind != InstrKind::Unary && in.kind != InstrKind::Binary) return false;
+  if (in.rounds_to != LAZYLAB_F32) return false;  // a 16-bit result, rounded after its loop
   if (in.out.kind != Slot::Full || !in.a.floats() || !in.b.floats()) return false;
   return run_supports(in.op);
 }
@@ -52,7 +53,7 @@ bool read_after_next(const std::vector<Instr>& instrs, const std::vector<RunInst
 // A reduce_sum or reduce_mean over a whole row of `buffer`.
 bool sums_row_of(const Instr& in, const Slot& buffer) {
   return in.kind == InstrKind::Reduce && (in.op == LAZYLAB_OP_ReduceSum || in.op == LAZYLAB_OP_ReduceMean) &&
-         in.out.kind == Slot::PerRow && same_buffer(in.a, buffer);
+         in.rounds_to == LAZYLAB_F32 && in.out.kind == Slot::PerRow && same_buffer(in.a, buffer);
 }
 
 // The step for instrs[at] when `running` holds its operand's value; nullopt

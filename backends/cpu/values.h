@@ -34,6 +34,9 @@ struct Memory {
   std::byte* arena = nullptr;
   const void* const* parameters = nullptr;
   void* const* outputs = nullptr;
+  // Floats the kernels share, one kernel at a time (16-bit products'
+  // widened panels): as many as the largest KernelPlan::panel_floats().
+  float* panels = nullptr;
 
   void* address(uint32_t value) const {
     const ValueInfo& info = (*values)[value];
@@ -52,6 +55,8 @@ class KernelPlan {
   // Where part of the kernel runs on the reference kernels, why (strict=1
   // refuses that for kernels the fast plans should cover); else empty.
   virtual std::string on_reference_kernels() const { return ""; }
+  // How many floats of Memory::panels its run() uses.
+  virtual int64_t panel_floats() const { return 0; }
 };
 
 }  // namespace lazylab::cpu

@@ -10,6 +10,10 @@ Needs Debian's python3-torch (`bash .ci/setup`); run it with
 /usr/bin/python3. By hand:
 
   /usr/bin/python3 bench/peers/torch_eager.py --workloads chain-tiny --out reports/torch.json
+
+--dtype=bf16 runs each step under torch.autocast("cpu") in bf16 (the inputs
+stay f32, as an f32 program under lazylab's autocast pass): its pipeline is
+torch-eager-bf16.
 """
 import math
 import os
@@ -115,8 +119,21 @@ def measure(step, warmup, runs, flush_mib=0):
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
+def add_arguments(ap):
+    torch_blas.add_argument(ap)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
+
+
+def autocast(step):
+    def step_in_bf16():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return step()
+    return step_in_bf16
+
+
 def main():
-    args, params = parse_args(__doc__, DEFAULTS, torch_blas.add_argument)
+    args, params = parse_args(__doc__, DEFAULTS, add_arguments)
+    pipeline = "torch-eager-bf16" if args.dtype == "bf16" else "torch-eager"
     torch.set_num_threads(args.threads)
     blas_threads = torch_blas.limit_threads(args.blas_threads)
     cells = []
@@ -126,16 +143,20 @@ def main():
             continue
         g = torch.Generator().manual_seed(args.seed + i)
         step, ops = make(name, params[name], g)
+        if args.dtype == "bf16":
+            step = autocast(step)
         step_ms = measure(step, args.warmup, args.runs, args.flush_mib)
-        cell = {"workload": name, "pipeline": "torch-eager", "backend": "torch", "params": params[name], "step_ms": step_ms}
+        cell = {"workload": name, "pipeline": pipeline, "backend": "torch", "params": params[name], "step_ms": step_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
         cells.append(cell)
-        print(f"{name:12s} torch eager {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
+        print(f"{name:12s} {pipeline} {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     caches = f", {args.flush_mib} MiB written before each step" if args.flush_mib else ""
     threads = f", {blas_threads}" if blas_threads else ""
-    write_report(args.out, f"torch {torch.__version__} eager, {args.threads} threads, OpenBLAS core {blas}{threads}{caches}",
+    precision = ", bf16 autocast (f32 inputs)" if args.dtype == "bf16" else ""
+    write_report(args.out, f"torch {torch.__version__} eager{precision}, {args.threads} threads, OpenBLAS core {blas}"
+                           f"{threads}{caches}",
                  cells)
 
 

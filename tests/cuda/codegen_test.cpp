@@ -9,13 +9,13 @@
 #include <fstream>
 
 #include "../unit/attention_variants.h"
+#include "../unit/narrow_dtypes.h"
 #include "algo_choice.h"
 #include "codegen.h"
 #include "compiler.h"
 #include "core/donation.h"
 #include "core/fusion_strategy.h"
 #include "core/tensor_ops.h"
-#include "narrow_dtypes.h"
 #include "runner/workload.h"
 #include "support.h"
 

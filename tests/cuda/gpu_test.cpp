@@ -9,11 +9,11 @@
 
 #include "../unit/attention_variants.h"
 #include "../unit/integer_edges.h"
+#include "../unit/narrow_dtypes.h"
 #include "../unit/random_program.h"
 #include "../unit/support.h"
 #include "../unit/workload_steps.h"
 #include "core/fusion_strategy.h"
-#include "narrow_dtypes.h"
 #include "runner/workload.h"
 
 using namespace lazylab;

@@ -11,6 +11,7 @@
 #include "backends/cpu/prefetch_queue.h"
 #include "core/fusion_strategy.h"
 #include "core/pass_manager.h"
+#include "narrow_dtypes.h"
 #include "runner/workload.h"
 #include "support.h"
 #include "workload_steps.h"
@@ -161,7 +162,8 @@ TEST_CASE("cpu strict=1 names every kernel without a fast plan") {
   CAPTURE(message);
   CHECK(message.find("cpu (strict): kernels with no fast plan, which would run on the reference kernels:\n") !=
         std::string::npos);
-  CHECK(message.find("\n  kernel 1 (elementwise: row loops declined: op 'add' (%2): the loops hold f32 values") !=
+  CHECK(message.find(
+            "\n  kernel 1 (elementwise: row loops declined: op 'add' (%2): the loops hold f32, bf16 and f16 values") !=
         std::string::npos);
   CHECK(message.find("\n  kernel 4 (elementwise: row loops declined: op 'eq' (%7): ") != std::string::npos);
   CHECK(message.find("contraction") == std::string::npos);
@@ -1199,4 +1201,186 @@ TEST_CASE("a reshape's buffer is freed once: later values of the kernel do not s
       check_close(values(got[k]), expected, 1e-6);
     }
   }
+}
+
+namespace {
+
+// What the cpu says runs on the reference kernels for `program` after
+// `pipeline_text`: empty where every kernel has a fast plan.
+std::string reference_notes(Backend& cpu, const std::function<std::vector<Tensor>(Context&)>& program,
+                            const std::string& pipeline_text) {
+  Context ctx;
+  std::vector<Tensor> roots = program(ctx);  // kept: the capture holds what is live
+  Module module;
+  module.graph = ctx.capture();
+  REQUIRE(run_pipeline(pipeline(pipeline_text), module).ok());
+  auto executable = cpu.compile(*module.program, module.graph);
+  REQUIRE(executable.ok());
+  auto notes = (*executable)->notes();
+  REQUIRE(notes.ok());
+  std::string text;
+  for (const std::string& line : *notes) text += line + "\n";
+  return text;
+}
+
+std::vector<uint32_t> float_bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits;
+  for (float f : v) bits.push_back(std::bit_cast<uint32_t>(f));
+  return bits;
+}
+
+// f32 values around every 16-bit value of `dtype`: each one, the ties
+// halfway to its neighbour and an f32 step either side of them, NaNs with
+// payloads, subnormals of f32 and of the 16-bit format, and overflow.
+std::vector<float> around_every_16_bit_value(DType dtype) {
+  auto value = [&](uint16_t bits) {
+    return dtype == DType::BF16 ? static_cast<double>(BFloat16::from_bits(bits))
+                                : static_cast<double>(Float16::from_bits(bits));
+  };
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x7fff; ++bits) {
+    double low = value(static_cast<uint16_t>(bits)), high = value(static_cast<uint16_t>(bits + 1));
+    if (std::isnan(low) || std::isnan(high)) continue;
+    auto tie = static_cast<float>((low + high) / 2);  // exact in f32
+    for (float f : {static_cast<float>(low), tie, std::nextafter(tie, 0.0f), std::nextafter(tie, INFINITY)})
+      x.insert(x.end(), {f, -f});
+  }
+  for (uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xffa5a5a5u, 0x7fffffffu}) x.push_back(std::bit_cast<float>(nan));
+  x.insert(x.end(), {std::numeric_limits<float>::denorm_min(), -1e-40f, 3.4e38f, -3.4e38f, 65520.0f, 65519.0f, INFINITY,
+                     -INFINITY, 1e-8f, 5.96e-8f, 2.98e-8f, 2.99e-8f});
+  return x;
+}
+
+}  // namespace
+
+// f32 rounded into bf16 and f16 and back, and one 16-bit format into the
+// other, in fused kernels and one op a kernel: bit for bit the interpreter's
+// (nearest even, once; subnormals, infinities and NaN payloads kept), with
+// vector bodies and scalar tails.
+TEST_CASE("casts into and out of bf16 and f16 on the cpu round as the interpreter does, bit for bit") {
+  auto cpu = load_backend("cpu", "threads=2");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    std::vector<float> x = around_every_16_bit_value(dtype);
+    DType other = dtype == DType::BF16 ? DType::F16 : DType::BF16;
+    auto program = [&](Context& ctx) {
+      Tensor input = ctx.from_vector(x, {static_cast<int64_t>(x.size())});
+      Tensor narrow = cast(input, dtype);
+      return std::vector<Tensor>{cast(narrow, DType::F32), cast(cast(narrow, other), DType::F32)};
+    };
+    Engine reference_engine(pipeline("lower"), *interp);
+    Context reference(reference_engine);
+    auto want = program(reference);
+    for (const char* pipeline_text : {"lower,plan-memory", "fuse{strategy=producer-consumer},lower,plan-memory"}) {
+      CAPTURE(dtype);
+      CAPTURE(pipeline_text);
+      Engine engine(pipeline(pipeline_text), **cpu);
+      Context ctx(engine);
+      auto got = program(ctx);
+      for (size_t o = 0; o < want.size(); ++o) CHECK(float_bits(values(got[o])) == float_bits(values(want[o])));
+      CHECK(reference_notes(**cpu, program, pipeline_text) == "");
+    }
+  }
+}
+
+// bf16 and f16 elementwise chains, softmax, layernorm and sums in the row
+// loops (each op's result rounded to its dtype, as the interpreter rounds
+// it; 16-bit values read per element, per row, repeating over rows and as
+// one number), none of it on the reference kernels; and the program of every
+// kind of kernel in the narrow dtypes within two bf16 steps (2^-7) of the
+// interpreter under three fusion strategies.
+TEST_CASE("bf16 and f16 kernels run in the cpu's row loops as on the interpreter") {
+  auto cpu = load_backend("cpu", "threads=2");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto rows = [](Context& ctx) {
+    std::vector<Tensor> out;
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      std::vector<float> v(37 * 70);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 29) % 31) * 0.125f - 1.9f;
+      Tensor x = cast(ctx.from_vector(v, {37, 70}), dtype);
+      Tensor bias = cast(ctx.from_vector(std::vector<float>(v.begin(), v.begin() + 70), {70}), dtype);
+      Tensor per_row = cast(ctx.from_vector(std::vector<float>(v.begin(), v.begin() + 37), {37, 1}), dtype);
+      Tensor scale = cast(ctx.scalar(0.3), dtype);
+      out.insert(out.end(), {cast(exp(x) * x + broadcast_to(bias, x.shape()), DType::F32),
+                             cast(x * broadcast_to(per_row, x.shape()) - broadcast_to(scale, x.shape()), DType::F32),
+                             exp(x) + 1.0, softmax(x, 1), layernorm(x, bias, bias), sum(x * x, {1})});
+    }
+    return out;
+  };
+  const std::string fused = "decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory";
+  CHECK(reference_notes(**cpu, rows, fused) == "");
+  Engine reference_engine(pipeline("decompose,lower"), *interp);
+  Context reference(reference_engine);
+  auto want = rows(reference);
+  Engine engine(pipeline(fused), **cpu);
+  Context ctx(engine);
+  for (int step = 0; step < 2; ++step) {
+    auto got = rows(ctx);
+    REQUIRE(got.size() == want.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      CAPTURE(o);
+      auto g = values(cast(got[o], DType::F32)), w = values(cast(want[o], DType::F32));
+      for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1.6e-2).scale(1e-1));
+    }
+  }
+  auto want_all = narrow_dtype_program(reference);
+  for (const char* pipeline_text : {"decompose,canonicalize,fuse{strategy=none},lower",
+                                    "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower,plan-memory",
+                                    "decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory"}) {
+    CAPTURE(pipeline_text);
+    Engine all_engine(pipeline(pipeline_text), **cpu);
+    Context all(all_engine);
+    auto got = narrow_dtype_program(all);
+    REQUIRE(got.size() == want_all.size());
+    for (size_t o = 0; o < want_all.size(); ++o) {
+      CAPTURE(o);
+      auto g = values(got[o]), w = values(want_all[o]);
+      for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1.6e-2).scale(1e-1));
+    }
+  }
+}
+
+// bf16 and f16 products on sgemm over operands widened to f32 panels, the
+// sums rounded once into the dtype (as the interpreter's product): split by
+// k, in bands of rows, batches in parallel and one large product, with
+// transposed operands and an epilogue; small integers keep every sum exact,
+// so the results are the interpreter's bit for bit, on every step.
+TEST_CASE("bf16 and f16 products on the cpu round sgemm's sums once, as the interpreter does") {
+  auto cpu = load_backend("cpu", "threads=2");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (auto [batches, m, n, k] : {std::array<int64_t, 4>{1, 8, 8, 2100}, std::array<int64_t, 4>{1, 96, 40, 72},
+                                    std::array<int64_t, 4>{3, 20, 24, 16}, std::array<int64_t, 4>{1, 256, 160, 260}})
+      for (bool transposed : {false, true}) {
+        auto program = [&](Context& ctx) {
+          std::vector<float> a(batches * m * k), b(batches * k * n), bias(n);
+          for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
+          for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2.0f;
+          for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(i % 3);
+          Tensor lhs = cast(ctx.from_vector(a, {batches, m, k}), dtype);
+          Tensor rhs = transposed ? transpose(cast(ctx.from_vector(b, {batches, n, k}), dtype), 1, 2)
+                                  : cast(ctx.from_vector(b, {batches, k, n}), dtype);
+          Tensor product = matmul(lhs, rhs);
+          Tensor shifted = product + broadcast_to(cast(ctx.from_vector(bias, {n}), dtype), product.shape());
+          return std::vector<Tensor>{cast(product, DType::F32), cast(relu(shifted), DType::F32)};
+        };
+        CAPTURE(dtype);
+        CAPTURE(m);
+        CAPTURE(transposed);
+        Engine reference_engine(pipeline("lower"), *interp);
+        Context reference(reference_engine);
+        auto want = program(reference);
+        const std::string fused = "canonicalize,fuse{strategy=gemm-epilogue},lower,plan-memory";
+        Engine engine(pipeline(fused), **cpu);
+        Context ctx(engine);
+        for (int step = 0; step < 2; ++step) {
+          auto got = program(ctx);
+          CHECK(float_bits(values(got[0])) == float_bits(values(want[0])));
+          CHECK(float_bits(values(got[1])) == float_bits(values(want[1])));
+        }
+        CHECK(reference_notes(**cpu, program, fused) == "");
+      }
 }
