@@ -8,6 +8,7 @@
 #include "direct_conv.h"
 #include "few_positions_conv.h"
 #include "large_kernel_conv.h"
+#include "narrow_panels.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -39,9 +40,16 @@ std::pair<int64_t, int64_t> inside_row(int64_t shift, int64_t stride, int64_t wi
 
 class ConvPlan : public KernelPlan {
  public:
-  ConvPlan(const ConvShape& shape, uint32_t x, uint32_t w, uint32_t out, std::unique_ptr<RowKernelPlan> epilogue,
-           const RowPlanOptions& options, const openblas::Runtime& blas)
-      : s_(shape), x_(x), w_(w), out_(out), epilogue_(std::move(epilogue)), arena_(options.arena), blas_(blas) {
+  ConvPlan(const ConvShape& shape, uint32_t x, uint32_t w, uint32_t out, uint32_t dtype,
+           std::unique_ptr<RowKernelPlan> epilogue, const RowPlanOptions& options, const openblas::Runtime& blas)
+      : s_(shape),
+        x_(x),
+        w_(w),
+        out_(out),
+        narrow_(is_narrow_float(dtype) ? dtype : uint32_t{LAZYLAB_F32}),
+        epilogue_(std::move(epilogue)),
+        arena_(options.arena),
+        blas_(blas) {
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     bool small = s_.group_filters() * s_.positions() * s_.taps() <= kSmallProduct;
     DirectShape direct = direct_shape();
@@ -92,19 +100,47 @@ class ConvPlan : public KernelPlan {
     }
   }
 
+  // A 16-bit convolution's input, weight and result, widened: Memory::panels.
+  int64_t panel_floats() const override {
+    return narrow_ == LAZYLAB_F32 ? 0 : out_panel() + whole_lines(s_.images * s_.filters * s_.positions());
+  }
+
   void run(const Memory& memory) override {
+    if (narrow_ != LAZYLAB_F32) {
+      widen_panel(arena_, narrow_, static_cast<const uint16_t*>(memory.address(x_)), memory.panels, x_size());
+      widen_panel(arena_, narrow_, static_cast<const uint16_t*>(memory.address(w_)), memory.panels + w_panel(),
+                  w_size());
+    }
     switch (path_) {
       case Path::kDepthwise: run_depthwise(memory); break;
       case Path::kPackedWindows: run_packed_windows(memory); break;
       case Path::kBatched: run_batched(memory); break;
-      case Path::kDirect: direct_->run(memory.f32(x_), memory.f32(w_), memory.f32(out_), arena_); break;
+      case Path::kDirect: direct_->run(x_of(memory), w_of(memory), out_of(memory), arena_); break;
       case Path::kPerImage: run_per_image(memory); break;
     }
+    if (narrow_ != LAZYLAB_F32)  // the sums rounded once into the result's 16 bits
+      narrow_panel(arena_, narrow_, out_of(memory), static_cast<uint16_t*>(memory.address(out_)),
+                   s_.images * s_.filters * s_.positions());
     if (epilogue_) epilogue_->run(memory);
   }
 
  private:
   enum class Path { kDepthwise, kDirect, kPackedWindows, kBatched, kPerImage };
+
+  int64_t x_size() const { return s_.images * s_.channels * s_.height * s_.width; }
+  int64_t w_size() const { return s_.filters * s_.taps(); }
+  int64_t w_panel() const { return whole_lines(x_size()); }
+  int64_t out_panel() const { return w_panel() + whole_lines(w_size()); }
+
+  // The input, weight and result the paths read and write: f32 memory, or
+  // a 16-bit convolution's panels.
+  const float* x_of(const Memory& memory) const { return narrow_ == LAZYLAB_F32 ? memory.f32(x_) : memory.panels; }
+  const float* w_of(const Memory& memory) const {
+    return narrow_ == LAZYLAB_F32 ? memory.f32(w_) : memory.panels + w_panel();
+  }
+  float* out_of(const Memory& memory) const {
+    return narrow_ == LAZYLAB_F32 ? memory.f32(out_) : memory.panels + out_panel();
+  }
 
   // The shape the direct convolutions take (each checks what else it
   // needs).
@@ -141,14 +177,14 @@ class ConvPlan : public KernelPlan {
     for (int64_t c = 0; c < s_.channels; c += chunk_channels_) {
       int64_t last = std::min(s_.channels, c + chunk_channels_), taps = (last - c) * window;
       each_in_parallel(arena_, s_.images, [&](int64_t first, int64_t end) {
-        pack_windows(memory.f32(x_), first, end, c, last, columns_.data() + first * s_.positions() * taps);
+        pack_windows(x_of(memory), first, end, c, last, columns_.data() + first * s_.positions() * taps);
       });
       banded_sgemm(blas_, arena_,
-                   {CblasNoTrans, CblasTrans, s_.filters, rows, taps, memory.f32(w_) + c * window, s_.taps(),
+                   {CblasNoTrans, CblasTrans, s_.filters, rows, taps, w_of(memory) + c * window, s_.taps(),
                     columns_.data(), taps, c == 0 ? 0.0f : 1.0f, products_.data(), rows});
     }
     if (s_.channels == 0) std::fill(products_.begin(), products_.end(), 0.0f);  // no chunk: the sums of nothing
-    scatter_products(memory.f32(out_), 0, s_.images);
+    scatter_products(out_of(memory), 0, s_.images);
   }
 
   // Row (image, position) of the packed matrix, for images [first_image,
@@ -188,9 +224,9 @@ class ConvPlan : public KernelPlan {
   // channel, so the window is summed directly instead, output row by output
   // row, each tap a contiguous (vectorised, at stride 1) multiply-add.
   void run_depthwise(const Memory& memory) {
-    const float* x = memory.f32(x_);
-    const float* w = memory.f32(w_);
-    float* out = memory.f32(out_);
+    const float* x = x_of(memory);
+    const float* w = w_of(memory);
+    float* out = out_of(memory);
     each_in_parallel(arena_, s_.images * s_.filters, [&](int64_t first, int64_t end) {
       for (int64_t at = first; at < end; ++at) {
         int64_t image = at / s_.filters, f = at % s_.filters, channel = f / s_.group_filters();
@@ -235,13 +271,13 @@ class ConvPlan : public KernelPlan {
       int64_t end = std::min(s_.images, first + chunk_images_), columns = (end - first) * s_.positions();
       each_in_parallel(arena_, s_.taps(), [&](int64_t first_row, int64_t end_row) {
         for (int64_t image = first; image < end; ++image)
-          unfold(memory.f32(x_) + image * s_.channels * s_.height * s_.width, first_row, end_row,
+          unfold(x_of(memory) + image * s_.channels * s_.height * s_.width, first_row, end_row,
                  columns_.data() + (image - first) * s_.positions(), columns);
       });
       banded_sgemm(blas_, arena_,
-                   {CblasNoTrans, CblasNoTrans, s_.filters, columns, s_.taps(), memory.f32(w_), s_.taps(),
+                   {CblasNoTrans, CblasNoTrans, s_.filters, columns, s_.taps(), w_of(memory), s_.taps(),
                     columns_.data(), columns, 0.0f, products_.data(), columns});
-      scatter_products(memory.f32(out_), first, end);
+      scatter_products(out_of(memory), first, end);
     }
   }
 
@@ -282,7 +318,7 @@ class ConvPlan : public KernelPlan {
   void run_product(const Memory& memory, int64_t at, float* columns, bool unfold_in_parallel) {
     int64_t image = at / s_.groups, g = at % s_.groups;
     int64_t plane = s_.height * s_.width, positions = s_.positions();
-    const float* input = memory.f32(x_) + (image * s_.channels + g * s_.group_channels()) * plane;
+    const float* input = x_of(memory) + (image * s_.channels + g * s_.group_channels()) * plane;
     const float* unfolded = input;
     if (!s_.pointwise()) {
       auto rows = [&](int64_t first, int64_t end) { unfold(input, first, end, columns, positions); };
@@ -292,8 +328,8 @@ class ConvPlan : public KernelPlan {
         rows(0, s_.taps());
       unfolded = columns;
     }
-    const float* filters = memory.f32(w_) + g * s_.group_filters() * s_.taps();
-    float* result = memory.f32(out_) + (image * s_.filters + g * s_.group_filters()) * positions;
+    const float* filters = w_of(memory) + g * s_.group_filters() * s_.taps();
+    float* result = out_of(memory) + (image * s_.filters + g * s_.group_filters()) * positions;
     blas_.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s_.group_filters(), positions, s_.taps(), 1.0f, filters,
                 s_.taps(), unfolded, positions, 0.0f, result, positions);
   }
@@ -400,6 +436,7 @@ class ConvPlan : public KernelPlan {
 
   ConvShape s_;
   uint32_t x_, w_, out_;
+  uint32_t narrow_;  // BF16 or F16: a 16-bit convolution, computed in f32 panels; F32: not
   std::unique_ptr<RowKernelPlan> epilogue_;
   std::unique_ptr<DirectKernel> direct_;
   Path path_ = Path::kPerImage;
@@ -430,7 +467,8 @@ Planned<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vect
   if (values[conv->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the convolution's result has no memory");
   const lazylab_op& op = *conv;
   const ValueInfo &x = values[op.operands[0]], &w = values[op.operands[1]], &out = values[op.result];
-  if (x.dtype != LAZYLAB_F32) return decline("a convolution not of f32");
+  if (x.dtype != LAZYLAB_F32 && !is_narrow_float(x.dtype)) return decline("a convolution not of f32, bf16 or f16");
+  if (w.dtype != x.dtype || out.dtype != x.dtype) return decline("a convolution of mixed dtypes");
   if (out.size() == 0) return decline("a convolution of no elements");
   ConvShape s{x.shape[0],   x.shape[1],   x.shape[2],    x.shape[3], w.shape[0], w.shape[2], w.shape[3],
               out.shape[2], out.shape[3], op.attrs[3].i, {},         {},         {}};
@@ -448,8 +486,8 @@ Planned<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vect
     if (!planned) return decline("the epilogue's row loops declined: " + planned.reason());
     epilogue_plan = planned.take();
   }
-  return std::make_unique<ConvPlan>(s, op.operands[0], op.operands[1], op.result, std::move(epilogue_plan), options,
-                                    blas);
+  return std::make_unique<ConvPlan>(s, op.operands[0], op.operands[1], op.result, x.dtype, std::move(epilogue_plan),
+                                    options, blas);
 }
 
 }  // namespace lazylab::cpu

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "banded_sgemm.h"
-#include "narrow_floats.h"
+#include "narrow_panels.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -37,12 +37,15 @@ class GemmPlan : public KernelPlan {
 
   // A 16-bit product's operands widened, and sgemm's sums: Memory::panels
   // from there, a 64-byte line apart.
-  int64_t panel_floats() const override { return narrow_ == LAZYLAB_F32 ? 0 : c_panel() + padded(batches_ * m_ * n_); }
+  int64_t panel_floats() const override {
+    return narrow_ == LAZYLAB_F32 ? 0 : c_panel() + whole_lines(batches_ * m_ * n_);
+  }
 
   void run(const Memory& memory) override {
     if (narrow_ != LAZYLAB_F32) {
-      widen_panel(static_cast<const uint16_t*>(memory.address(a_.value)), memory.panels, batches_ * m_ * k_);
-      widen_panel(static_cast<const uint16_t*>(memory.address(b_.value)), memory.panels + b_panel(),
+      widen_panel(arena_, narrow_, static_cast<const uint16_t*>(memory.address(a_.value)), memory.panels,
+                  batches_ * m_ * k_);
+      widen_panel(arena_, narrow_, static_cast<const uint16_t*>(memory.address(b_.value)), memory.panels + b_panel(),
                   batches_ * k_ * n_);
     }
     if (split_k_) {
@@ -85,21 +88,8 @@ class GemmPlan : public KernelPlan {
     });
   }
 
-  static int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
-  int64_t b_panel() const { return padded(batches_ * m_ * k_); }
-  int64_t c_panel() const { return b_panel() + padded(batches_ * k_ * n_); }
-
-  // A 16-bit operand's `size` values widened into its f32 panel, exactly,
-  // in parallel.
-  void widen_panel(const uint16_t* from, float* to, int64_t size) const {
-    constexpr int64_t kBlock = int64_t{1} << 16;
-    each_in_parallel(arena_, (size + kBlock - 1) / kBlock, [&](int64_t first, int64_t end) {
-      for (int64_t block = first; block < end; ++block) {
-        int64_t at = block * kBlock;
-        widen(narrow_, from + at, to + at, std::min(kBlock, size - at));
-      }
-    });
-  }
+  int64_t b_panel() const { return whole_lines(batches_ * m_ * k_); }
+  int64_t c_panel() const { return b_panel() + whole_lines(batches_ * k_ * n_); }
 
   // A 16-bit product's rows [first_row, end_row) (of all batches' rows),
   // rounded once from sgemm's f32 sums into its memory, while in cache.

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
+#include "narrow_floats.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -27,24 +30,47 @@ class MaxPool : public KernelPlan {
         out_h_(y.shape[2]),
         out_w_(y.shape[3]),
         w_(window),
+        dtype_(x.dtype),
         arena_(arena) {}
 
   void run(const Memory& memory) override {
-    const float* x = memory.f32(in_);
-    float* y = memory.f32(out_);
+    if (dtype_ == LAZYLAB_F32)
+      run_as<float>(memory);
+    else
+      run_as<uint16_t>(memory);
+  }
+
+ private:
+  // A 16-bit value's bits, read as the float it is (the maximum of exact
+  // values is one of them: written back exactly).
+  float load(float v) const { return v; }
+  float load(uint16_t v) const { return widen_one(dtype_, v); }
+
+  template <class T>
+  void run_as(const Memory& memory) {
+    auto* x = static_cast<const T*>(memory.address(in_));
+    auto* y = static_cast<T*>(memory.address(out_));
     auto planes = [&](int64_t first, int64_t end) {
-      for (int64_t plane = first; plane < end; ++plane)
-        pool_plane(x + plane * height_ * width_, y + plane * out_h_ * out_w_);
+      std::vector<float> lines(std::is_same_v<T, float> ? 0 : out_h_ * out_w_);
+      for (int64_t plane = first; plane < end; ++plane) {
+        T* out = y + plane * out_h_ * out_w_;
+        if constexpr (std::is_same_v<T, float>) {
+          pool_plane(x + plane * height_ * width_, out);
+        } else {
+          pool_plane(x + plane * height_ * width_, lines.data());
+          narrow(dtype_, lines.data(), out, out_h_ * out_w_);
+        }
+      }
     };
     if (!arena_ || planes_ * out_h_ * out_w_ < 16384) return planes(0, planes_);
     parallel_chunks(*arena_, 0, planes_, 1, planes);
   }
 
- private:
   // An output row at a time, a tap at a time across the row (vectorisable):
   // each output still sees its taps in the reference's order, so the first
   // of equal values wins (+0 before -0) and a NaN read stays.
-  void pool_plane(const float* plane, float* out) const {
+  template <class T>
+  void pool_plane(const T* plane, float* out) const {
     int64_t stride = w_.strides[1];
     for (int64_t i = 0; i < out_h_; ++i) {
       float* line = out + i * out_w_;
@@ -52,13 +78,13 @@ class MaxPool : public KernelPlan {
       for (int64_t p = 0; p < w_.kernel[0]; ++p) {
         int64_t y = i * w_.strides[0] - w_.pads[0] + p * w_.dilations[0];
         if (y < 0 || y >= height_) continue;
-        const float* row = plane + y * width_;
+        const T* row = plane + y * width_;
         for (int64_t q = 0; q < w_.kernel[1]; ++q) {
           int64_t shift = q * w_.dilations[1] - w_.pads[1];  // column j reads row[j * stride + shift]
           int64_t first = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
           int64_t end = width_ - shift <= 0 ? 0 : std::min(out_w_, (width_ - shift - 1) / stride + 1);
           for (int64_t j = first; j < end; ++j) {
-            float best = line[j], v = row[j * stride + shift];
+            float best = line[j], v = load(row[j * stride + shift]);
             line[j] = best != best || v <= best ? best : v;
           }
         }
@@ -69,6 +95,7 @@ class MaxPool : public KernelPlan {
   uint32_t in_, out_;
   int64_t planes_, height_, width_, out_h_, out_w_;
   PoolWindow w_;
+  uint32_t dtype_;  // f32, bf16 or f16
   tbb::task_arena* arena_;
 };
 
@@ -81,7 +108,7 @@ Planned<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vect
   const ValueInfo &x = values[op.operands[0]], &y = values[op.result];
   bool memory = x.kind != LAZYLAB_VALUE_KERNEL_LOCAL && y.kind != LAZYLAB_VALUE_KERNEL_LOCAL;
   if (!memory) return decline("the pool's input or result has no memory");
-  if (x.dtype != LAZYLAB_F32) return decline("a pool of values not f32");
+  if (x.dtype != LAZYLAB_F32 && !is_narrow_float(x.dtype)) return decline("a pool of values not f32, bf16 or f16");
   if (x.shape.size() != 4 || y.shape.size() != 4 || y.size() == 0) return decline("not a non-empty NCHW pool");
   PoolWindow w{};
   for (int d = 0; d < 2; ++d) {

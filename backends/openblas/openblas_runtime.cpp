@@ -72,6 +72,16 @@ bool bind(void* library, const char* name, F& function, std::string& error) {
   return function != nullptr;
 }
 
+#if defined(__SANITIZE_THREAD__)
+// Under ThreadSanitizer OpenBLAS runs on the calling thread only: its
+// workers wait for work in spin loops that TSan cannot see (OpenBLAS is not
+// instrumented), so their writes to C (sgemm_beta's memset, which TSan
+// intercepts) showed as races with the caller's reads after sgemm returned.
+// As parallel.h runs TBB's chunks on plain threads there.
+decltype(&openblas_set_num_threads) openblas_threads = nullptr;
+void one_thread(int) { openblas_threads(1); }
+#endif
+
 struct Loaded {
   Runtime runtime;
   std::string error;
@@ -103,6 +113,11 @@ Loaded load() {
       !bind(library, "openblas_get_config", get_config, loaded.error) ||
       !bind(library, "openblas_get_corename", get_corename, loaded.error))
     return loaded;
+#if defined(__SANITIZE_THREAD__)
+  openblas_threads = rt.set_num_threads;
+  rt.set_num_threads = one_thread;
+  one_thread(1);
+#endif
   rt.config = get_config();
   rt.core = get_corename();
   auto lower = [](std::string text) {

@@ -8,6 +8,11 @@ seed), rebuilds the very same network in PyTorch (same constructor, same
 seed, so the same weights) and times its forward pass under no_grad; other
 workloads are left out. Needs Debian's python3-torch and python3-torchvision;
 run with /usr/bin/python3. --device cuda times on the GPU with CUDA events.
+--dtype=bf16 runs each forward pass under torch.autocast in bf16 (weights
+and inputs stay f32, as an f32 model under lazylab's autocast pass): its
+pipeline is torch-eager-bf16. --mode=compile|reduce-overhead times
+torch.compile's model instead (torch 2; its pipeline torch-compile[-bf16]
+or torch-reduce-overhead[-bf16]), compiled in the warm-up steps.
 """
 import json
 import os
@@ -50,11 +55,17 @@ def measure(step, warmup, runs, device, flush_mib=0):
 def main():
     def extra(ap):
         ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+        ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
+        ap.add_argument("--mode", choices=["eager", "compile", "reduce-overhead"], default="eager")
         torch_blas.add_argument(ap)
 
     args, _ = parse_args(__doc__, {}, extra)
     torch.set_num_threads(args.threads)
     blas_threads = torch_blas.limit_threads(args.blas_threads) if args.device == "cpu" else ""
+    pipeline = "-".join(["torch", args.mode] + (["bf16"] if args.dtype == "bf16" else []))
+    if args.device == "cuda":  # the f32 cells in full f32, as lazylab's
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     cells = []
     for path in (w for w in args.workloads.split(",") if w):
         config_file = os.path.join(os.path.dirname(path), "config.json")
@@ -64,16 +75,25 @@ def main():
         with open(config_file) as f:
             config = json.load(f)
         model, inputs = build(config["name"], config["size"], config["seed"])
-        model, inputs = model.to(args.device), tuple(x.to(args.device) for x in inputs)
-        step_ms = measure(lambda: model(*inputs), args.warmup, args.runs, args.device, args.flush_mib)
-        cells.append({"workload": path, "pipeline": "torch-eager", "backend": "torch", "params": {},
-                      "step_ms": step_ms})
-        print(f"{config['name']:12s} torch eager ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")
+        model, inputs = model.to(args.device).eval(), tuple(x.to(args.device) for x in inputs)
+        if args.mode != "eager":
+            torch._dynamo.reset()
+            model = torch.compile(model, mode="reduce-overhead" if args.mode == "reduce-overhead" else "default")
+        def step(model=model, inputs=inputs):
+            if args.dtype == "f32":
+                return model(*inputs)
+            with torch.autocast(args.device, dtype=torch.bfloat16):
+                return model(*inputs)
+
+        step_ms = measure(step, args.warmup, args.runs, args.device, args.flush_mib)
+        cells.append({"workload": path, "pipeline": pipeline, "backend": "torch", "params": {}, "step_ms": step_ms})
+        print(f"{config['name']:12s} {pipeline} ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     where = f"{args.threads} threads, OpenBLAS core {blas}" if args.device == "cpu" else torch.cuda.get_device_name()
     if blas_threads:
         where += f", {blas_threads}"
-    write_report(args.out, f"torch {torch.__version__} eager on {args.device}, {where}", cells,
+    precision = ", bf16 autocast (f32 weights and inputs)" if args.dtype == "bf16" else ""
+    write_report(args.out, f"torch {torch.__version__} {args.mode}{precision} on {args.device}, {where}", cells,
                  clock="device" if args.device == "cuda" else "host")
 
 

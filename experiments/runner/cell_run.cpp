@@ -127,7 +127,8 @@ Status CellRun::run_step(int64_t index) {
   }
   // Every step is checked, outside the timed region: a race shows in some
   // steps only.
-  auto checked = compare_outputs(outputs, reference_, e.reference.rtol, e.reference.atol);
+  auto checked =
+      compare_outputs(outputs, reference_, e.reference.rtol, e.reference.atol, e.reference.relative_to == "output");
   if (!checked) return checked.error();
   absorb(result_.correctness, *checked, index);
   return {};

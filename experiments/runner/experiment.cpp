@@ -325,12 +325,16 @@ Status read_sections(const Reader& r, const YAML::Node& root, Experiment& e) {
     return r.error(root["peer-rounds"], "peer-rounds",
                    fmt::format("must be between 0 and repeat.runs ({}), got {}", e.runs, e.peer_rounds));
   if (YAML::Node ref = root["reference"]) {
-    LAZYLAB_TRY(r.expect_keys(ref, "reference", {"backend", "pipeline", "rtol", "atol"}));
+    LAZYLAB_TRY(r.expect_keys(ref, "reference", {"backend", "pipeline", "rtol", "atol", "relative_to"}));
     e.reference.line = line_of(ref);
     LAZYLAB_TRY(read_optional(r, ref, "reference", "backend", "a backend name", e.reference.backend));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "pipeline", "pipeline text", e.reference.pipeline));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "rtol", "a number", e.reference.rtol));
     LAZYLAB_TRY(read_optional(r, ref, "reference", "atol", "a number", e.reference.atol));
+    LAZYLAB_TRY(read_optional(r, ref, "reference", "relative_to", "element or output", e.reference.relative_to));
+    if (e.reference.relative_to != "element" && e.reference.relative_to != "output")
+      return r.error(ref["relative_to"], "reference.relative_to",
+                     fmt::format("must be element or output, got '{}'", e.reference.relative_to));
     // A NaN tolerance would make every comparison pass.
     for (auto [key, value] : {std::pair{"rtol", e.reference.rtol}, std::pair{"atol", e.reference.atol}})
       if (!(value >= 0) || std::isinf(value))

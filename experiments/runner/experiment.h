@@ -98,6 +98,9 @@ struct Experiment {
     std::string pipeline = "lower";
     double rtol = 1e-4;
     double atol = 1e-5;
+    // "element": rtol of each element's magnitude; "output": of the output's
+    // largest (output_check.h).
+    std::string relative_to = "element";
     int line = 0;
   } reference;
   struct {

@@ -180,7 +180,8 @@ nlohmann::json report_json(const ExperimentResult& result, const RunInfo& info) 
              {{"backend", e.reference.backend},
               {"pipeline", e.reference.pipeline},
               {"rtol", e.reference.rtol},
-              {"atol", e.reference.atol}}},
+              {"atol", e.reference.atol},
+              {"relative_to", e.reference.relative_to}}},
             {"entries", entries_json(e)}}},
           {"started_at", info.started_at},
           {"ceilings", ceilings_to_json(result.ceilings)},
@@ -356,6 +357,7 @@ void read_experiment(const nlohmann::json& experiment, LoadedReport& report) {
   e.reference.pipeline = reference.value("pipeline", "");
   e.reference.rtol = reference.value("rtol", 0.0);
   e.reference.atol = reference.value("atol", 0.0);
+  e.reference.relative_to = reference.value("relative_to", "element");
   read_entries(experiment.value("entries", nlohmann::json::object()), e);
 }
 

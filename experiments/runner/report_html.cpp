@@ -251,9 +251,10 @@ std::string run_facts(const ExperimentResult& result, const RunInfo& info) {
        fmt::format("{} warm-up + {} timed steps after the cold step, then {} with each kernel timed; baseline "
                    "<code>{}</code>",
                    e.warmup, e.runs, e.profile_steps, html_escape(e.baseline)));
-  fact("reference", fmt::format("<code>{}</code> with <code>{}</code>, rtol {}, atol {}{}",
+  fact("reference", fmt::format("<code>{}</code> with <code>{}</code>, rtol {}, atol {}{}{}",
                                 html_escape(e.reference.backend), html_escape(e.reference.pipeline), e.reference.rtol,
-                                e.reference.atol, html_escape(dtype_tolerances(e.reference.rtol, e.reference.atol))));
+                                e.reference.atol, html_escape(rtol_scope(e.reference.relative_to)),
+                                html_escape(dtype_tolerances(e.reference.rtol, e.reference.atol))));
   fact("ceilings", html_escape(fmt::format("copy {:.1f} GB/s, elementwise {:.1f} Gop/s, sgemm {:.1f} GFLOP/s ({})",
                                            result.ceilings.copy_gb_s, result.ceilings.elementwise_gop_s,
                                            result.ceilings.gemm_gflop_s, result.ceilings.method)));

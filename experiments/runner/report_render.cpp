@@ -131,8 +131,9 @@ std::string markdown_header(const ExperimentResult& result, const RunInfo& info)
           "device (CUDA events) and their floors use these\n",
           e.backends[b].name, result.device_ceilings[b].copy_gb_s, result.device_ceilings[b].gemm_gflop_s,
           result.device_ceilings[b].method);
-  out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}{}\n", e.reference.backend, e.reference.pipeline,
-                     e.reference.rtol, e.reference.atol, dtype_tolerances(e.reference.rtol, e.reference.atol));
+  out += fmt::format("- reference: `{}` with `{}`, rtol {}, atol {}{}{}\n", e.reference.backend, e.reference.pipeline,
+                     e.reference.rtol, e.reference.atol, rtol_scope(e.reference.relative_to),
+                     dtype_tolerances(e.reference.rtol, e.reference.atol));
   for (const PipelineEntry& p : e.pipelines) out += fmt::format("- pipeline `{}`: `{}`\n", p.name, p.text);
   for (const BackendEntry& b : e.backends)
     if (!b.options.empty() || !b.label.empty())

@@ -1,6 +1,7 @@
 // Experiment YAML: every malformed input names the key path and line.
 #include "runner/experiment.h"
 #include "core/suggest.h"
+#include "runner/output_check.h"
 #include "runner/pipeline_sweep.h"
 #include "support.h"
 
@@ -83,6 +84,24 @@ TEST_CASE("malformed experiments are errors with the key path") {
   CHECK(error_of("name: t\nworkloads: [chain]\npipelines: [lower]\nbackends: [interp]\n") ==
         "x.yaml:3: pipelines: expected a non-empty mapping of name: pipeline text");
   CHECK(error_of("name: t\nworkloads: [chain\n").find("x.yaml:3:1: malformed YAML") == 0);
+}
+
+// A 16-bit network's logits: the small ones carry the rounding of the large
+// ones' sums, so an element's own magnitude is the wrong scale for them.
+TEST_CASE("rtol is of each element, or with relative_to: output of the output's largest magnitude") {
+  ReferenceOutputs want{{TensorType{DType::F32, {3}}}, {{100.0, 1.0, -50.0}}};
+  ReferenceOutputs got{{TensorType{DType::F32, {3}}}, {{100.5, 1.4, -50.2}}};
+  Correctness each = compare_values(got, want, 0.01, 0.0);
+  CHECK_FALSE(each.pass);
+  CHECK(each.problem == "output 0 element 1: 1.4 vs reference 1");
+  CHECK(compare_values(got, want, 0.01, 0.0, true).pass);  // 0.4 <= 0.01 * 100
+  got.values[0][1] = 2.1;                                  // 1.1 > 0.01 * 100
+  CHECK_FALSE(compare_values(got, want, 0.01, 0.0, true).pass);
+  auto parsed = parse_experiment(kValid + "reference: {rtol: 0.02, relative_to: output}\n", "x.yaml");
+  REQUIRE(parsed.ok());
+  CHECK(parsed->reference.relative_to == "output");
+  CHECK(error_of(kValid + "reference: {relative_to: row}\n") ==
+        "x.yaml:10: reference.relative_to: must be element or output, got 'row'");
 }
 
 TEST_CASE("tolerances must be finite and not negative: NaN would pass every cell") {

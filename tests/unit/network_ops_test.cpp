@@ -341,35 +341,48 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          return std::vector<Tensor>{pad(gelu_exact, {0, 1, 2}, {1, 0, 0}, 0.5)};
        }},
   };
+  // In f32, and in mixed precision: convolutions in bf16 (the interpreter
+  // rounds each op's result to bf16 as the cpu does, summing in f64 where
+  // the cpu sums in f32: within a bf16 step), every op but sums in f16.
+  struct Precision {
+    const char* passes;
+    double epsilon;
+  };
+  const Precision precisions[] = {
+      {"", 1e-4}, {"autocast,", 1.6e-2}, {"autocast{policy=low-but-reductions,dtype=f16},", 2e-3}};
   auto cpu = load_backend("cpu");
   REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
-  for (const auto& [label, build] : cases) {
-    std::string name = label;
-    CAPTURE(name);
-    Session reference;
-    std::vector<std::vector<float>> want;
-    for (const Tensor& t : build(reference.ctx)) want.push_back(values(t));
-    for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
-      CAPTURE(strategy);
-      Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower,plan-memory"),
-                    **cpu);
-      Context ctx(engine);
-      for (int step = 0; step < 2; ++step) {  // the second step runs the cached executable
-        std::vector<Tensor> got = build(ctx);
-        for (size_t o = 0; o < want.size(); ++o) {
-          CAPTURE(o);
-          CAPTURE(step);
-          std::vector<float> v = values(got[o]);
-          REQUIRE(v.size() == want[o].size());
-          // Relative 1e-4, and 1e-6 absolute: a sum of unit-sized products in
-          // f32, in another order than the interpreter's, is that far off
-          // where it cancels (a 2x2 kernel over 6 channels, -0.00141 off by
-          // 2.4e-7).
-          for (size_t i = 0; i < v.size(); ++i) REQUIRE(v[i] == doctest::Approx(want[o][i]).epsilon(1e-4).scale(1e-2));
+  for (const auto& [label, build] : cases)
+    for (const auto& [passes, epsilon] : precisions) {
+      std::string name = label;
+      CAPTURE(name);
+      CAPTURE(passes);
+      Session reference(std::string(passes) + "decompose,lower");
+      std::vector<std::vector<float>> want;
+      for (const Tensor& t : build(reference.ctx)) want.push_back(values(cast(t, DType::F32)));
+      for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
+        CAPTURE(strategy);
+        Engine engine(pipeline(std::string(passes) + "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
+                               "},lower,plan-memory"),
+                      **cpu);
+        Context ctx(engine);
+        for (int step = 0; step < 2; ++step) {  // the second step runs the cached executable
+          std::vector<Tensor> got = build(ctx);
+          for (size_t o = 0; o < want.size(); ++o) {
+            CAPTURE(o);
+            CAPTURE(step);
+            std::vector<float> v = values(cast(got[o], DType::F32));
+            REQUIRE(v.size() == want[o].size());
+            // Relative 1e-4, and 1e-6 absolute: a sum of unit-sized products in
+            // f32, in another order than the interpreter's, is that far off
+            // where it cancels (a 2x2 kernel over 6 channels, -0.00141 off by
+            // 2.4e-7).
+            for (size_t i = 0; i < v.size(); ++i)  // (f16 overflows to the same infinity)
+              REQUIRE((v[i] == want[o][i] || v[i] == doctest::Approx(want[o][i]).epsilon(epsilon).scale(1e-2)));
+          }
         }
       }
     }
-  }
 }
 
 TEST_CASE("on cpu a convolution and its epilogue are one window kernel") {
