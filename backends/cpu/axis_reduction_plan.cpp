@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "narrow_panels.h"
 #include "parallel.h"
 #include "row_reductions.h"
 
@@ -15,12 +16,38 @@ namespace {
 class AxisReduction : public KernelPlan {
  public:
   AxisReduction(uint32_t in, uint32_t out, int64_t outer, int64_t kept, int64_t inner, bool mean,
-                tbb::task_arena* arena)
-      : in_(in), out_(out), outer_(outer), kept_(kept), inner_(inner), mean_(mean), arena_(arena) {}
+                const std::vector<ValueInfo>& values, tbb::task_arena* arena)
+      : in_(in),
+        out_(out),
+        outer_(outer),
+        kept_(kept),
+        inner_(inner),
+        mean_(mean),
+        in_dtype_(values[in].dtype),
+        out_dtype_(values[out].dtype),
+        arena_(arena) {}
+
+  // A 16-bit input widened, and a 16-bit result's sums before their
+  // rounding: Memory::panels.
+  int64_t panel_floats() const override { return out_panel() + (is_narrow_float(out_dtype_) ? kept_ : 0); }
 
   void run(const Memory& memory) override {
     const float* x = memory.f32(in_);
-    float* out = memory.f32(out_);
+    if (is_narrow_float(in_dtype_)) {
+      widen_panel(arena_, in_dtype_, static_cast<const uint16_t*>(memory.address(in_)), memory.panels,
+                  outer_ * kept_ * inner_);
+      x = memory.panels;
+    }
+    if (!is_narrow_float(out_dtype_)) return reduce(x, memory.f32(out_));
+    float* sums = memory.panels + out_panel();
+    reduce(x, sums);
+    narrow(out_dtype_, sums, static_cast<uint16_t*>(memory.address(out_)), kept_);  // once, as the reference rounds
+  }
+
+ private:
+  int64_t out_panel() const { return is_narrow_float(in_dtype_) ? whole_lines(outer_ * kept_ * inner_) : 0; }
+
+  void reduce(const float* x, float* out) {
     double count = static_cast<double>(outer_) * static_cast<double>(inner_);
     auto finish = [&](int64_t k, double total) { out[k] = static_cast<float>(mean_ ? total / count : total); };
     if (inner_ == 1) return sum_columns(x, finish);
@@ -36,7 +63,6 @@ class AxisReduction : public KernelPlan {
     parallel_chunks(*arena_, 0, kept_, 1, body);
   }
 
- private:
   // Rows of `kept` added element by element, in blocks of columns that the
   // threads share out: each block's accumulators stay in L1.
   template <class Finish>
@@ -63,6 +89,7 @@ class AxisReduction : public KernelPlan {
   uint32_t in_, out_;
   int64_t outer_, kept_, inner_;
   bool mean_;
+  uint32_t in_dtype_, out_dtype_;  // f32, bf16 or f16
   tbb::task_arena* arena_;
 };
 
@@ -74,7 +101,8 @@ Planned<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const
   const lazylab_op& op = kernel.ops[0];
   if ((op.op != LAZYLAB_OP_ReduceSum && op.op != LAZYLAB_OP_ReduceMean) || op.num_attrs < 1) return nullptr;
   const ValueInfo& x = values[op.operands[0]];
-  if (x.dtype != LAZYLAB_F32 || values[op.result].dtype != LAZYLAB_F32) return decline("a sum of values not f32");
+  auto floating = [](uint32_t dtype) { return dtype == LAZYLAB_F32 || is_narrow_float(dtype); };
+  if (!floating(x.dtype) || !floating(values[op.result].dtype)) return decline("a sum of values not f32, bf16 or f16");
   if (x.size() == 0) return decline("a sum of no elements");
   std::vector<bool> reduced(x.shape.size(), false);
   const lazylab_attr& axes = op.attrs[0];
@@ -92,7 +120,7 @@ Planned<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const
   int64_t outer = 1, kept = 1, inner = 1;
   for (size_t d = 0; d < x.shape.size(); ++d) (d < begin ? outer : d < end ? kept : inner) *= x.shape[d];
   return std::make_unique<AxisReduction>(op.operands[0], op.result, outer, kept, inner, op.op == LAZYLAB_OP_ReduceMean,
-                                         arena);
+                                         values, arena);
 }
 
 }  // namespace lazylab::cpu

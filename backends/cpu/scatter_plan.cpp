@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "gather_plan.h"
+#include "narrow_floats.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
@@ -11,7 +12,7 @@ namespace {
 class ScatterAdd : public KernelPlan {
  public:
   ScatterAdd(uint32_t data, uint32_t indices, uint32_t updates, uint32_t out, int64_t outer, int64_t extent,
-             int64_t inner, tbb::task_arena* arena)
+             int64_t inner, uint32_t dtype, tbb::task_arena* arena)
       : data_(data),
         indices_(indices),
         updates_(updates),
@@ -19,26 +20,38 @@ class ScatterAdd : public KernelPlan {
         outer_(outer),
         extent_(extent),
         inner_(inner),
+        dtype_(dtype),
         arena_(arena) {}
 
   void run(const Memory& memory) override {
     const std::vector<int64_t> rows = checked_indices(memory, indices_, extent_, "scatter_add");  // before any write
-    const float* data = memory.f32(data_);
-    const float* updates = memory.f32(updates_);
-    float* out = memory.f32(out_);
+    if (dtype_ == LAZYLAB_F32)
+      add_rows<float>(memory, rows, [](float& sum, float add) { sum += add; });
+    else  // each sum rounded to the dtype, as the interpreter adds
+      add_rows<uint16_t>(memory, rows, [this](uint16_t& sum, uint16_t add) {
+        sum = narrow_one(dtype_, widen_one(dtype_, sum) + widen_one(dtype_, add));
+      });
+  }
+
+ private:
+  template <class T, class Add>
+  void add_rows(const Memory& memory, const std::vector<int64_t>& rows, const Add& add_to) const {
+    auto* data = static_cast<const T*>(memory.address(data_));
+    auto* updates = static_cast<const T*>(memory.address(updates_));
+    auto* out = static_cast<T*>(memory.address(out_));
     int64_t count = static_cast<int64_t>(rows.size());
     // Each outer slice is its own: threads split the slices, and within one
     // the blocks add in index order, so repeated indices sum as the
     // reference orders them.
     auto body = [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
-        float* slice = out + o * extent_ * inner_;
+        T* slice = out + o * extent_ * inner_;
         if (slice != data + o * extent_ * inner_)
-          std::memcpy(slice, data + o * extent_ * inner_, static_cast<size_t>(extent_ * inner_) * sizeof(float));
+          std::memcpy(slice, data + o * extent_ * inner_, static_cast<size_t>(extent_ * inner_) * sizeof(T));
         for (int64_t i = 0; i < count; ++i) {
-          float* block = slice + rows[i] * inner_;
-          const float* add = updates + (o * count + i) * inner_;
-          for (int64_t in = 0; in < inner_; ++in) block[in] += add[in];
+          T* block = slice + rows[i] * inner_;
+          const T* add = updates + (o * count + i) * inner_;
+          for (int64_t in = 0; in < inner_; ++in) add_to(block[in], add[in]);
         }
       }
     };
@@ -46,9 +59,9 @@ class ScatterAdd : public KernelPlan {
     parallel_chunks(*arena_, 0, outer_, 1, body);
   }
 
- private:
   uint32_t data_, indices_, updates_, out_;
   int64_t outer_, extent_, inner_;
+  uint32_t dtype_;  // f32, bf16 or f16
   tbb::task_arena* arena_;
 };
 
@@ -62,13 +75,13 @@ Planned<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::v
                   &out = values[op.result];
   for (const ValueInfo* v : {&data, &indices, &updates, &out})
     if (v->kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("an operand or the result has no memory");
-  if (data.dtype != LAZYLAB_F32) return decline("data not f32");
+  if (data.dtype != LAZYLAB_F32 && !is_narrow_float(data.dtype)) return decline("data not f32, bf16 or f16");
   if (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32) return decline("indices not i64 or i32");
   int64_t axis = op.attrs[0].i, outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];
   for (size_t d = axis + 1; d < data.shape.size(); ++d) inner *= data.shape[d];
   return std::make_unique<ScatterAdd>(op.operands[0], op.operands[1], op.operands[2], op.result, outer,
-                                      data.shape[axis], inner, arena);
+                                      data.shape[axis], inner, data.dtype, arena);
 }
 
 }  // namespace lazylab::cpu

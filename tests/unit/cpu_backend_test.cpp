@@ -1331,6 +1331,14 @@ TEST_CASE("bf16 and f16 kernels run in the cpu's row loops as on the interpreter
     }
   }
   auto want_all = narrow_dtype_program(reference);
+  // Its convolutions, max pools and scatter_adds are of bf16 and f16 only:
+  // none declined for their dtype (its i8 and u8 kernels are, and what has no
+  // fast plan in f32 either).
+  std::string notes = reference_notes(**cpu, narrow_dtype_program, fused);
+  CAPTURE(notes);
+  for (const char* declined : {"convolution declined", "pool declined", "scatter-add declined"})
+    CHECK(notes.find(declined) == std::string::npos);
+  CHECK(notes.find("kernel") != std::string::npos);  // the i8 and u8 ones
   for (const char* pipeline_text : {"decompose,canonicalize,fuse{strategy=none},lower",
                                     "decompose,canonicalize,cse,dce,fuse{strategy=producer-consumer},lower,plan-memory",
                                     "decompose,canonicalize,cse,dce,fuse{strategy=dominator},lower,plan-memory"}) {
@@ -1387,5 +1395,38 @@ TEST_CASE("bf16 and f16 products on the cpu round sgemm's sums once, as the inte
           CHECK(float_bits(values(got[1])) == float_bits(values(want[1])));
         }
         CHECK(reference_notes(**cpu, program, fused) == "");
+      }
+}
+
+// Sums and means of bf16 and f16 values over leading axes (a bias's
+// gradient), into their dtype or f32: the values widened, summed in double
+// as the interpreter sums, rounded once; exact sums here, so bit for bit.
+TEST_CASE("sums of bf16 and f16 over leading axes run as column sums, as the interpreter sums them") {
+  auto cpu = load_backend("cpu", "threads=2");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (auto [shape, axes] :
+         {std::pair{Dims{3000, 40}, std::vector<int64_t>{0}}, std::pair{Dims{16, 24, 9}, std::vector<int64_t>{0, 2}}})
+      for (bool mean_of : {false, true}) {
+        auto program = [&](Context& ctx) {
+          std::vector<float> x(TensorType{DType::F32, shape}.num_elements());
+          for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 64) * 0.125f - 3.0f;
+          Tensor input = cast(ctx.from_vector(x, shape), dtype);
+          Tensor into_dtype = mean_of ? mean(input, axes) : sum(input, axes);
+          Tensor into_f32 = sum(cast(input, DType::F32), axes);
+          return std::vector<Tensor>{cast(into_dtype, DType::F32), into_f32};
+        };
+        CAPTURE(dtype);
+        CAPTURE(to_string(shape));
+        CAPTURE(mean_of);
+        Engine reference_engine(pipeline("lower"), *interp);
+        Context reference(reference_engine);
+        auto want = program(reference);
+        Engine engine(pipeline("lower,plan-memory"), **cpu);
+        Context ctx(engine);
+        auto got = program(ctx);
+        for (size_t o = 0; o < want.size(); ++o) CHECK(float_bits(values(got[o])) == float_bits(values(want[o])));
+        CHECK(reference_notes(**cpu, program, "lower,plan-memory") == "");
       }
 }
