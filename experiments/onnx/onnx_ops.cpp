@@ -407,16 +407,28 @@ Converter reduction(OpId op, bool axes_input) {
   };
 }
 
-Status cast(OnnxNode& node) {
-  std::optional<DType> to = onnx_dtype(node.attr_int("to", 0));
-  if (!to) return node.unsupported(fmt::format("cast to element type {} is not implemented", node.attr_int("to", 0)));
+// Input 0 as `to`; the same value where it already is.
+Status cast_to(OnnxNode& node, DType to) {
   auto x = node.input(0);
   if (!x) return x.error();
-  TensorType declared{*to, node.type(*x).shape};
-  if (node.type(*x).dtype == *to) return node.set_output(0, *x);
+  TensorType declared{to, node.type(*x).shape};
+  if (node.type(*x).dtype == to) return node.set_output(0, *x);
   auto y = node.add(OpId::Cast, {*x}, {}, &declared);
   if (!y) return y.error();
   return node.set_output(0, *y);
+}
+
+Status cast(OnnxNode& node) {
+  std::optional<DType> to = onnx_dtype(node.attr_int("to", 0));
+  if (!to) return node.unsupported(fmt::format("cast to element type {} is not implemented", node.attr_int("to", 0)));
+  return cast_to(node, *to);
+}
+
+// CastLike: input 0 as input 1's element type (its values unread).
+Status cast_like(OnnxNode& node) {
+  auto like = node.input(1);
+  if (!like) return like.error();
+  return cast_to(node, node.type(*like).dtype);
 }
 
 NamedTensor float_tensor(const std::vector<float>& values, Dims shape) {
@@ -545,6 +557,7 @@ const std::map<std::string, Converter>& converters() {
         {"ReduceMax", reduction(OpId::ReduceMax, false)},
         {"ReduceMin", reduction(OpId::ReduceMin, false)},
         {"Cast", cast},
+        {"CastLike", cast_like},
         {"Constant", constant},
         {"Shape", shape},
         {"Slice", slice},
