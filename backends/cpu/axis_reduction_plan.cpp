@@ -101,8 +101,8 @@ Planned<KernelPlan> make_axis_reduction_plan(const lazylab_kernel& kernel, const
   const lazylab_op& op = kernel.ops[0];
   if ((op.op != LAZYLAB_OP_ReduceSum && op.op != LAZYLAB_OP_ReduceMean) || op.num_attrs < 1) return nullptr;
   const ValueInfo& x = values[op.operands[0]];
-  auto floating = [](uint32_t dtype) { return dtype == LAZYLAB_F32 || is_narrow_float(dtype); };
-  if (!floating(x.dtype) || !floating(values[op.result].dtype)) return decline("a sum of values not f32, bf16 or f16");
+  if (!computes_in_f32(x.dtype) || !computes_in_f32(values[op.result].dtype))
+    return decline("a sum of values not f32, bf16 or f16");
   if (x.size() == 0) return decline("a sum of no elements");
   std::vector<bool> reduced(x.shape.size(), false);
   const lazylab_attr& axes = op.attrs[0];

@@ -467,7 +467,7 @@ Planned<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vect
   if (values[conv->result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the convolution's result has no memory");
   const lazylab_op& op = *conv;
   const ValueInfo &x = values[op.operands[0]], &w = values[op.operands[1]], &out = values[op.result];
-  if (x.dtype != LAZYLAB_F32 && !is_narrow_float(x.dtype)) return decline("a convolution not of f32, bf16 or f16");
+  if (!computes_in_f32(x.dtype)) return decline("a convolution not of f32, bf16 or f16");
   if (w.dtype != x.dtype || out.dtype != x.dtype) return decline("a convolution of mixed dtypes");
   if (out.size() == 0) return decline("a convolution of no elements");
   ConvShape s{x.shape[0],   x.shape[1],   x.shape[2],    x.shape[3], w.shape[0], w.shape[2], w.shape[3],

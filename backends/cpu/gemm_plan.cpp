@@ -190,7 +190,7 @@ Planned<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vect
   if (!lazylab_kernel_described(&kernel) || kernel.kind != LAZYLAB_KERNEL_CONTRACTION) return nullptr;
   const lazylab_contraction& c = kernel.contraction;
   uint32_t dtype = values[c.matmul].dtype;
-  if (dtype != LAZYLAB_F32 && !is_narrow_float(dtype)) return decline("a product not of f32, bf16 or f16");
+  if (!computes_in_f32(dtype)) return decline("a product not of f32, bf16 or f16");
   if (values[c.lhs].dtype != dtype || values[c.rhs].dtype != dtype) return decline("operands of another dtype");
   if (values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the product has no memory for sgemm");
   // The epilogue: every op but the product and the transposes folded into it.

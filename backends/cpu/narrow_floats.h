@@ -19,6 +19,8 @@
 namespace lazylab::cpu {
 
 inline bool is_narrow_float(uint32_t dtype) { return dtype == LAZYLAB_BF16 || dtype == LAZYLAB_F16; }
+// The dtypes the cpu's plans compute in f32: f32, and the 16-bit floats.
+inline bool computes_in_f32(uint32_t dtype) { return dtype == LAZYLAB_F32 || is_narrow_float(dtype); }
 
 namespace narrow_detail {
 

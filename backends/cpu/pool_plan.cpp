@@ -108,7 +108,7 @@ Planned<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vect
   const ValueInfo &x = values[op.operands[0]], &y = values[op.result];
   bool memory = x.kind != LAZYLAB_VALUE_KERNEL_LOCAL && y.kind != LAZYLAB_VALUE_KERNEL_LOCAL;
   if (!memory) return decline("the pool's input or result has no memory");
-  if (x.dtype != LAZYLAB_F32 && !is_narrow_float(x.dtype)) return decline("a pool of values not f32, bf16 or f16");
+  if (!computes_in_f32(x.dtype)) return decline("a pool of values not f32, bf16 or f16");
   if (x.shape.size() != 4 || y.shape.size() != 4 || y.size() == 0) return decline("not a non-empty NCHW pool");
   PoolWindow w{};
   for (int d = 0; d < 2; ++d) {

@@ -184,21 +184,19 @@ class RowCompiler {
       uint32_t result = values_[op.result].dtype;
       bool cast = op.op == LAZYLAB_OP_Cast;
       bool makes_bool = op.op == LAZYLAB_OP_Broadcast || ops::is_comparison(op.op);
-      if (!floating(result) && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast)) return &op;
+      if (!computes_in_f32(result) && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast))
+        return &op;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
         uint32_t operand = values_[op.operands[k]].dtype;
         bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
-        bool cast_back = cast && operand == LAZYLAB_I64 && floating(result);
-        if (!floating(operand) && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return &op;
+        bool cast_back = cast && operand == LAZYLAB_I64 && computes_in_f32(result);
+        if (!computes_in_f32(operand) && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return &op;
       }
     }
     return nullptr;
   }
 
   const lazylab_access* access(uint32_t value) const { return space_->access(value); }
-
-  // The dtypes the loops compute in f32: f32, and the 16-bit floats.
-  static bool floating(uint32_t dtype) { return dtype == LAZYLAB_F32 || is_narrow_float(dtype); }
 
   // Memory `source` read as the access says.
   std::optional<Slot> memory_slot(uint32_t source, const lazylab_access& a) const {
@@ -424,7 +422,7 @@ class RowCompiler {
       plan.instrs.push_back({InstrKind::Materialize, 0, integers, local, {}, {}});
       return true;
     }
-    if (!floating(values_[op.result].dtype)) return fail("a cast of dtypes or layouts the loops do not run");
+    if (!computes_in_f32(values_[op.result].dtype)) return fail("a cast of dtypes or layouts the loops do not run");
     if (a->int64 && (a->kind != Slot::Full || a->where != Slot::Memory))
       return fail("a cast of dtypes or layouts the loops do not run");
     Slot out = place_result(op.result, Slot::Full, index);
@@ -437,7 +435,7 @@ class RowCompiler {
   // their rows: the GPT's one-hot kernel ran on the reference kernels, 0.9
   // ms of its 8 ms step).
   bool compile_row_cast(const lazylab_op& op, const Slot& a, uint32_t index, RowPlan& plan) {
-    if (!floating(values_[op.result].dtype) || a.kind != Slot::PerRow)
+    if (!computes_in_f32(values_[op.result].dtype) || a.kind != Slot::PerRow)
       return fail("a cast of dtypes or layouts the loops do not run");
     if (a.int64 && a.where != Slot::Memory) return fail("a cast of dtypes or layouts the loops do not run");
     Slot out = place_result(op.result, Slot::PerRow, index);

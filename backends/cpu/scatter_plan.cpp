@@ -75,7 +75,7 @@ Planned<KernelPlan> make_scatter_plan(const lazylab_kernel& kernel, const std::v
                   &out = values[op.result];
   for (const ValueInfo* v : {&data, &indices, &updates, &out})
     if (v->kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("an operand or the result has no memory");
-  if (data.dtype != LAZYLAB_F32 && !is_narrow_float(data.dtype)) return decline("data not f32, bf16 or f16");
+  if (!computes_in_f32(data.dtype)) return decline("data not f32, bf16 or f16");
   if (indices.dtype != LAZYLAB_I64 && indices.dtype != LAZYLAB_I32) return decline("indices not i64 or i32");
   int64_t axis = op.attrs[0].i, outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= data.shape[d];

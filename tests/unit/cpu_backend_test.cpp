@@ -37,6 +37,13 @@ const Case kCases[] = {
     {"gpt2-block", {{"batch", 2}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},  // weights shared by 2 batches
 };
 
+// Each float's bits: NaN payloads and signed zeros compared too.
+std::vector<uint32_t> float_bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits;
+  for (float f : v) bits.push_back(std::bit_cast<uint32_t>(f));
+  return bits;
+}
+
 // Quotients bit for bit the interpreter's, except within one subnormal step
 // where the quotient is subnormal (and some are).
 void check_quotients(const std::vector<float>& got, const std::vector<float>& want) {
@@ -1026,14 +1033,9 @@ TEST_CASE("casts between floats and i64 in fused kernels match the interpreter b
       CAPTURE(rows);
       CAPTURE(strategy);
       CHECK(values<int64_t>(got[0]) == values<int64_t>(want[0]));
-      auto bits = [](const std::vector<float>& v) {
-        std::vector<uint32_t> b;
-        for (float f : v) b.push_back(std::bit_cast<uint32_t>(f));
-        return b;
-      };
       for (size_t o = 1; o < want.size(); ++o) {
         CAPTURE(o);
-        CHECK(bits(values(got[o])) == bits(values(want[o])));
+        CHECK(float_bits(values(got[o])) == float_bits(values(want[o])));
       }
     }
   }
@@ -1226,12 +1228,6 @@ std::string reference_notes(Backend& cpu, const std::function<std::vector<Tensor
   std::string text;
   for (const std::string& line : *notes) text += line + "\n";
   return text;
-}
-
-std::vector<uint32_t> float_bits(const std::vector<float>& v) {
-  std::vector<uint32_t> bits;
-  for (float f : v) bits.push_back(std::bit_cast<uint32_t>(f));
-  return bits;
 }
 
 // f32 values around every 16-bit value of `dtype`: each one, the ties
