@@ -192,6 +192,9 @@ Planned<KernelPlan> make_gemm_plan(const lazylab_kernel& kernel, const std::vect
   uint32_t dtype = values[c.matmul].dtype;
   if (!computes_in_f32(dtype)) return decline("a product not of f32, bf16 or f16");
   if (values[c.lhs].dtype != dtype || values[c.rhs].dtype != dtype) return decline("operands of another dtype");
+  // (A GemmPlan counts batches as elements / (m * n): an empty product
+  // divided by zero and took the process down.)
+  if (values[c.matmul].size() == 0) return decline("a product of no elements");
   if (values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL) return decline("the product has no memory for sgemm");
   // The epilogue: every op but the product and the transposes folded into it.
   std::vector<uint32_t> folded;

@@ -213,6 +213,7 @@ void reduce(uint32_t op, const Array& x, const std::vector<int64_t>& axes, Array
 void matmul(const Array& a, const Array& b, Array& out) {
   size_t r = a.shape.size();
   int64_t m = a.shape[r - 2], k = a.shape[r - 1], n = b.shape[r - 1];
+  if (out.size() == 0) return;  // (batches below would divide by zero)
   int64_t batches = out.size() / (m * n);
   bool integer = !is_float(a.dtype);
   for (int64_t batch = 0; batch < batches; ++batch)

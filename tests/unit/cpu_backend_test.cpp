@@ -805,6 +805,35 @@ TEST_CASE("a product whose epilogue compares runs in the row loops as the interp
   CHECK(values(got[1]) == values(want[1]));
 }
 
+// Products with no elements (no rows, or no batches), in f32 and bf16, and
+// one summing over nothing: they ran into a division by zero that killed
+// the process; now the empty ones are declined (the reference kernels
+// write nothing) and the sum of nothing is zeros.
+TEST_CASE("products of no elements or over no depth run as the interpreter's") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    Tensor rows = matmul(ctx.from_vector<float>({}, {0, 4}), ctx.from_vector<float>(std::vector<float>(12, 1), {4, 3}));
+    Tensor batches = matmul(ctx.from_vector<float>({}, {0, 2, 5}), ctx.from_vector<float>({}, {0, 5, 3}));
+    Tensor narrow = matmul(cast(ctx.from_vector<float>({}, {2, 0, 4}), DType::BF16),
+                           cast(ctx.from_vector<float>(std::vector<float>(24, 0.5f), {2, 4, 3}), DType::BF16));
+    Tensor depth = matmul(ctx.from_vector<float>({}, {2, 0}), ctx.from_vector<float>({}, {0, 3}));
+    return std::vector<Tensor>{rows, batches, cast(narrow, DType::F32), depth};
+  };
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  Engine engine(pipeline("fuse{strategy=gemm-epilogue},lower,plan-memory"), **cpu);
+  Context ctx(engine);
+  auto got = program(ctx);
+  for (size_t o = 0; o < want.size(); ++o) {
+    CAPTURE(o);
+    CHECK(values(got[o]) == values(want[o]));
+  }
+  CHECK(values(got[3]) == std::vector<float>(6, 0.0f));
+}
+
 TEST_CASE("products split between threads, by k or by bands of rows, match the interpreter") {
   // A weight gradient's shape (16 x 16 over 4100 positions, then 20 x 12
   // over 3001 with an epilogue), every transposition, on 3 threads: the
