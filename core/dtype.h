@@ -29,6 +29,10 @@ inline std::string_view dtype_name(DType dtype) { return dtypes::name(dtype_id(d
 std::optional<DType> parse_dtype(std::string_view text);
 inline size_t dtype_size(DType dtype) { return dtypes::size(dtype_id(dtype)); }
 inline bool is_float(DType dtype) { return dtypes::is_float(dtype_id(dtype)); }
+// Every value of `from` is a value of `to` (a cast from -> to -> from gives
+// each value back): a wider float (bf16 and f16 in f32, anything in f64),
+// a wider integer, an integer within a float's significand, a bool anywhere.
+bool holds_every_value(DType from, DType to);
 
 // The DType whose storage is T (dtypes.def's Storage column).
 template <class T>

@@ -16,7 +16,7 @@ namespace lazylab {
 
 // What a policy says of an op that reads f32 values.
 enum class Precision {
-  Low,     // in the policy's 16-bit dtype (products, convolutions)
+  Low,     // in the policy's low dtype (16 bits: products, convolutions; f64 for the `f64` reference)
   Full,    // in f32
   Follow,  // in the widest dtype of its operands (splat constants aside), as PyTorch's autocast promotes
 };

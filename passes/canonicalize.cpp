@@ -259,7 +259,7 @@ Replacement shared_weight_matmul(const Match& m) {
 // projection's epilogue). A slice keeping less than a quarter of its source
 // keeps its cast after it: casting the whole source would cost more than it
 // saves; a widening cast stays after any of them (the layout would move
-// more bytes).
+// more bytes; widen-after-broadcast moves it further down).
 Replacement cast_before_layout(const Match& m) {
   const Node& layout = m.operand(0);
   bool broadcast = layout.op == OpId::Broadcast;
@@ -268,13 +268,66 @@ Replacement cast_before_layout(const Match& m) {
   const TensorType& source = m.builder.type(layout.operands[0]);
   bool narrows = dtype_size(m.node.type.dtype) < dtype_size(layout.type.dtype);
   bool small_slice = layout.op == OpId::Slice && 4 * layout.type.num_elements() < source.num_elements();
-  if (!broadcast && (!narrows || small_slice || !m.sole_user_of(0))) return kKeep;
+  if (!narrows || (!broadcast && (small_slice || !m.sole_user_of(0)))) return kKeep;
   TensorType cast_type{m.node.type.dtype, source.shape};
   const OpId op = layout.op;  // read before the builder grows: `layout` may move
   const Attrs attrs = layout.attrs;
   auto cast = m.builder.add(OpId::Cast, {layout.operands[0]}, {}, &cast_type);
   if (!cast) return cast.error();
   auto id = m.builder.add(op, {*cast}, attrs, &m.node.type);
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
+// cast(cast(x, B), C) -> cast(x, C), or x when C is x's dtype, where B
+// holds every value of x's dtype: the inner cast changes no value, so the
+// outer one rounds x itself. (A bf16 weight widened to f32 and narrowed
+// back by autocast is read as it is.)
+Replacement cast_of_exact_cast(const Match& m) {
+  const Node& inner = m.operand(0);
+  if (inner.op != OpId::Cast) return kKeep;
+  NodeId source = inner.operands[0];
+  DType from = m.builder.type(source).dtype;
+  if (!holds_every_value(from, inner.type.dtype)) return kKeep;
+  if (from == m.node.type.dtype) return std::optional(source);
+  auto id = m.builder.add(OpId::Cast, {source}, {}, &m.node.type);
+  if (!id) return id.error();
+  return std::optional(*id);
+}
+
+// An elementwise op reading broadcast(cast(x)) where the cast widens
+// exactly (a bf16 bias or norm weight stored narrow, widened for an f32
+// add): it reads cast(broadcast(x)) instead. The cast is then an
+// elementwise op of the reader's own shape, which fusion takes into the
+// reader's kernel (a product's epilogue, a norm's row loop), the vector
+// widened where read, instead of a kernel of its own for a few hundred
+// values. (Only for elementwise readers: a product keeps its broadcast
+// operand, which shared-weight-matmul reads.)
+Replacement widen_after_broadcast(const Match& m) {
+  std::optional<Operands> rewritten;
+  for (size_t i = 0; i < m.operands.size(); ++i) {
+    const Node& spread = m.operand(i);
+    if (spread.op != OpId::Broadcast) continue;
+    const Node& widen = m.builder.node(spread.operands[0]);
+    if (widen.op != OpId::Cast) continue;
+    NodeId narrow = widen.operands[0];
+    DType from = m.builder.type(narrow).dtype;
+    if (dtype_size(from) >= dtype_size(widen.type.dtype) || !holds_every_value(from, widen.type.dtype)) continue;
+    TensorType narrow_spread{from, spread.type.shape};
+    const TensorType wide_spread = spread.type;  // read before the builder grows: `spread` may move
+    const Attrs attrs = spread.attrs;
+    auto moved = m.builder.add(OpId::Broadcast, {narrow}, attrs, &narrow_spread);
+    if (!moved) return moved.error();
+    auto cast = m.builder.add(OpId::Cast, {*moved}, {}, &wide_spread);
+    if (!cast) return cast.error();
+    if (!rewritten) rewritten = m.operands;
+    (*rewritten)[i] = *cast;
+  }
+  if (!rewritten) return kKeep;
+  const OpId op = m.node.op;
+  const Attrs attrs = m.node.attrs;
+  const TensorType type = m.node.type;
+  auto id = m.builder.add(op, *rewritten, attrs, &type);
   if (!id) return id.error();
   return std::optional(*id);
 }
@@ -306,7 +359,9 @@ constexpr Rule kRules[] = {
     {"reshape-of-reshape", [](OpId op) { return op == OpId::Reshape; }, reshape_of_reshape},
     {"broadcast-of-unit-reshape", [](OpId op) { return op == OpId::Broadcast; }, broadcast_of_unit_reshape},
     {"shared-weight-matmul", [](OpId op) { return op == OpId::Matmul; }, shared_weight_matmul},
+    {"cast-of-exact-cast", [](OpId op) { return op == OpId::Cast; }, cast_of_exact_cast},
     {"cast-before-layout", [](OpId op) { return op == OpId::Cast; }, cast_before_layout},
+    {"widen-after-broadcast", [](OpId op) { return is_elementwise(op) && op != OpId::Cast; }, widen_after_broadcast},
 };
 
 Replacement apply_rules(GraphBuilder& builder, const Node& node, const Operands& operands,

@@ -144,10 +144,16 @@ class ProgramSource {
     std::string name = fmt::format("k{}", k);
     KernelCode result;
     if (kind == LAZYLAB_KERNEL_CONTRACTION) {
-      uint32_t dtype = program_.values[kernel.contraction.matmul].dtype;
+      const lazylab_contraction& c = kernel.contraction;
+      uint32_t dtype = program_.values[c.matmul].dtype;
       if (!product_types(dtype, false)) {
         kind = LAZYLAB_KERNEL_OPAQUE;
         result.op_by_op = fmt::format("cuBLASLt runs products of f32, bf16 and f16, not of {}", dtypes::name(dtype));
+      } else if (c.batch * c.m * c.n == 0 || c.k == 0) {
+        // cuBLASLt refuses both; op by op an empty result launches nothing
+        // and a sum over no depth is zero.
+        kind = LAZYLAB_KERNEL_OPAQUE;
+        result.op_by_op = c.k == 0 ? "a product over no depth (k = 0)" : "a product of no elements";
       }
     }
     switch (kind) {

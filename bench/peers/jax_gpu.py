@@ -114,6 +114,8 @@ def main():
                 "step_ms": step_ms, "first_call_ms": first_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
+        if args.dtype == "bf16":
+            cell["inputs"] = "bf16"  # compared with lazylab's `inputs: bf16` entry where there is one
         cells.append(cell)
         print(f"{name:12s} {pipeline} {step_ms['median']:9.4f} ms host (first call {first_ms:.0f} ms)")
     precision = "bf16 inputs and compute" if args.dtype == "bf16" else "fp32"

@@ -41,14 +41,15 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
 
 
-def make(name, p, g, device="cpu", sdpa=False):
+def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32):
     """One step of workload `name` with params `p`, inputs drawn from `g` on
-    the host and placed on `device`; and the ops a step records (chain).
+    the host and placed on `device` in `dtype` (bf16: the f32 draws rounded,
+    as lazylab's `inputs: bf16`); and the ops a step records (chain).
     With `sdpa`, attention (and gpt2-block's) is one
     F.scaled_dot_product_attention call, PyTorch's fused kernels (torch 2)."""
     attend = lambda *a, **k: torch.nn.functional.scaled_dot_product_attention(*a, **k)
-    u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device)
-    n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device)
+    u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device, dtype)
+    n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device, dtype)
     if name.startswith("chain"):
         x = u(p["n"])
 

@@ -7,7 +7,8 @@ experiments/gpu-suite.yaml and gpu-suite-bf16.yaml.
 Timed as PEERS.md times its GPU figures: fp32 with TF32 off, GPU time by
 CUDA events around each step, the L2 cache flushed between steps. With
 --dtype=bf16 each step runs under torch.autocast in bf16 (the inputs stay
-f32, as an f32 program under lazylab's autocast pass); with
+f32, as an f32 program under lazylab's autocast pass; with --inputs=bf16
+they are bf16, weights too, as lazylab's `inputs: bf16`); with
 --attention=sdpa attention is F.scaled_dot_product_attention (the flash
 kernel in bf16), and only the workloads with attention run. With a compile
 mode the first call (the compile) is reported apart. The workload
@@ -53,6 +54,7 @@ def add_arguments(ap):
     ap.add_argument("--mode", choices=["eager", "compile", "reduce-overhead"], default="eager")
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
     ap.add_argument("--attention", choices=["matmul", "sdpa"], default="matmul")
+    ap.add_argument("--inputs", choices=["f32", "bf16"], default="f32", help="the dtype inputs and weights are in")
 
 
 def autocast(step):
@@ -68,14 +70,16 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     pipeline = "-".join(["torch", args.mode] + (["sdpa"] if args.attention == "sdpa" else []) +
-                        (["bf16"] if args.dtype == "bf16" else []))
+                        (["bf16"] if args.dtype == "bf16" else []) +
+                        (["bf16-inputs"] if args.inputs == "bf16" else []))
     cells = []
     for i, name in enumerate(n for n in args.workloads.split(",") if n):
         if name not in DEFAULTS or (args.attention == "sdpa" and name not in ATTENTION_WORKLOADS):
             print(f"{name:12s} not defined for torch {pipeline}: left out")
             continue
         g = torch.Generator().manual_seed(args.seed + i)
-        step, ops = make(name, params[name], g, "cuda", sdpa=args.attention == "sdpa")
+        step, ops = make(name, params[name], g, "cuda", sdpa=args.attention == "sdpa",
+                         dtype=torch.bfloat16 if args.inputs == "bf16" else torch.float32)
         if args.dtype == "bf16":
             step = autocast(step)
         if args.mode != "eager":
@@ -86,9 +90,12 @@ def main():
                 "step_ms": step_ms, "first_call_ms": first_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
+        if args.inputs != "f32":
+            cell["inputs"] = args.inputs  # compared with lazylab's entry of the same `inputs`
         cells.append(cell)
         print(f"{name:12s} {pipeline} {step_ms['median']:9.4f} ms GPU (first call {first_ms:.0f} ms)")
-    precision = "bf16 autocast (f32 inputs)" if args.dtype == "bf16" else "fp32"
+    precision = (f"bf16 autocast ({args.inputs} inputs)" if args.dtype == "bf16" else
+                 "fp32" if args.inputs == "f32" else "bf16 inputs")
     attention = ", attention by F.scaled_dot_product_attention" if args.attention == "sdpa" else ""
     write_report(args.out, f"torch {torch.__version__} {args.mode} on {torch.cuda.get_device_name()}: {precision}"
                            f"{attention}, TF32 off, GPU time by CUDA events, L2 flushed between steps", cells,

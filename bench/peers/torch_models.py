@@ -10,7 +10,9 @@ workloads are left out. Needs Debian's python3-torch and python3-torchvision;
 run with /usr/bin/python3. --device cuda times on the GPU with CUDA events.
 --dtype=bf16 runs each forward pass under torch.autocast in bf16 (weights
 and inputs stay f32, as an f32 model under lazylab's autocast pass): its
-pipeline is torch-eager-bf16. --mode=compile|reduce-overhead times
+pipeline is torch-eager-bf16; with --inputs=bf16 the weights and float
+inputs are bf16 (model.to(torch.bfloat16), as lazylab's `inputs: bf16`).
+--mode=compile|reduce-overhead times
 torch.compile's model instead (torch 2; its pipeline torch-compile[-bf16]
 or torch-reduce-overhead[-bf16]), compiled in the warm-up steps.
 """
@@ -57,12 +59,14 @@ def main():
         ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
         ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
         ap.add_argument("--mode", choices=["eager", "compile", "reduce-overhead"], default="eager")
+        ap.add_argument("--inputs", choices=["f32", "bf16"], default="f32", help="the dtype weights and inputs are in")
         torch_blas.add_argument(ap)
 
     args, _ = parse_args(__doc__, {}, extra)
     torch.set_num_threads(args.threads)
     blas_threads = torch_blas.limit_threads(args.blas_threads) if args.device == "cpu" else ""
-    pipeline = "-".join(["torch", args.mode] + (["bf16"] if args.dtype == "bf16" else []))
+    pipeline = "-".join(["torch", args.mode] + (["bf16"] if args.dtype == "bf16" else []) +
+                        (["bf16-inputs"] if args.inputs == "bf16" else []))
     if args.device == "cuda":  # the f32 cells in full f32, as lazylab's
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -76,6 +80,9 @@ def main():
             config = json.load(f)
         model, inputs = build(config["name"], config["size"], config["seed"])
         model, inputs = model.to(args.device).eval(), tuple(x.to(args.device) for x in inputs)
+        if args.inputs == "bf16":
+            model = model.to(torch.bfloat16)
+            inputs = tuple(x.to(torch.bfloat16) if x.is_floating_point() else x for x in inputs)
         if args.mode != "eager":
             torch._dynamo.reset()
             model = torch.compile(model, mode="reduce-overhead" if args.mode == "reduce-overhead" else "default")
@@ -86,13 +93,18 @@ def main():
                 return model(*inputs)
 
         step_ms = measure(step, args.warmup, args.runs, args.device, args.flush_mib)
-        cells.append({"workload": path, "pipeline": pipeline, "backend": "torch", "params": {}, "step_ms": step_ms})
+        cell = {"workload": path, "pipeline": pipeline, "backend": "torch", "params": {}, "step_ms": step_ms}
+        if args.inputs != "f32":
+            cell["inputs"] = args.inputs  # compared with lazylab's entry of the same `inputs`
+        cells.append(cell)
         print(f"{config['name']:12s} {pipeline} ({args.device}) {step_ms['median']:9.3f} ms (min {step_ms['min']:.3f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     where = f"{args.threads} threads, OpenBLAS core {blas}" if args.device == "cpu" else torch.cuda.get_device_name()
     if blas_threads:
         where += f", {blas_threads}"
-    precision = ", bf16 autocast (f32 weights and inputs)" if args.dtype == "bf16" else ""
+    stored = f"{args.inputs} weights and inputs"
+    precision = (f", bf16 autocast ({stored})" if args.dtype == "bf16" else
+                 "" if args.inputs == "f32" else f", {stored}")
     write_report(args.out, f"torch {torch.__version__} {args.mode}{precision} on {args.device}, {where}", cells,
                  clock="device" if args.device == "cuda" else "host")
 

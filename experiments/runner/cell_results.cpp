@@ -20,7 +20,9 @@ Expected<RunOptions::Shard> parse_shard(const std::string& text) {
 }
 
 bool CellIdentity::same_except_pipeline(const CellIdentity& other) const {
-  return workload == other.workload && workload_params == other.workload_params && backend == other.backend &&
+  // workload_shown tells apart one workload's entries with other inputs.
+  return workload == other.workload && workload_shown == other.workload_shown &&
+         workload_params == other.workload_params && backend == other.backend &&
          backend_options == other.backend_options && label == other.label;
 }
 

@@ -115,8 +115,8 @@ Expected<std::vector<WorkloadParams>> read_param_grid(const Reader& r, const YAM
 Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
   if (!list.IsSequence() || list.size() == 0) return r.error(list, "workloads", "expected a non-empty list");
   std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
-  // (name, params, label, capture) -> line: the same entry twice is a mistake.
-  std::map<std::tuple<std::string, WorkloadParams, std::string, std::string>, int> seen;
+  // (name, params, label, capture, inputs) -> line: the same entry twice is a mistake.
+  std::map<std::tuple<std::string, WorkloadParams, std::string, std::string, std::string>, int> seen;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string at = fmt::format("workloads[{}]", i);
     WorkloadEntry entry;
@@ -124,7 +124,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at, {"name", "file", "onnx", "torch", "params", "label", "weights", "capture"}));
+      LAZYLAB_TRY(r.expect_keys(item, at,
+                                {"name", "file", "onnx", "torch", "params", "label", "weights", "capture", "inputs"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
       int given =
           item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined() + item["torch"].IsDefined();
@@ -133,6 +134,16 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
         return r.error(item["weights"], at + ".weights", "binds the parameters of a .lzir 'file' only");
       if (item["capture"] && !item["torch"])
         return r.error(item["capture"], at + ".capture", "says how a PyTorch program ('torch') is captured only");
+      if (item["inputs"]) {
+        if (item["torch"])
+          return r.error(item["inputs"], at + ".inputs", "stores a workload's inputs; a PyTorch program makes its own");
+        auto dtype = r.scalar<std::string>(item["inputs"], at + ".inputs", "a 16-bit float dtype (bf16, f16)");
+        if (!dtype) return dtype.error();
+        if (*dtype != "bf16" && *dtype != "f16")
+          return r.error(item["inputs"], at + ".inputs",
+                         fmt::format("'{}': the f32 inputs are stored in bf16 or f16", *dtype));
+        entry.inputs = *dtype;
+      }
       if (item["onnx"]) {
         auto file = r.scalar<std::string>(item["onnx"], at + ".onnx", "a path to an .onnx model");
         if (!file) return file.error();
@@ -175,7 +186,7 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     for (WorkloadParams& params : grid) {
       entry.params = std::move(params);
       auto [earlier, inserted] =
-          seen.emplace(std::tuple(entry.name, entry.params, entry.label, entry.capture), entry.line);
+          seen.emplace(std::tuple(entry.name, entry.params, entry.label, entry.capture, entry.inputs), entry.line);
       if (!inserted)
         return r.error(item, at,
                        fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "

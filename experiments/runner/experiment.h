@@ -18,6 +18,7 @@ struct WorkloadEntry {
   std::string label;    // optional, for reports
   std::string weights;  // optional, for a .lzir file: a folder of N.npy bound to parameter N
   std::string capture;  // optional, for a PyTorch program: how its step is captured (empty: the lazy device)
+  std::string inputs;   // optional: the 16-bit float dtype its f32 inputs are stored in (empty: f32)
   int line = 0;         // in the experiment file, for errors
 };
 

@@ -68,7 +68,8 @@ std::string read_report(const fs::path& file, PeerResult& result) {
                               ms.at("median").get<double>(),
                               ms.at("min").get<double>(),
                               ms.at("max").get<double>(),
-                              {}});
+                              {},
+                              cell.value("inputs", std::string())});
     }
   } catch (const nlohmann::json::exception& ex) {
     result.cells.clear();

@@ -9,7 +9,8 @@
 // and writes to FILE a JSON report with `peer` (a description), `clock`
 // ("device" when its times are GPU time by device events, "host", the
 // default, when they are wall time on the host) and `cells`, each with
-// `workload` and `step_ms` {median, min, max}; workloads it does not know are
+// `workload` and `step_ms` {median, min, max} (and `inputs`, "bf16" where it
+// stored the inputs so; see PeerCell); workloads it does not know are
 // left out. The report compares each peer with lazylab on the peer's clock. With --flush-mib (the experiment's
 // repeat.flush), the peer writes that many MiB before each timed step, outside its timing, as lazylab does: both sides
 // start each step with cold caches. Built-in workloads are given by name, ONNX models by their path
@@ -36,6 +37,10 @@ struct PeerCell {
   // In rounds (peer-rounds): each round's median, in the order they ran;
   // median_ms is theirs. Empty when the peer ran once.
   std::vector<double> round_ms;
+  // The dtype the peer stored the workload's f32 inputs in (its cell's
+  // optional "inputs"; empty: f32): it compares with the workload's entry
+  // of the same `inputs`.
+  std::string inputs = {};
 };
 
 struct PeerResult {

@@ -61,6 +61,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
           {"step_ms",
            {{"median", row.peer_cell->median_ms}, {"min", row.peer_cell->min_ms}, {"max", row.peer_cell->max_ms}}}};
       if (!row.peer_cell->round_ms.empty()) cell["rounds_ms"] = row.peer_cell->round_ms;
+      if (!row.peer_cell->inputs.empty()) cell["inputs"] = row.peer_cell->inputs;
       if (row.best)
         cell["best_lazylab"] = {{"pipeline", row.best->pipeline},
                                 {"backend", row.best->backend},
@@ -135,8 +136,12 @@ nlohmann::json entries_json(const Experiment& e) {
   nlohmann::json workloads = nlohmann::json::array(), pipelines = nlohmann::json::array(),
                  backends = nlohmann::json::array();
   for (const WorkloadEntry& w : e.workloads)
-    workloads.push_back(
-        {{"name", w.name}, {"params", w.params}, {"label", w.label}, {"weights", w.weights}, {"capture", w.capture}});
+    workloads.push_back({{"name", w.name},
+                         {"params", w.params},
+                         {"label", w.label},
+                         {"weights", w.weights},
+                         {"capture", w.capture},
+                         {"inputs", w.inputs}});
   for (const PipelineEntry& p : e.pipelines) pipelines.push_back({{"name", p.name}, {"text", p.text}});
   for (const BackendEntry& b : e.backends)
     backends.push_back({{"name", b.name}, {"options", b.options}, {"label", b.label}});
@@ -146,7 +151,7 @@ nlohmann::json entries_json(const Experiment& e) {
 void read_entries(const nlohmann::json& experiment, Experiment& e) {
   for (const nlohmann::json& w : experiment.value("workloads", nlohmann::json::array()))
     e.workloads.push_back({w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""),
-                           w.value("weights", ""), w.value("capture", ""), 0});
+                           w.value("weights", ""), w.value("capture", ""), w.value("inputs", ""), 0});
   for (const nlohmann::json& p : experiment.value("pipelines", nlohmann::json::array()))
     e.pipelines.push_back({p.value("name", ""), p.value("text", ""), 0});
   for (const nlohmann::json& b : experiment.value("backends", nlohmann::json::array()))
@@ -409,7 +414,8 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::s
       for (const nlohmann::json& c : p.value("cells", nlohmann::json::array())) {
         nlohmann::json step = c.value("step_ms", nlohmann::json::object());
         peer.cells.push_back({c.value("workload", ""), step.value("median", 0.0), step.value("min", 0.0),
-                              step.value("max", 0.0), c.value("rounds_ms", std::vector<double>{})});
+                              step.value("max", 0.0), c.value("rounds_ms", std::vector<double>{}),
+                              c.value("inputs", "")});
       }
       report.peers.push_back(std::move(peer));
     }

@@ -107,13 +107,14 @@ std::vector<double> round_ratios(const PeerCell& peer, const CellResult& cell, b
 
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
   // Peers are given each workload's first entry (peers.h), so only that
-  // entry's cells compare with them.
+  // entry's cells compare with them: the first of those with the peer's
+  // stored inputs.
   std::vector<PeerComparison> rows;
   const std::vector<WorkloadEntry>& entries = result.experiment.workloads;
   for (const PeerResult& peer : result.peers)
     for (const PeerCell& pc : peer.cells) {
-      auto first =
-          std::find_if(entries.begin(), entries.end(), [&](const WorkloadEntry& w) { return w.name == pc.workload; });
+      auto first = std::find_if(entries.begin(), entries.end(),
+                                [&](const WorkloadEntry& w) { return w.name == pc.workload && w.inputs == pc.inputs; });
       size_t entry = static_cast<size_t>(first - entries.begin());
       PeerComparison row{&peer, &pc, nullptr, 0, false, {}};
       for (const CellResult& c : result.cells) {
@@ -348,7 +349,7 @@ const std::vector<ReportColumn<KernelRow>>& kernel_columns() {
 const std::vector<ReportColumn<PeerComparison>>& peer_columns() {
   static const std::vector<ReportColumn<PeerComparison>> columns = {
       {"workload", "workload", kEverywhere, false,
-       [](const PeerComparison& r) { return report_text(r.peer_cell->workload); }},
+       [](const PeerComparison& r) { return report_text(r.best ? r.best->workload_shown : r.peer_cell->workload); }},
       {"peer", "peer", kEverywhere, false, [](const PeerComparison& r) { return report_text(r.peer->name); }},
       {"clock", "clock", kEverywhere, false,
        [](const PeerComparison& r) { return report_text(std::string(clock_name(r.peer->clock))); }},

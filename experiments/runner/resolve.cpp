@@ -127,6 +127,7 @@ Expected<Resolved> resolve(const Experiment& e, const RunOptions& options) {
     const WorkloadEntry& entry = e.workloads[w];
     auto workload = make_workload(entry.name, entry.params, entry.weights, entry.capture);
     if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
+    if (!entry.inputs.empty()) *workload = with_inputs_stored_in(std::move(*workload), *parse_dtype(entry.inputs));
     if (!(*workload)->failure()) {
       LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));
       if (!options.only_cell) LAZYLAB_TRY(check_footprint(**workload, entry, engine_options(e)));

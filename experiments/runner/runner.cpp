@@ -23,9 +23,11 @@ namespace lazylab {
 std::string workload_shown(const Experiment& e, size_t w) {
   const WorkloadEntry& workload = e.workloads[w];
   if (!workload.label.empty()) return workload.label;
-  bool repeated = std::count_if(e.workloads.begin(), e.workloads.end(),
-                                [&](const WorkloadEntry& other) { return other.name == workload.name; }) > 1;
+  bool repeated = std::count_if(e.workloads.begin(), e.workloads.end(), [&](const WorkloadEntry& other) {
+                    return other.name == workload.name && other.inputs == workload.inputs;
+                  }) > 1;
   std::string shown = repeated ? fmt::format("{}[{}]", workload.name, describe_params(workload.params)) : workload.name;
+  if (!workload.inputs.empty()) shown = fmt::format("{} ({} inputs)", shown, workload.inputs);
   return workload.capture.empty() ? shown : fmt::format("{} ({})", shown, workload.capture);
 }
 

@@ -85,6 +85,11 @@ std::unique_ptr<Workload> make_failed_workload(std::string name, WorkloadParams 
 Expected<std::unique_ptr<Workload>> make_workload(const std::string& name_or_file, const WorkloadParams& overrides,
                                                   const std::string& weights = "", const std::string& capture = "");
 
+// `workload` with each f32 input stored in `dtype` (bf16 or f16): its
+// seeded values rounded to that dtype, widened to f32 at the start of each
+// step (stored_inputs.cpp says why).
+std::unique_ptr<Workload> with_inputs_stored_in(std::unique_ptr<Workload> workload, DType dtype);
+
 // Puts host inputs on a context.
 std::vector<Tensor> bind_inputs(Context& context, const std::vector<HostTensor>& inputs);
 

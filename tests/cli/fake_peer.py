@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A peer for the CLI tests: speaks the peer protocol (experiments/runner/peers.h)
 and reports the time of a Python loop over each workload's `n` elements, or
-exits with the status given by --fail, or never finishes (--hang); --clock sets the report's clock; --log FILE
+exits with the status given by --fail, or never finishes (--hang); --clock sets the report's clock; --inputs DTYPE
+marks its cells as run on inputs stored in DTYPE; --log FILE
 appends what each run was given. Records its arguments and
 OPENBLAS_CORETYPE in the report so the tests can check what it was given."""
 import argparse
@@ -22,6 +23,7 @@ ap.add_argument("--out", required=True)
 ap.add_argument("--fail", type=int, default=0)
 ap.add_argument("--hang", action="store_true")
 ap.add_argument("--clock", help="the report's clock field, when given")
+ap.add_argument("--inputs", help="each cell's inputs field, when given")
 ap.add_argument("--log", help="a file to append '--workloads --runs' to, a line a run")
 args = ap.parse_args()
 if args.log:
@@ -45,6 +47,8 @@ for name in args.workloads.split(","):
         samples.append((time.perf_counter() - t0) * 1e3)
     cells.append({"workload": name, "step_ms": {"median": statistics.median(samples), "min": min(samples),
                                                  "max": max(samples)}})
+    if args.inputs:
+        cells[-1]["inputs"] = args.inputs
 report = {"peer": f"fake peer, cwd {os.path.basename(os.getcwd())}, core "
           f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}, params {sorted(params)}", "cells": cells}
 if args.clock:

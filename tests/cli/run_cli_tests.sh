@@ -578,6 +578,33 @@ assert cell['best_lazylab']['pipeline'] == best['pipeline'], (cell, best['pipeli
 assert abs(cell['best_lazylab']['peer_over_lazylab'] - cell['step_ms']['median'] / best['step_ms']['median']) < 1e-9
 print('ok')"
 check "peers in the markdown report" 0 "\| chain-tiny \| fake \| host \| [0-9.]+ \| (eager|fused) / interp \|" -- cat "$work/peers.md"
+# inputs: bf16: a workload's f32 inputs stored in bf16 is an entry of its
+# own, checked against the reference run on the same inputs; a peer whose
+# cells say they ran on bf16 inputs is set beside that entry's cells.
+experiment "$work/stored.yaml" "name: stored" \
+  "workloads: [{name: mlp, params: {batch: 4, d: 8, hidden: 16}}, {name: mlp, params: {batch: 4, d: 8, hidden: 16}, inputs: bf16}]" \
+  "pipelines: {f32: 'decompose,lower', autocast: 'autocast,decompose,canonicalize,cse,dce,fuse,lower'}" \
+  "backends: [interp, cpu]" \
+  "repeat: {warmup: 1, runs: 3}" "reference: {rtol: 0.02, atol: 0.001}" \
+  "peers: {f32: [python3, fake_peer.py], bf16: [python3, fake_peer.py, --inputs=bf16]}" \
+  "report: {json: $work/stored.json, markdown: $work/stored.md}"
+check "inputs stored in bf16 run as an entry of their own" 0 "mlp \(bf16 inputs\) +autocast +cpu" -- \
+  "$lazylab" run "$work/stored.yaml"
+check "a peer on bf16 inputs is set beside the bf16 entry" 0 "ok" -- python3 -c "
+import json
+r = json.load(open('$work/stored.json'))
+assert all(c['status'] == 'ok' for c in r['cells']), [(c['workload_shown'], c['status']) for c in r['cells']]
+entries = r['experiment']['entries']['workloads']
+assert [w['inputs'] for w in entries] == ['', 'bf16'], entries
+shown = sorted({c['workload_shown'] for c in r['cells']})
+assert shown == ['mlp', 'mlp (bf16 inputs)'], shown
+for peer, entry in (('f32', 'mlp'), ('bf16', 'mlp (bf16 inputs)')):
+    [cell] = next(p for p in r['peers'] if p['name'] == peer)['cells']
+    fastest = min(c['step_ms']['median'] for c in r['cells'] if c['workload_shown'] == entry)
+    assert cell['best_lazylab']['step_ms'] == fastest, (peer, cell, fastest)
+    assert cell.get('inputs', '') == ('bf16' if peer == 'bf16' else ''), cell
+print('ok')"
+check "the peer table names the entry it compares with" 0 "\| mlp \(bf16 inputs\) \| bf16 \| host" -- cat "$work/stored.md"
 # peer-rounds: each peer times each workload beside its cells, in rounds of
 # runs / R steps; its figure is the rounds' median, each round's ratio given.
 experiment "$work/peer-rounds.yaml" "name: rounds" \

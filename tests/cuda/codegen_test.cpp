@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "../unit/attention_variants.h"
 #include "../unit/narrow_dtypes.h"
@@ -271,6 +272,55 @@ TEST_CASE("a product cuBLASLt does not run goes op by op and says why") {
   CHECK_FALSE(code.kernels[0].product);
   CHECK(code.kernels[0].op_by_op == "cuBLASLt runs products of f32, bf16 and f16, not of i64");
   CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
+
+// cuBLASLt refuses a product with nothing to compute (a status 13 on an
+// H200): op by op, an empty result launches nothing and k = 0 sums to zero.
+TEST_CASE("products of no elements or over no depth go op by op and say why") {
+  Context ctx;
+  Tensor rows = matmul(ctx.from_vector<float>({}, {0, 4}), ctx.from_vector<float>(std::vector<float>(12, 1), {4, 3}));
+  Tensor depth = matmul(ctx.from_vector<float>({}, {2, 0}), ctx.from_vector<float>({}, {0, 3}));
+  Module module = lowered(ctx.capture(), "fuse{strategy=gemm-epilogue},lower");
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 2);
+  std::set<std::string> why;
+  for (const cuda::KernelCode& kernel : code.kernels) {
+    CHECK_FALSE(kernel.product);
+    why.insert(kernel.op_by_op);
+  }
+  CHECK(why == std::set<std::string>{"a product of no elements", "a product over no depth (k = 0)"});
+  CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
+
+// Weights stored in bf16 (inputs: bf16) under autocast: no kernel casts a
+// weight, and no kernel is a cast alone (a bias or norm weight widened
+// where it is read): fewer kernels than with f32 weights.
+TEST_CASE("a gpt2-block stored in bf16 has no kernel of casts alone under autocast") {
+  auto kernels = [](bool stored) {
+    auto made = make_builtin_workload("gpt2-block", kSmall.at("gpt2-block"));
+    REQUIRE(made.ok());
+    std::unique_ptr<Workload> workload =
+        stored ? with_inputs_stored_in(std::move(*made), DType::BF16) : std::move(*made);
+    Context ctx;
+    std::vector<Tensor> outputs = workload->step(ctx, bind_inputs(ctx, workload->make_inputs(1)));
+    Module module = lowered(ctx.capture(),
+                            "autocast,decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,"
+                            "plan-memory");
+    ProgramView view(*module.program, module.graph);
+    const lazylab_program& program = view.get();
+    int casts_alone = 0;
+    for (uint32_t k = 0; k < program.num_kernels; ++k) {
+      const lazylab_kernel& kernel = program.kernels[k];
+      casts_alone += std::all_of(kernel.ops, kernel.ops + kernel.num_ops,
+                                 [](const lazylab_op& op) { return op.op == LAZYLAB_OP_Cast; });
+    }
+    return std::pair<uint32_t, int>(program.num_kernels, casts_alone);
+  };
+  auto [f32_kernels, f32_casts] = kernels(false);
+  auto [stored_kernels, stored_casts] = kernels(true);
+  CHECK(f32_casts == 4);  // the four weights, cast each step
+  CHECK(stored_casts == 0);
+  CHECK(stored_kernels == f32_kernels - 4);
 }
 
 // Under autocast the products are bf16's and cuBLASLt runs them; the casts

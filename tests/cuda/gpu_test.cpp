@@ -277,6 +277,35 @@ TEST_CASE("bf16 and f16 products run on cuBLASLt as the interpreter computes the
   }
 }
 
+// cuBLASLt refuses products with nothing to compute (status 13 on an H200,
+// the cell failing): they run op by op, every step, also replayed.
+TEST_CASE("products of no elements or over no depth run as the interpreter's") {
+  auto program = [](Context& ctx) {
+    Tensor rows = matmul(ctx.from_vector<float>({}, {0, 4}), ctx.from_vector<float>(std::vector<float>(12, 1), {4, 3}));
+    Tensor batches = matmul(ctx.from_vector<float>({}, {0, 2, 5}), ctx.from_vector<float>({}, {0, 5, 3}));
+    Tensor narrow = matmul(cast(ctx.from_vector<float>({}, {2, 0, 4}), DType::BF16),
+                           cast(ctx.from_vector<float>(std::vector<float>(24, 0.5f), {2, 4, 3}), DType::BF16));
+    Tensor depth = matmul(ctx.from_vector<float>({}, {2, 0}), ctx.from_vector<float>({}, {0, 3})) + 1.0;
+    return std::vector<Tensor>{rows, batches, cast(narrow, DType::F32), depth};
+  };
+  auto interp = interp_backend();
+  Engine reference_engine(pipeline("lower"), *interp);
+  Context reference(reference_engine);
+  std::vector<Tensor> want = program(reference);
+  for (const char* options : {"cache=off,graph=off", "cache=off,graph=on"}) {
+    CAPTURE(options);
+    auto cuda = cuda_backend(options);
+    Engine engine(pipeline("fuse{strategy=gemm-epilogue},lower,plan-memory"), *cuda);
+    Context ctx(engine);
+    for (int step = 0; step < 3; ++step) {
+      CAPTURE(step);
+      std::vector<Tensor> got = program(ctx);
+      for (size_t o = 0; o < want.size(); ++o) CHECK(values(got[o]) == values(want[o]));
+      CHECK(values(got[3]) == std::vector<float>(6, 1.0f));
+    }
+  }
+}
+
 // Reductions of many elements into few outputs take a block per output:
 // batch norm's per-channel statistics over [N, C, H, W], a column of a tall
 // matrix (strided reads), in f32, f64, i64 and bool, every reduction, with

@@ -72,6 +72,37 @@ TEST_CASE("autocast's policies compute in 16 bits where they say, keep the outpu
   }
 }
 
+TEST_CASE("autocast{policy=f64} computes every op in f64 and rounds the outputs to f32 once") {
+  Context capture;
+  std::vector<Tensor> outputs = layer(capture);
+  Module module;
+  module.graph = capture.capture();
+  REQUIRE(run_pipeline(pipeline("autocast{policy=f64},decompose,canonicalize,cse,dce"), module).ok());
+  std::vector<bool> root(module.graph.size(), false);
+  for (NodeId id : module.graph.roots()) {
+    root[id] = true;
+    CHECK(module.graph.node(id).type.dtype == DType::F32);
+    CHECK(module.graph.node(id).op == OpId::Cast);
+  }
+  for (NodeId id = 0; id < module.graph.size(); ++id) {
+    const Node& node = module.graph.node(id);
+    // (A bias is broadcast as stored and widened where it is read:
+    // canonicalize's widen-after-broadcast.)
+    if (root[id] || node.op == OpId::Parameter || node.op == OpId::Constant || node.op == OpId::Broadcast) continue;
+    CAPTURE(op_info(node.op).name);
+    CHECK(node.type.dtype == DType::F64);
+  }
+  // The f32 program's results within f32's rounding of the f64 ones.
+  Session reference("decompose,lower");
+  std::vector<Tensor> want = layer(reference.ctx);
+  Session wide("autocast{policy=f64},decompose,canonicalize,cse,dce,lower");
+  std::vector<Tensor> got = layer(wide.ctx);
+  for (size_t k = 0; k < got.size(); ++k) {
+    std::vector<float> g = values(got[k]), w = values(want[k]);
+    for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(1e-5).scale(1e-3));
+  }
+}
+
 TEST_CASE("an unknown precision policy is an error naming it and the policies there are") {
   auto parsed = parse_pipeline("autocast{policy=fp8}");
   REQUIRE_FALSE(parsed.ok());

@@ -1,13 +1,17 @@
 // Experiment YAML: every malformed input names the key path and line.
 #include "runner/experiment.h"
+#include "core/pass_manager.h"
 #include "core/suggest.h"
 #include "runner/output_check.h"
 #include "runner/pipeline_sweep.h"
+#include "runner/workload.h"
 #include "support.h"
 
+#include <filesystem>
 #include <set>
 
 using namespace lazylab;
+using namespace lazylab::testing;
 
 namespace {
 
@@ -299,4 +303,89 @@ TEST_CASE("plugins are paths relative to the experiment file, loaded later by th
   CHECK(parsed->plugins[0].path == "dir/lib/capped.so");
   CHECK(parsed->plugins[1].path == "/opt/x.so");
   CHECK(parsed->plugins[0].line == 10);
+}
+
+TEST_CASE("inputs stored in bf16 or f16: one workload listed with each, other values are refused") {
+  auto e = parse_experiment(
+      "name: t\nworkloads: [mlp, {name: mlp, inputs: bf16}, {name: mlp, inputs: f16}]\npipelines: {p: lower}\n"
+      "backends: [interp]\n",
+      "x.yaml");
+  REQUIRE(e.ok());
+  CHECK(e->workloads[0].inputs.empty());
+  CHECK(e->workloads[1].inputs == "bf16");
+  CHECK(e->workloads[2].inputs == "f16");
+  CHECK(error_of("name: t\nworkloads: [{name: mlp, inputs: f64}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0].inputs: 'f64': the f32 inputs are stored in bf16 or f16");
+  CHECK(error_of("name: t\nworkloads: [{torch: a.py, inputs: bf16}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0].inputs: stores a workload's inputs; a PyTorch program makes its own");
+  CHECK(error_of("name: t\nworkloads: [{name: mlp, inputs: bf16}, {name: mlp, inputs: bf16}]\npipelines: {p: "
+                 "lower}\nbackends: [interp]\n")
+            .find("the same workload and parameters") != std::string::npos);
+}
+
+TEST_CASE(
+    "a workload's inputs stored in bf16: its f32 program over the rounded values, products reading them as "
+    "stored") {
+  const WorkloadParams small{{"batch", 4}, {"d", 8}, {"hidden", 16}};
+  auto inner = make_builtin_workload("mlp", small);
+  auto made = make_builtin_workload("mlp", small);
+  REQUIRE(inner.ok());
+  REQUIRE(made.ok());
+  std::unique_ptr<Workload> stored = with_inputs_stored_in(std::move(*made), DType::BF16);
+  std::vector<HostTensor> rounded = stored->make_inputs(5), exact = (*inner)->make_inputs(5);
+  REQUIRE(rounded.size() == exact.size());
+  REQUIRE(stored->input_types().size() == exact.size());
+  std::vector<std::vector<float>> widened;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    CHECK(stored->input_types()[i] == rounded[i].type);
+    CHECK(rounded[i].type == TensorType{DType::BF16, exact[i].type.shape});
+    const auto* from = reinterpret_cast<const float*>(exact[i].data->data());
+    const auto* got = reinterpret_cast<const BFloat16*>(rounded[i].data->data());
+    std::vector<float> values(static_cast<size_t>(exact[i].type.num_elements()));
+    for (size_t k = 0; k < values.size(); ++k) {
+      values[k] = static_cast<float>(got[k]);
+      REQUIRE(got[k].bits == BFloat16(from[k]).bits);
+    }
+    widened.push_back(std::move(values));
+  }
+  // The step is the f32 program's over the widened values, bit for bit.
+  Session session;
+  std::vector<Tensor> bf16_inputs = bind_inputs(session.ctx, rounded), f32_inputs;
+  for (size_t i = 0; i < widened.size(); ++i)
+    f32_inputs.push_back(session.ctx.from_vector(widened[i], exact[i].type.shape));
+  std::vector<Tensor> got = stored->step(session.ctx, bf16_inputs), want = (*inner)->step(session.ctx, f32_inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < want.size(); ++o) CHECK(values(got[o]) == values(want[o]));
+  // Under autocast each product reads its weight as stored: no cast of it;
+  // a bias is broadcast as stored and widened where it is added.
+  Context capture;
+  std::vector<Tensor> outputs = stored->step(capture, bind_inputs(capture, rounded));
+  Module module;
+  module.graph = capture.capture();
+  REQUIRE(run_pipeline(pipeline("autocast,decompose,canonicalize,cse,dce"), module).ok());
+  int products = 0;
+  for (NodeId id = 0; id < module.graph.size(); ++id) {
+    const Node& node = module.graph.node(id);
+    if (node.op != OpId::Matmul) continue;
+    ++products;
+    CHECK(node.type.dtype == DType::BF16);
+    CHECK(module.graph.node(node.operands[1]).op == OpId::Parameter);
+  }
+  CHECK(products == 2);
+  for (NodeId id = 0; id < module.graph.size(); ++id)
+    if (module.graph.node(id).op == OpId::Broadcast)
+      CHECK(module.graph.node(module.graph.node(id).operands[0]).op != OpId::Cast);
+}
+
+TEST_CASE("every experiment in experiments/ loads") {
+  namespace fs = std::filesystem;
+  int loaded = 0;
+  for (const fs::directory_entry& file : fs::directory_iterator(fs::path(LAZYLAB_REPORT_SCHEMA).parent_path())) {
+    if (file.path().extension() != ".yaml") continue;
+    CAPTURE(file.path().string());
+    auto experiment = load_experiment(file.path().string());
+    CHECK_MESSAGE(experiment.ok(), (experiment.ok() ? "" : experiment.error().message));
+    ++loaded;
+  }
+  CHECK(loaded >= 10);
 }
