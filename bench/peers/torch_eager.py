@@ -13,7 +13,8 @@ Needs Debian's python3-torch (`bash .ci/setup`); run it with
 
 --dtype=bf16 runs each step under torch.autocast("cpu") in bf16 (the inputs
 stay f32, as an f32 program under lazylab's autocast pass): its pipeline is
-torch-eager-bf16.
+torch-eager-bf16. --inputs=bf16 makes the inputs and weights bf16 (as
+lazylab's `inputs: bf16`); its cells say so.
 """
 import math
 import os
@@ -123,6 +124,7 @@ def measure(step, warmup, runs, flush_mib=0):
 def add_arguments(ap):
     torch_blas.add_argument(ap)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
+    ap.add_argument("--inputs", choices=["f32", "bf16"], default="f32", help="the dtype inputs and weights are in")
 
 
 def autocast(step):
@@ -134,7 +136,8 @@ def autocast(step):
 
 def main():
     args, params = parse_args(__doc__, DEFAULTS, add_arguments)
-    pipeline = "torch-eager-bf16" if args.dtype == "bf16" else "torch-eager"
+    pipeline = "-".join(["torch-eager"] + (["bf16"] if args.dtype == "bf16" else []) +
+                        (["bf16-inputs"] if args.inputs == "bf16" else []))
     torch.set_num_threads(args.threads)
     blas_threads = torch_blas.limit_threads(args.blas_threads)
     cells = []
@@ -143,19 +146,22 @@ def main():
             print(f"{name:12s} not defined for torch: left out")
             continue
         g = torch.Generator().manual_seed(args.seed + i)
-        step, ops = make(name, params[name], g)
+        step, ops = make(name, params[name], g, dtype=torch.bfloat16 if args.inputs == "bf16" else torch.float32)
         if args.dtype == "bf16":
             step = autocast(step)
         step_ms = measure(step, args.warmup, args.runs, args.flush_mib)
         cell = {"workload": name, "pipeline": pipeline, "backend": "torch", "params": params[name], "step_ms": step_ms}
         if ops:
             cell["step_us_per_op"] = step_ms["median"] * 1e3 / ops
+        if args.inputs != "f32":
+            cell["inputs"] = args.inputs  # compared with lazylab's entry of the same `inputs`
         cells.append(cell)
         print(f"{name:12s} {pipeline} {step_ms['median']:9.4f} ms (min {step_ms['min']:.4f})")
     blas = os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
     caches = f", {args.flush_mib} MiB written before each step" if args.flush_mib else ""
     threads = f", {blas_threads}" if blas_threads else ""
-    precision = ", bf16 autocast (f32 inputs)" if args.dtype == "bf16" else ""
+    precision = (f", bf16 autocast ({args.inputs} inputs)" if args.dtype == "bf16" else
+                 "" if args.inputs == "f32" else f", {args.inputs} inputs")
     write_report(args.out, f"torch {torch.__version__} eager{precision}, {args.threads} threads, OpenBLAS core {blas}"
                            f"{threads}{caches}",
                  cells)
