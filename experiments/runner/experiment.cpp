@@ -139,7 +139,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
           return r.error(item["inputs"], at + ".inputs", "stores a workload's inputs; a PyTorch program makes its own");
         auto dtype = r.scalar<std::string>(item["inputs"], at + ".inputs", "a 16-bit float dtype (bf16, f16)");
         if (!dtype) return dtype.error();
-        if (*dtype != "bf16" && *dtype != "f16")
+        std::optional<DType> stored = parse_dtype(*dtype);
+        if (!stored || !is_float(*stored) || dtype_size(*stored) != 2)  // the table's 16-bit floats
           return r.error(item["inputs"], at + ".inputs",
                          fmt::format("'{}': the f32 inputs are stored in bf16 or f16", *dtype));
         entry.inputs = *dtype;
@@ -190,7 +191,7 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
       if (!inserted)
         return r.error(item, at,
                        fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "
-                                   "different 'label' or different 'params'",
+                                   "different 'label', 'params' or 'inputs'",
                                    describe_params(entry.params), earlier->second));
       if (e.workloads.size() == static_cast<size_t>(kMaxSweepEntries))
         return r.error(item, at, fmt::format("more than {} workloads in all", kMaxSweepEntries));

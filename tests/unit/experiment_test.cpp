@@ -145,7 +145,7 @@ TEST_CASE("labels, and entries that would make indistinguishable cells") {
   CHECK(e->backends[1].label == "all threads");
   CHECK(error_of("name: t\nworkloads: [softmax, softmax]\npipelines: {p: lower}\nbackends: [interp]\n") ==
         "x.yaml:2: workloads[1]: the same workload and parameters () as the entry on line 2; give one a different "
-        "'label' or different 'params'");
+        "'label', 'params' or 'inputs'");
   CHECK(error_of("name: t\nworkloads: [softmax]\npipelines: {p: lower}\nbackends:\n  - cpu\n"
                  "  - {name: cpu, options: ''}\n") ==
         "x.yaml:6: backends[1]: the same backend and options as the entry on line 5; give one a different 'label' "
@@ -191,7 +191,7 @@ TEST_CASE("a list of parameter values is a sweep; several lists are a grid") {
   CHECK(error_of("name: t\nworkloads: [{name: softmax, params: {rows: [8, 8]}}]\npipelines: {p: lower}\n"
                  "backends: [interp]\n") ==
         "x.yaml:2: workloads[0]: the same workload and parameters (rows=8) as the entry on line 2; give one a "
-        "different 'label' or different 'params'");
+        "different 'label', 'params' or 'inputs'");
 }
 
 TEST_CASE("a brace list in a pipeline option is one pipeline per value") {
