@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype.h"
+
 namespace lazylab {
 namespace {
 
@@ -17,9 +19,14 @@ class AttentionMatcher {
   Expected<AttentionPattern> run() {
     const Node& out = node(output_);
     if (out.op != OpId::Matmul) return fail(output_, "is not a matmul");
-    if (out.type.dtype != DType::F32) return fail(output_, "is not f32");
+    dtype_ = out.type.dtype;
+    if (dtype_ != DType::F32 && dtype_ != DType::BF16 && dtype_ != DType::F16)
+      return fail(output_, "is not f32, bf16 or f16");
+    pattern_.attention.dtype = dtype_;
     take(output_);
-    Expected<NodeId> e = normalized(out.operands[0]);
+    Expected<NodeId> p = probabilities(out.operands[0]);
+    if (!p) return p.error();
+    Expected<NodeId> e = normalized(*p);
     if (!e) return e.error();
     Expected<NodeId> logits = exponentiated(*e);
     if (!logits) return logits.error();
@@ -60,6 +67,22 @@ class AttentionMatcher {
     return {};
   }
 
+  // The products' operand p: the softmax itself in f32, or its narrowing to
+  // the products' 16 bits (autocast's form).
+  Expected<NodeId> probabilities(NodeId operand) {
+    if (dtype_ == DType::F32) return operand;
+    Expected<NodeId> p = cast_from(operand, DType::F32, "is not the probabilities' narrowing cast from f32");
+    if (p) take(operand);
+    return p;
+  }
+
+  // The operand of `id`, a cast from `from` to id's dtype; or why not.
+  Expected<NodeId> cast_from(NodeId id, DType from, const char* why) const {
+    const Node& n = node(id);
+    if (n.op != OpId::Cast || node(n.operands[0]).type.dtype != from) return fail(id, why);
+    return n.operands[0];
+  }
+
   // p = div(e, broadcast(reduce_sum(e))): returns e.
   Expected<NodeId> normalized(NodeId p) {
     const Node& div = node(p);
@@ -88,37 +111,64 @@ class AttentionMatcher {
     return c.attrs[0].f;
   }
 
-  // The scale and the mask, in either order, down to the scores.
+  // The scale and the mask, in either order, down to the scores; in the
+  // 16-bit form these are in the products' dtype, widened to f32 after.
   Expected<NodeId> transformed(NodeId x) {
+    if (dtype_ != DType::F32) {
+      Expected<NodeId> narrow = cast_from(x, dtype_, "is not the scores' widening cast to f32");
+      if (!narrow) return narrow.error();
+      take(x);
+      x = *narrow;
+    }
     bool scaled = false, masked = false;
     for (;;) {
       const Node& n = node(x);
       if (n.op == OpId::Mul && !scaled) {
         int constant = splat(n.operands[1]) ? 1 : splat(n.operands[0]) ? 0 : -1;
         if (constant < 0) return fail(x, "multiplies the scores by something other than a constant");
-        pattern_.attention.scale = *splat(n.operands[constant]);
+        // As the constant holds it: 0.1 in bf16 is 0.10009765625.
+        pattern_.attention.scale = round_to(dtype_, *splat(n.operands[constant]));
         scaled = true;
         take(x);
         take(n.operands[constant]);
         x = n.operands[1 - constant];
+      } else if (n.op == OpId::Div && !scaled) {
+        // Divided by a constant (BERT's and GPT-2's sqrt(d)): the scale is
+        // its reciprocal, exact where the constant is a power of two.
+        std::optional<double> divisor = splat(n.operands[1]);
+        if (!divisor || *divisor == 0) return fail(x, "divides the scores by something other than a nonzero constant");
+        pattern_.attention.scale = 1.0 / round_to(dtype_, *divisor);
+        scaled = true;
+        take(x);
+        take(n.operands[1]);
+        x = n.operands[0];
       } else if (n.op == OpId::Select && !masked) {
         // The kernel scales, then masks: a scale after the mask must keep -inf.
         if (scaled && !(pattern_.attention.scale > 0))
           return fail(x, "is scaled after the mask by a factor that is not positive");
-        LAZYLAB_TRY(causal_mask(x));
+        Expected<NodeId> kept = masked_scores(x);
+        if (!kept) return kept.error();
         masked = true;
-        x = n.operands[1];
+        x = *kept;
       } else {
         return x;
       }
     }
   }
 
-  // select(i >= j, x, -inf), the condition broadcast over the batches.
-  Status causal_mask(NodeId select) {
+  bool is_minus_inf(NodeId id) const {
+    auto fill = splat(id);
+    return fill && std::isinf(*fill) && *fill < 0;
+  }
+
+  // select(c, x, -inf) or select(c, -inf, x), the condition broadcast over
+  // the batches: the causal mask i >= j where that is c, kept where true;
+  // else c read from memory. Returns x.
+  Expected<NodeId> masked_scores(NodeId select) {
     const Node& s = node(select);
-    auto fill = splat(s.operands[2]);
-    if (!fill || !std::isinf(*fill) || *fill > 0) return fail(select, "masks with a fill other than -inf");
+    bool keeps = is_minus_inf(s.operands[2]);
+    if (!keeps && !is_minus_inf(s.operands[1])) return fail(select, "masks with a fill other than -inf");
+    NodeId fill = s.operands[keeps ? 2 : 1];
     NodeId condition = s.operands[0];
     std::optional<NodeId> view;
     if (node(condition).op == OpId::Broadcast) {
@@ -135,13 +185,20 @@ class AttentionMatcher {
     const Dims &mask = node(condition).type.shape, &scores = s.type.shape;
     if (mask.size() < 2 || mask[mask.size() - 2] != scores[scores.size() - 2] || mask.back() != scores.back())
       return fail(condition, "is a mask of other rows or columns than the scores'");
-    if (!is_causal(condition)) return fail(condition, "is not the causal mask i >= j of two iotas");
-    pattern_.attention.causal = true;
+    if (keeps && is_causal(condition)) {
+      pattern_.attention.causal = true;
+    } else {
+      // Any other mask is read as a bool [m, n], the same for every batch.
+      if (node(condition).type.num_elements() != mask[mask.size() - 2] * mask.back())
+        return fail(condition, "is a mask of its own for each batch");
+      pattern_.attention.mask = condition;
+      pattern_.attention.mask_keeps = keeps;
+    }
     pattern_.mask = select;
     take(select);
-    take(s.operands[2]);
+    take(fill);
     if (view) take(*view);
-    return {};
+    return s.operands[keeps ? 1 : 2];
   }
 
   // ge(iota(rows), iota(cols)) or le(iota(cols), iota(rows)) over [..., m, n].
@@ -182,8 +239,10 @@ class AttentionMatcher {
     for (size_t d = 0; d + 2 < rank; ++d)
       if (q[d] != out[d] || k[d] != out[d] || vs[d] != out[d])
         return fail(scores, "has batches broadcast between q, k and v");
+    if (s.type.dtype != dtype_) return fail(scores, fmt::format("is not {} as the output is", dtype_name(dtype_)));
     for (NodeId operand : {a.q, a.k, v})
-      if (node(operand).type.dtype != DType::F32) return fail(operand, "is not f32");
+      if (node(operand).type.dtype != dtype_)
+        return fail(operand, fmt::format("is not {} as the output is", dtype_name(dtype_)));
     a.m = q[rank - 2];
     a.d = q[rank - 1];
     a.n = s.type.shape.back();
@@ -196,6 +255,7 @@ class AttentionMatcher {
 
   const Graph& graph_;
   NodeId output_;
+  DType dtype_ = DType::F32;  // the products' (and q's, k's, v's)
   AttentionPattern pattern_;
 };
 

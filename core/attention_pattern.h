@@ -23,10 +23,12 @@ struct AttentionPattern {
 // The attention ending at the matmul `output`, or why `output` ends none.
 // The pattern: output = matmul(p, v); p = div(e, broadcast(reduce_sum(e)));
 // e = exp(sub(x, broadcast(reduce_max(x)))), the reductions over the last
-// axis; x = the scores, multiplied by a constant and/or selected by a mask
+// axis; x = the scores, multiplied (or divided) by a constant and/or selected by a mask
 // i >= j (ge of the row and column iotas) against -inf; the scores =
 // matmul(q, kᵀ), the transpose folded where it is one of the last two dims.
-// All f32.
+// All f32; or autocast's form: output = matmul(cast(p), v) with the products,
+// q, k, v, the scale and the mask in bf16 or f16, widened to f32
+// (x = cast(...)) for the softmax.
 Expected<AttentionPattern> match_attention(const Graph& graph, NodeId output);
 
 // The same attention reading k's transpose from memory, as a [.., d, n]

@@ -367,6 +367,16 @@ Status Backend::check_supported(const Program& program, const Graph& graph) cons
             name_, a.output, a.d, a.dv,
             capabilities_.attention_max_head_dim ? fmt::format("up to {}", capabilities_.attention_max_head_dim)
                                                  : std::string("none")));
+      if (a.mask != kNoNode && !capabilities_.attention_masks)
+        return make_error(fmt::format(
+            "backend {} cannot run the attention kernel ending at %{} with its mask %{} read from memory: fuse for "
+            "this backend (lazylab passes its capabilities to fusion)",
+            name_, a.output, a.mask));
+      if (a.dtype != DType::F32 && !capabilities_.attention_16_bit)
+        return make_error(fmt::format(
+            "backend {} cannot run the attention kernel ending at %{} in {} (it runs attention in f32): fuse for "
+            "this backend (lazylab passes its capabilities to fusion)",
+            name_, a.output, dtype_name(a.dtype)));
     }
     if (!capabilities_.reads_row_groups)
       for (const ValueAccess& a : kernel.description.accesses)

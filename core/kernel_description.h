@@ -48,9 +48,18 @@ struct StridedLayout {
 // lazylab_attention: softmax(scale * q kᵀ, causally masked or not) v per
 // batch, q [batch..., m, d], k [batch..., n, d] read transposed (or, where
 // k_transposed is false, [batch..., d, n] read as it is), v [batch..., n, dv].
+// In f32; or (ABI 3.15) in autocast's 16-bit form, q, k, v and both products
+// in `dtype` (bf16 or f16) and the softmax between in f32: the scores
+// rounded to `dtype`, scaled (and masked) in it, widened; the probabilities
+// rounded to `dtype` for the second product. A mask is causal, or (ABI
+// 3.15) read from memory: a bool [m, n] value, the score kept where it is
+// mask_keeps, and -inf elsewhere.
 struct Attention {
   NodeId output = 0, q = 0, k = 0, v = 0;
+  DType dtype = DType::F32;  // q's, k's, v's and the products'
   bool k_transposed = false, causal = false;
+  NodeId mask = kNoNode;  // a mask read from memory, or kNoNode
+  bool mask_keeps = true;
   int64_t batch = 1, m = 0, n = 0, d = 0, dv = 0;
   double scale = 1.0;
 };

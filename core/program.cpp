@@ -56,8 +56,13 @@ std::string describe_space(const KernelDescription& d) {
     case KernelKind::Attention: {  // "attention 48 x softmax([256 x 64] x [64 x 256] * 0.125, causal) x [256 x 64],
                                    // k^T"
       const Attention& a = d.attention;
-      return fmt::format("attention {} x softmax([{} x {}] x [{} x {}] * {}{}) x [{} x {}]{}", a.batch, a.m, a.d, a.d,
-                         a.n, a.scale, a.causal ? ", causal" : "", a.n, a.dv, a.k_transposed ? ", k^T" : "");
+      std::string mask = a.causal ? ", causal"
+                         : a.mask != kNoNode
+                             ? fmt::format(", kept where %{} is {}", a.mask, a.mask_keeps ? "true" : "false")
+                             : "";
+      return fmt::format("attention {} x softmax([{} x {}] x [{} x {}] * {}{}) x [{} x {}]{}{}", a.batch, a.m, a.d, a.d,
+                         a.n, a.scale, mask, a.n, a.dv, a.k_transposed ? ", k^T" : "",
+                         a.dtype == DType::F32 ? "" : fmt::format(", in {}", dtype_name(a.dtype)));
     }
     case KernelKind::Layout:
       return fmt::format("layout [{}] strides [{}] offset {}", fmt::join(d.layout.shape, ","),

@@ -46,6 +46,7 @@ lazylab_kernel ProgramView::describe(const KernelDescription& description) {
   const Attention& a = description.attention;
   kernel.attention =
       lazylab_attention{a.output, a.q, a.k, a.v, a.k_transposed, a.causal, a.batch, a.m, a.n, a.d, a.dv, a.scale};
+  kernel.attention_mask = lazylab_attention_mask{a.mask == kNoNode ? LAZYLAB_NO_MASK : a.mask, a.mask_keeps};
   return kernel;
 }
 

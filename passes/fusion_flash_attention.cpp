@@ -7,7 +7,9 @@
 // Legality: the whole pattern or none of it (a transpose of k that other
 // ops read too is left out, and the kernel reads it from memory); no value inside it read outside
 // it (only the second product leaves); the backend runs attention kernels
-// with these head dims and every op of the pattern, within its size limit.
+// with these head dims, in this dtype (16 bits: ABI 3.15's attention_16_bit),
+// with this mask (read from memory: ABI 3.15's attention_masks) and every op
+// of the pattern, within its size limit.
 // (No cycle can form: nothing leaves the pattern but its output.) Pairs
 // outside an attention kernel follow gemm-epilogue; an attention kernel
 // takes nothing more. Profitability: fuse whenever legal.
@@ -33,6 +35,12 @@ FusionDecision attention_decision(const Module& module, const AttentionPattern& 
                                     ? fmt::format("backend runs attention kernels with head dims up to {}, not {}",
                                                   caps->attention_max_head_dim, std::max(a.d, a.dv))
                                     : std::string("backend runs no attention kernels"));
+    if (a.mask != kNoNode && !caps->attention_masks)
+      return FusionDecision::no(RefusalCode::Capability,
+                                "backend runs attention kernels with a causal mask or none, not one read from memory");
+    if (a.dtype != DType::F32 && !caps->attention_16_bit)
+      return FusionDecision::no(RefusalCode::Capability,
+                                fmt::format("backend runs attention kernels in f32, not {}", dtype_name(a.dtype)));
     for (NodeId id : pattern.ops)
       if (!caps->supports_op[static_cast<int>(graph.node(id).op)])
         return FusionDecision::no(RefusalCode::Capability,
@@ -66,9 +74,12 @@ class FlashAttention : public FusionStrategy {
       if (graph.node(id).op != OpId::Matmul || !groups.in_kernel(id)) continue;
       auto pattern = match_attention(graph, id);
       if (!pattern) {
-        // A product of a division, as a softmax ends: say why it is not attention.
+        // A product of a division (or its cast, under autocast), as a softmax
+        // ends: say why it is not attention.
         NodeId lhs = graph.node(id).operands[0];
-        if (graph.node(lhs).op == OpId::Div)
+        const Node& division =
+            graph.node(lhs).op == OpId::Cast ? graph.node(graph.node(lhs).operands[0]) : graph.node(lhs);
+        if (division.op == OpId::Div)
           module.fusion_log.push_back({lhs, id, FusionDecision::no(RefusalCode::OpKind, pattern.error().message)});
         continue;
       }

@@ -74,10 +74,12 @@ __device__ __forceinline__ void load_transposed(float* dst, int dst_stride, cons
 }
 
 // M, N queries and keys; D, DV head dims; DP, DVP padded to 8 and 16;
-// K_ROWS: k is [n, d] (else [d, n]).
-template <long long M, long long N, int D, int DV, int DP, int DVP, bool K_ROWS, bool CAUSAL>
+// K_ROWS: k is [n, d] (else [d, n]); MASK: 0 none, 1 (2) a score kept where
+// mask[row, col] is true (false).
+template <long long M, long long N, int D, int DV, int DP, int DVP, bool K_ROWS, bool CAUSAL, int MASK>
 __device__ __forceinline__ void attention(const float* __restrict__ q, const float* __restrict__ k,
-                                          const float* __restrict__ v, float* __restrict__ out, float scale) {
+                                          const float* __restrict__ v, const unsigned char* __restrict__ mask,
+                                          float* __restrict__ out, float scale) {
   constexpr int QS = DP + 4, VS = DVP, PS = BC + 4, DVT = DVP / 16;
   extern __shared__ float4 shared_memory[];
   float* Qs = reinterpret_cast<float*>(shared_memory);
@@ -135,7 +137,7 @@ __device__ __forceinline__ void attention(const float* __restrict__ q, const flo
 
     // Only the last tile has columns past n; only tiles reaching past the
     // block's first row have columns past a row's own (causal).
-    const bool edge = n0 + BC > N || (CAUSAL && n0 + BC > m0 + 1);
+    const bool edge = MASK != 0 || n0 + BC > N || (CAUSAL && n0 + BC > m0 + 1);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const long long row = m0 + ty + 16 * i;
@@ -144,7 +146,9 @@ __device__ __forceinline__ void attention(const float* __restrict__ q, const flo
       for (int j = 0; j < 4; ++j) {
         const long long col = n0 + tx + 16 * j;
         float x = s[i][j];
-        if (edge && (col >= N || (CAUSAL && col > row))) x = -__int_as_float(0x7f800000);
+        if (edge && (col >= N || (CAUSAL && col > row) ||
+                     (MASK != 0 && row < M && (mask[row * N + col] != 0) != (MASK == 1))))
+          x = -__int_as_float(0x7f800000);
         s[i][j] = x;
         tile_max = fmaxf(tile_max, x);
       }
@@ -218,31 +222,54 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
+AttentionMask attention_mask(const lazylab_kernel& kernel) {
+  AttentionMask mask;
+  uint32_t value = lazylab_kernel_attention_mask(&kernel);
+  if (value == LAZYLAB_NO_MASK) return mask;
+  mask.value = value;
+  mask.kind = kernel.attention_mask.keep_where ? 1 : 2;
+  mask.parameter = "const unsigned char* __restrict__ mask, ";
+  mask.argument = "mask";
+  return mask;
+}
+
+AttentionMask attention_launch(const lazylab_kernel& kernel, const std::string& name, int64_t shared_bytes,
+                               Launch& launch) {
+  const lazylab_attention& a = kernel.attention;
+  constexpr int64_t kRows = 128;
+  int64_t row_tiles = (a.m + kRows - 1) / kRows;
+  if (a.batch > 0x7fffffff || row_tiles > 65535)
+    throw std::invalid_argument(
+        fmt::format("codegen: attention of {} batches x {} rows is past CUDA's grid", a.batch, a.m));
+  AttentionMask mask = attention_mask(kernel);
+  launch.function = name;
+  launch.values = {a.q, a.k, a.v};
+  if (mask.value != kNoValue) launch.values.push_back(mask.value);
+  launch.values.push_back(a.output);
+  launch.work = a.batch * a.m * a.dv;  // 0: nothing to launch
+  launch.block = 256;
+  launch.blocks = static_cast<uint32_t>(a.batch);
+  launch.blocks_y = static_cast<uint32_t>(row_tiles);
+  launch.shared_bytes = static_cast<uint32_t>(shared_bytes);
+  return mask;
+}
+
 std::string attention_function(const lazylab_kernel& kernel, const std::string& name, Launch& launch) {
   const lazylab_attention& a = kernel.attention;
   int64_t dp = round_up(a.d, 8), dvp = round_up(a.dv, 16);
   constexpr int64_t kRows = 128, kKeys = 64;
   int64_t floats = kRows * (dp + 4) + kKeys * (dp + 4) + kKeys * dvp + kRows * (kKeys + 4);
-  int64_t row_tiles = (a.m + kRows - 1) / kRows;
-  if (a.batch > 0x7fffffff || row_tiles > 65535)
-    throw std::invalid_argument(
-        fmt::format("codegen: attention of {} batches x {} rows is past CUDA's grid", a.batch, a.m));
-  launch.function = name;
-  launch.values = {a.q, a.k, a.v, a.output};
-  launch.work = a.batch * a.m * a.dv;  // 0: nothing to launch
-  launch.block = 256;
-  launch.blocks = static_cast<uint32_t>(a.batch);
-  launch.blocks_y = static_cast<uint32_t>(row_tiles);
-  launch.shared_bytes = static_cast<uint32_t>(floats * 4);
+  AttentionMask mask = attention_launch(kernel, name, floats * 4, launch);
   // Two blocks an SM where the output fits 4 columns a thread.
   int min_blocks = dvp / 16 <= 4 ? 2 : 1;
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__(256, {8}) {0}(const float* __restrict__ q, const float* "
-      "__restrict__ k,\n    const float* __restrict__ v, float* __restrict__ out, long long work) {{\n"
-      "  lazylab_attention::attention<{1}LL, {2}LL, {3}, {4}, {5}, {6}, {7}>(q, k, v, out, {9});\n}}\n",
+      "__restrict__ k,\n    const float* __restrict__ v, {10}float* __restrict__ out, long long work) {{\n"
+      "  lazylab_attention::attention<{1}LL, {2}LL, {3}, {4}, {5}, {6}, {7}, {11}>(q, k, v, {12}, out, {9});\n}}\n",
       name, a.m, a.n, a.d, a.dv, dp, dvp,
       fmt::format("{}, {}", a.k_transposed ? "true" : "false", a.causal ? "true" : "false"), min_blocks,
-      fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))));
+      fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))), mask.parameter,
+      mask.kind, mask.argument);
 }
 
 }  // namespace lazylab::cuda

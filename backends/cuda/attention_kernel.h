@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen.h"
 
@@ -16,6 +17,23 @@ namespace lazylab::cuda {
 // The device template every attention launch instantiates (once per
 // translation unit).
 extern const char* const kAttentionTemplate;
+
+// A mask read from memory (ABI 3.15), as both attention templates take it:
+// `kind` is their MASK (0 none, 1 kept where true, 2 where false); the
+// generated function's parameter and the argument it passes on.
+struct AttentionMask {
+  uint32_t value = kNoValue;
+  int kind = 0;
+  std::string parameter, argument = "nullptr";
+};
+AttentionMask attention_mask(const lazylab_kernel& kernel);
+
+// The launch both attention kernels make: a block of 256 threads per
+// (batch, 128 query rows), `shared_bytes` of dynamic shared memory, the
+// values q, k, v, the mask where there is one, and the output, in their
+// functions' order. Returns the mask.
+AttentionMask attention_launch(const lazylab_kernel& kernel, const std::string& name, int64_t shared_bytes,
+                               Launch& launch);
 
 // The __global__ function for `kernel`'s attention, named `name`, and its
 // launch: a block per (batch, 128 rows), 256 threads, its tiles in dynamic

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "attention_kernel.h"
+#include "attention_tensor_core.h"
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
@@ -175,10 +176,21 @@ class ProgramSource {
           result.op_by_op = "a host before ABI 3.4 describes no attention";
           return result;
         }
-        if (!attention_template_) code.source += kAttentionTemplate;
-        attention_template_ = true;
+        uint32_t dtype = program_.values[kernel.attention.q].dtype;
         Launch launch;
-        code.source += attention_function(kernel, name, launch);
+        if (dtype == LAZYLAB_F32) {
+          if (!attention_template_) code.source += kAttentionTemplate;
+          attention_template_ = true;
+          code.source += attention_function(kernel, name, launch);
+        } else if (auto why = attention16_refusal(kernel)) {
+          result = opaque(kernel, name, code);
+          result.op_by_op = std::move(*why);
+          return result;
+        } else {
+          if (!attention16_template_) code.source += kAttention16Template;
+          attention16_template_ = true;
+          code.source += attention16_function(kernel, dtype, name, launch);
+        }
         result.launches.push_back(std::move(launch));
         return result;
       }
@@ -359,7 +371,8 @@ class ProgramSource {
   }
 
   const lazylab_program& program_;
-  bool attention_template_ = false;  // in the translation unit already
+  bool attention_template_ = false;    // in the translation unit already
+  bool attention16_template_ = false;  // likewise
   std::set<uint32_t> needs_memory_;
   std::deque<std::vector<uint32_t>> renamed_operands_;  // deques: what they hold never moves
   std::deque<lazylab_op> renamed_ops_;

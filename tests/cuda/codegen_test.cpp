@@ -462,19 +462,67 @@ TEST_CASE("attention written every way is one attention kernel each, which NVRTC
       for (const Kernel& kernel : module.program->kernels)
         if (kernel.description.kind == KernelKind::Attention) attention.push_back(&kernel);
       REQUIRE(attention.size() == 2);
-      CHECK(attention[0]->description.attention.causal != attention[1]->description.attention.causal);
+      const Attention &first = attention[0]->description.attention, &second = attention[1]->description.attention;
+      if (variant < 4) {
+        CHECK(first.causal != second.causal);
+      } else {  // one mask read from memory, the score kept where it is false
+        CHECK((first.mask == kNoNode) != (second.mask == kNoNode));
+        const Attention& masked = first.mask == kNoNode ? second : first;
+        CHECK((!masked.mask_keeps && !masked.causal && !first.causal && !second.causal));
+      }
       for (const Kernel* kernel : attention) {
         const Attention& a = kernel->description.attention;
         CHECK(a.k_transposed == (variant % 2 == 0));
         CHECK(a.d == shape.q.back());
         CHECK(a.n == shape.n);
         CHECK(a.dv == shape.dv);
-        CHECK(static_cast<float>(a.scale) == doctest::Approx(a.causal ? 0.3 : 0.2));
+        bool masked = a.causal || a.mask != kNoNode;
+        CHECK(static_cast<float>(a.scale) == doctest::Approx(attention_scale(variant, masked)));
       }
       cuda::ProgramCode code = generated(module);
       CHECK(count(code.source, "lazylab_attention::attention<") == 2);
+      CHECK(count(code.source, "(q, k, v, mask, out") == (variant == 4 ? 1 : 0));
       CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
     }
+}
+
+// Under autocast (products in bf16 or f16) the same attention is one 16-bit
+// kernel on the tensor cores, where its head dims are multiples of 8 (and n,
+// for k given as [d, n]); elsewhere it runs op by op and says why.
+TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which NVRTC compiles") {
+  for (const char* dtype : {"bf16", "f16"})
+    for (const AttentionShape& shape : kAttentionShapes)
+      for (int variant = 0; variant < kAttentionVariants; ++variant) {
+        CAPTURE(dtype);
+        CAPTURE(to_string(shape.q));
+        CAPTURE(variant);
+        Context ctx;
+        std::vector<Tensor> outputs = attention_variant(ctx, variant, shape);
+        Module module = lowered(ctx.capture(), fmt::format("autocast{{dtype={}}},decompose,canonicalize,cse,dce,"
+                                                           "fuse{{strategy=flash-attention}},lower",
+                                                           dtype));
+        std::vector<uint32_t> attention;
+        for (uint32_t k = 0; k < module.program->kernels.size(); ++k)
+          if (module.program->kernels[k].description.kind == KernelKind::Attention) attention.push_back(k);
+        REQUIRE(attention.size() == 2);
+        const Attention& a = module.program->kernels[attention[0]].description.attention;
+        CHECK(dtype_name(a.dtype) == std::string(dtype));
+        CHECK(a.k_transposed == (variant % 2 == 0));
+        // The scale as the 16-bit constant holds it (0.3 and 0.2 are not
+        // 16-bit values; the powers of two are).
+        double scale = attention_scale(variant, a.causal || a.mask != kNoNode);
+        CHECK(a.scale == round_to(a.dtype, scale));
+        CHECK((a.scale == scale) == (variant == 2 || variant == 3));
+        bool runs = a.d % 8 == 0 && a.dv % 8 == 0 && (a.k_transposed || a.n % 8 == 0);
+        cuda::ProgramCode code = generated(module);
+        for (uint32_t k : attention) {
+          CAPTURE(code.kernels[k].op_by_op);
+          CHECK(code.kernels[k].op_by_op.empty() == runs);
+        }
+        CHECK(count(code.source, "lazylab_attention16::attention<") == (runs ? 2 : 0));
+        CHECK(count(code.source, "(q, k, v, mask, out") == (runs && variant == 4 ? 1 : 0));
+        if (runs) CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+      }
 }
 
 TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trusting it") {

@@ -14,7 +14,7 @@
 namespace lazylab::testing {
 
 // What the cuda backend declares: every op but parameters, every kind of
-// fusion.
+// fusion, attention in 16 bits and with masks read from memory.
 inline const lazylab_capabilities& cuda_capabilities() {
   static uint8_t supported[kNumOps];
   static const lazylab_capabilities caps = [] {
@@ -27,6 +27,8 @@ inline const lazylab_capabilities& cuda_capabilities() {
     c.attention_max_head_dim = 128;
     c.reads_row_groups = 1;
     c.gemm_epilogue_rereads = 1;
+    c.attention_16_bit = 1;
+    c.attention_masks = 1;
     return c;
   }();
   return caps;

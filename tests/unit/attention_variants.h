@@ -1,7 +1,9 @@
 // Attention graphs for the attention kernel's tests: shapes on and off its
 // tiles (128 rows, 64 keys, head dims padded to 8 and 16), and every way
 // the pattern may be written: k transposed in the graph or given as [d, n];
-// the scale before or after a causal mask built as ge or le of two iotas.
+// the scale (a power of two or not, a product or a division) before or
+// after a causal mask built as ge or le of two iotas; the last a mask of
+// data, filling where it is true.
 // Each graph has two attention kernels' worth: one masked, one not, with
 // their own q and k and the same v.
 #pragma once
@@ -21,10 +23,18 @@ struct AttentionShape {
 };
 
 inline const std::vector<AttentionShape> kAttentionShapes = {
-    {{2, 1, 4}, 3, 4},         {{2, 63, 64}, 63, 64},     {{3, 129, 40}, 129, 24},
-    {{2, 2, 200, 64}, 77, 64}, {{1, 300, 128}, 300, 128}, {{1, 130, 100}, 65, 7},
+    {{2, 1, 4}, 3, 4},         {{2, 63, 64}, 63, 64},  {{3, 129, 40}, 129, 24},   {{2, 2, 200, 64}, 77, 64},
+    {{1, 300, 128}, 300, 128}, {{1, 130, 100}, 65, 7}, {{2, 3, 96, 64}, 136, 32},
 };
-inline constexpr int kAttentionVariants = 4;
+inline constexpr int kAttentionVariants = 5;
+
+// The scale of the variant's masked or unmasked attention: powers of two in
+// variants 2 and 3 (a 16-bit kernel then rounds the scores once, not twice).
+inline double attention_scale(int variant, bool masked) {
+  if (variant < 2) return masked ? 0.3 : 0.2;
+  if (variant == 4) return masked ? 0.3 : 0.125;
+  return masked ? 0.25 : 0.125;
+}
 
 inline std::vector<Tensor> attention_variant(Context& ctx, int variant, const AttentionShape& shape) {
   Dims k_shape = shape.q, v_shape = shape.q;
@@ -49,13 +59,24 @@ inline std::vector<Tensor> attention_variant(Context& ctx, int variant, const At
     return k_rows ? matmul(q, transpose(k, -1, -2)) : matmul(q, k);
   };
   Tensor masked = scores(1), plain = scores(3);
+  Tensor minus_inf = full_like(masked, -std::numeric_limits<double>::infinity());
+  Tensor v = random(v_shape, 5);
+  if (variant == 4) {  // a mask of data, masking where true (GPT-2's ONNX graph), key 0 never
+    std::vector<float> r(static_cast<size_t>(m * shape.n));
+    for (size_t i = 0; i < r.size(); ++i) r[i] = i % shape.n == 0 ? 1.f : static_cast<float>(std::sin(0.7 * i));
+    Tensor data = ctx.from_vector(r, {m, shape.n});
+    Tensor hidden = lt(data, full_like(data, -0.3));
+    Tensor logits = where(hidden, minus_inf, masked * attention_scale(variant, true));
+    return {matmul(softmax(logits, -1), v), matmul(softmax(plain * attention_scale(variant, false), -1), v)};
+  }
   TensorType positions{DType::I32, {m, shape.n}};
   Tensor causal = variant < 2 ? ge(ctx.iota(positions, 0), ctx.iota(positions, 1))
                               : le(ctx.iota(positions, 1), ctx.iota(positions, 0));
-  Tensor minus_inf = full_like(masked, -std::numeric_limits<double>::infinity());
-  Tensor logits = variant < 2 ? where(causal, masked * 0.3, minus_inf) : where(causal, masked, minus_inf) * 0.3;
-  Tensor v = random(v_shape, 5);
-  return {matmul(softmax(logits, -1), v), matmul(softmax(plain * 0.2, -1), v)};
+  double scale = attention_scale(variant, true);
+  Tensor logits = variant < 2 ? where(causal, masked * scale, minus_inf) : where(causal, masked, minus_inf) * scale;
+  // Variant 3 divides by 8, as ONNX models write the scale.
+  Tensor scaled = variant == 3 ? plain / 8.0 : plain * attention_scale(variant, false);
+  return {matmul(softmax(logits, -1), v), matmul(softmax(scaled, -1), v)};
 }
 
 }  // namespace lazylab::testing

@@ -96,10 +96,16 @@
  * owned by the host like supports_op): the host gives a backend no kernel
  * with a value of another dtype, and takes a backend of an older minor
  * version to run the five dtypes before 3.13.
- * Version 3.14 (this header) appends the capability
+ * Version 3.14 appends the capability
  * gemm_epilogue_rereads: the backend runs a GEMM epilogue as a pass that
  * reads the product back from memory, so fusion leaves an epilogue whose
  * values a reduction reads to that reduction's kernel.
+ * Version 3.15 (this header) appends attention kernels in 16 bits, autocast's
+ * form (q, k, v and both products bf16 or f16, the softmax in f32), and the
+ * capability that asks for them (attention_16_bit); and an attention kernel's
+ * mask read from memory (lazylab_attention_mask: a bool [m, n] value, as
+ * GPT-2's ONNX graph keeps its causal triangle) with the capability
+ * attention_masks.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -147,7 +153,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 14u
+#define LAZYLAB_ABI_MINOR 15u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -280,7 +286,9 @@ typedef struct lazylab_layout {
  * row-major values of shapes [batch..., m, d], [batch..., n, d] (or
  * [batch..., d, n] where k_transposed is 0: the kernel's first matmul reads k
  * as it is) and [batch..., n, dv]. The scores and the softmax never leave
- * the kernel; only `output` (the second matmul's result) is written. */
+ * the kernel; only `output` (the second matmul's result) is written. All
+ * f32; or (ABI 3.15, attention_16_bit) q, k, v and output bf16 or f16, in
+ * autocast's form. A mask other than the causal one: lazylab_attention_mask. */
 typedef struct lazylab_attention {
   uint32_t output;      /* the second matmul's result value */
   uint32_t q, k, v;     /* values read */
@@ -289,6 +297,16 @@ typedef struct lazylab_attention {
   int64_t batch, m, n, d, dv;
   double scale;
 } lazylab_attention;
+
+/* ABI 3.15: an attention kernel's mask read from memory: score (i, j) of
+ * every batch is kept where mask[i, j] (a bool [m, n] value, row-major) is
+ * keep_where, and is -inf elsewhere, after the scale. value is
+ * LAZYLAB_NO_MASK where the kernel has no such mask (causal, or none). */
+#define LAZYLAB_NO_MASK 0xffffffffu
+typedef struct lazylab_attention_mask {
+  uint32_t value;
+  uint8_t keep_where; /* 1: keep where the mask is true; 0: where it is false */
+} lazylab_attention_mask;
 
 /* A kernel runs its ops in order; inputs/outputs are the values that cross
  * its boundary. */
@@ -307,13 +325,20 @@ typedef struct lazylab_kernel {
   const lazylab_access* accesses; /* ELEMENTWISE, ROW_REDUCTION, CONTRACTION (its epilogue) */
   lazylab_contraction contraction;
   lazylab_layout layout;
-  lazylab_attention attention; /* ABI 3.4: ATTENTION */
+  lazylab_attention attention;           /* ABI 3.4: ATTENTION */
+  lazylab_attention_mask attention_mask; /* ABI 3.15: ATTENTION */
 } lazylab_kernel;
 
 #define lazylab_kernel_described(kernel) \
   ((kernel)->struct_size >= offsetof(lazylab_kernel, layout) + sizeof(lazylab_layout))
 #define lazylab_kernel_has_attention(kernel) \
   ((kernel)->struct_size >= offsetof(lazylab_kernel, attention) + sizeof(lazylab_attention))
+/* The value of an attention kernel's mask read from memory, or
+ * LAZYLAB_NO_MASK (none, or a host before 3.15). */
+#define lazylab_kernel_attention_mask(kernel)                                                         \
+  ((kernel)->struct_size >= offsetof(lazylab_kernel, attention_mask) + sizeof(lazylab_attention_mask) \
+       ? (kernel)->attention_mask.value                                                               \
+       : LAZYLAB_NO_MASK)
 
 typedef struct lazylab_program {
   size_t struct_size;
@@ -377,6 +402,17 @@ typedef struct lazylab_capabilities {
    * epilogue's result (a softmax's scaled, masked scores) is never written.
    * 0 before 3.14. */
   uint8_t gemm_epilogue_rereads;
+  /* ABI 3.15: runs LAZYLAB_KERNEL_ATTENTION kernels whose q, k and v are
+   * bf16 or f16 (of the dtypes it runs). Such a kernel is autocast's form:
+   * both products in that dtype (f32 sums rounded to it), the scores times
+   * the scale rounded to it (the scale given as that dtype holds it) and
+   * masked in it, the softmax computed in f32 over them widened, the
+   * probabilities rounded to it for the second product; the output in that
+   * dtype. 0 before 3.15: attention kernels in f32 only. */
+  uint8_t attention_16_bit;
+  /* ABI 3.15: runs LAZYLAB_KERNEL_ATTENTION kernels whose mask is read from
+   * memory (lazylab_attention_mask). 0 before 3.15. */
+  uint8_t attention_masks;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
