@@ -107,11 +107,13 @@ class CudaBackend : public plugin::Backend {
         codegen_.bias_epilogue ? "cuBLASLt" : "generated",
         codegen_.row_block_threads ? std::to_string(codegen_.row_block_threads) : "auto",
         compiler_.disk_cache ? cache_directory(compiler_) : "off",
-        graph_.mode == GraphPolicy::On    ? "on"
-        : graph_.mode == GraphPolicy::Off ? "off"
-                                          : fmt::format("auto (replayed where a step has >= {} launches and stages <= "
-                                                        "{} KiB)",
-                                                        GraphPolicy::kMinLaunches, GraphPolicy::kMaxStagedBytes >> 10));
+        graph_.mode == GraphPolicy::On ? "on"
+        : graph_.mode == GraphPolicy::Off
+            ? "off"
+            : fmt::format("auto (replayed where a step has >= {} launches and stages <= "
+                          "{} KiB a launch; parameters past {} KiB read in place)",
+                          GraphPolicy::kMinLaunches, GraphPolicy::kStagedBytesPerLaunch >> 10,
+                          GraphPolicy::kStagedParameterBytes >> 10));
   }
 
   int32_t device_count() const override { return static_cast<int32_t>(devices_.size()); }

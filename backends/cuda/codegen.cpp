@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -123,14 +124,57 @@ class ProgramSource {
 
   ProgramCode run() {
     ProgramCode code;
-    code.source = kPrelude;
+    std::map<std::string, uint32_t> first_with;  // functions, their names made one, -> the kernel that has them
     for (uint32_t k = 0; k < program_.num_kernels; ++k) {
       size_t start = code.source.size();
       code.kernels.push_back(kernel(k, code));
-      code.kernels.back().source = code.source.substr(start);
+      KernelCode& generated = code.kernels.back();
+      generated.source = code.source.substr(start);
+      if (generated.source.empty()) continue;  // a product alone
+      auto [first, fresh] = first_with.try_emplace(unnamed(generated, k), k);
+      if (fresh) continue;
+      code.source.resize(start);
+      for (Launch& launch : generated.launches) launch.function = renamed(launch.function, k, first->second);
+      generated.source = fmt::format("// the functions of k{}\n", first->second);
+      ++code.kernels_sharing_functions;
     }
+    code.source = kPrelude + code.templates + code.source;
     code.needs_memory.assign(needs_memory_.begin(), needs_memory_.end());
     return code;
+  }
+
+  // Kernel k's functions (named k<k> and k<k>_<i>) with every name made of
+  // a letter and a number that is k or one of the kernel's value ids (p12,
+  // q12, v12_3: value 12's pointer, load, lanes) numbered in order of first
+  // appearance instead, so that two kernels generating the same functions
+  // for other values compare equal. Other numbers stay as they are.
+  std::string unnamed(const KernelCode& generated, uint32_t k) const {
+    const lazylab_kernel& kernel = program_.kernels[k];
+    std::set<uint64_t> ids{k};
+    for (uint32_t i = 0; i < kernel.num_ops; ++i) {
+      ids.insert(kernel.ops[i].result);
+      ids.insert(kernel.ops[i].operands, kernel.ops[i].operands + kernel.ops[i].num_operands);
+    }
+    for (const Launch& launch : generated.launches) ids.insert(launch.values.begin(), launch.values.end());
+    static const std::regex kLetterNumber(R"(\b([a-z])([0-9]+)(?![0-9]))");
+    std::map<uint64_t, size_t> order;
+    std::string out;
+    size_t last = 0;
+    const std::string& source = generated.source;
+    for (std::sregex_iterator it(source.begin(), source.end(), kLetterNumber), end; it != end; ++it) {
+      uint64_t number = std::stoull((*it)[2].str());
+      if (!ids.count(number)) continue;
+      out.append(source, last, it->position() - last);
+      out += fmt::format("{}@{}", (*it)[1].str(), order.try_emplace(number, order.size()).first->second);
+      last = it->position() + it->length();
+    }
+    out.append(source, last);
+    return out;
+  }
+
+  // Function `function` of kernel `from` as kernel `to` names it.
+  static std::string renamed(const std::string& function, uint32_t from, uint32_t to) {
+    return fmt::format("k{}", to) + function.substr(fmt::format("k{}", from).size());
   }
 
  private:
@@ -179,7 +223,7 @@ class ProgramSource {
         uint32_t dtype = program_.values[kernel.attention.q].dtype;
         Launch launch;
         if (dtype == LAZYLAB_F32) {
-          if (!attention_template_) code.source += kAttentionTemplate;
+          if (!attention_template_) code.templates += kAttentionTemplate;
           attention_template_ = true;
           code.source += attention_function(kernel, name, launch);
         } else if (auto why = attention16_refusal(kernel)) {
@@ -187,7 +231,7 @@ class ProgramSource {
           result.op_by_op = std::move(*why);
           return result;
         } else {
-          if (!attention16_template_) code.source += kAttention16Template;
+          if (!attention16_template_) code.templates += kAttention16Template;
           attention16_template_ = true;
           code.source += attention16_function(kernel, dtype, name, launch);
         }
@@ -386,7 +430,7 @@ ProgramCode generate(const lazylab_program& program, const CodegenOptions& optio
 }
 
 std::string annotated_source(const lazylab_program& program, const ProgramCode& code) {
-  std::string text = kPrelude;
+  std::string text = kPrelude + code.templates;
   for (size_t k = 0; k < code.kernels.size(); ++k) {
     const KernelCode& kernel = code.kernels[k];
     text += fmt::format("\n// ---- kernel k{}\n", k);

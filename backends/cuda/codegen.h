@@ -52,8 +52,12 @@ struct KernelCode {
 };
 
 struct ProgramCode {
-  std::string source;                  // one translation unit for the whole Program
-  std::vector<KernelCode> kernels;     // by kernel index
+  std::string source;               // one translation unit for the whole Program
+  std::string templates;            // the device templates its functions instantiate (part of source)
+  std::vector<KernelCode> kernels;  // by kernel index
+  // Kernels whose functions are another's, but for their names (a model's
+  // layers): they launch that kernel's functions, compiled once.
+  size_t kernels_sharing_functions = 0;
   std::vector<uint32_t> needs_memory;  // kernel-local values this code keeps in memory (arena extension)
 };
 

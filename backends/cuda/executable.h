@@ -34,7 +34,9 @@ struct Value {
   int64_t ordinal;
   uint64_t offset;
   uint64_t bytes;
-  bool staged = false;  // a parameter or output at a fixed address, for graph replay
+  bool staged = false;    // a parameter or output at a fixed address, for graph replay
+  bool in_place = false;  // a parameter a replay reads where it lies, at the address captured
+  CUdeviceptr captured = 0;
   uint64_t stage_offset = 0;
   uint64_t staged_serial = 0;  // the parameter buffer whose contents are staged now (serials start at 1)
 };
@@ -68,7 +70,11 @@ class CudaExecutable : public plugin::Executable {
     place_local_values(program.arena_bytes, code.needs_memory);
     size_t launches = 0;
     for (const KernelCode& kernel : code.kernels) launches += kernel.launches.size() + (kernel.product ? 1 : 0);
-    if (graph.replays(launches, staged_bytes())) place_staged_values();
+    if (graph.replays(launches, choose_in_place_parameters())) {
+      place_staged_values();
+    } else {
+      for (Value& value : values_) value.in_place = false;
+    }
     device.bind();
     if (arena_bytes_) check(device.driver, device.driver.cuMemAlloc(&arena_, arena_bytes_), "cuMemAlloc (arena)");
     CompiledModule module = compile_cuda(code.source, compiler);
@@ -76,6 +82,9 @@ class CudaExecutable : public plugin::Executable {
     for (uint32_t k = 0; k < program.num_kernels; ++k)
       kernels_.push_back(load(program.kernels[k], code.kernels[k], compiler, tf32));
     notes_ = compile_notes(module);
+    if (code.kernels_sharing_functions)
+      notes_ += fmt::format("{} of {} kernels launch another kernel's functions (the same code for other values)\n",
+                            code.kernels_sharing_functions, code.kernels.size());
     for (uint32_t k = 0; k < program.num_kernels; ++k)
       if (!code.kernels[k].op_by_op.empty())
         notes_ += fmt::format("kernel {} ({}): op by op: {}\n", k, lazylab_kernel_kind_name(program.kernels[k].kind),
@@ -100,7 +109,7 @@ class CudaExecutable : public plugin::Executable {
     device_.bind();
     // Per-kernel times need marks between the launches: those steps launch
     // one by one.
-    bool replay = staged_ && !options.profile_kernels;
+    bool replay = staged_ && !options.profile_kernels && in_place_still(parameters);
     std::vector<int32_t> donor = choose_donors(parameters, options);
     std::vector<std::unique_ptr<plugin::Buffer>> outputs(outputs_.size());
     std::vector<CUdeviceptr> output_pointers(outputs_.size(), 0);
@@ -137,7 +146,11 @@ class CudaExecutable : public plugin::Executable {
               "cuMemcpyDtoDAsync (staging a parameter)");
         value.staged_serial = parameter->serial();
       }
-      if (!graph_exec_) capture(address);
+      if (!graph_exec_) {
+        for (uint32_t v = 0; v < values_.size(); ++v)
+          if (values_[v].in_place) values_[v].captured = address(v);
+        capture(address);
+      }
       check(d, d.cuGraphLaunch(graph_exec_, device_.stream), "cuGraphLaunch");
     } else {
       for (size_t k = 0; k < kernels_.size(); ++k) {
@@ -200,6 +213,29 @@ class CudaExecutable : public plugin::Executable {
     }
   }
 
+  // Whether the parameters a replay reads in place are where the graph was
+  // captured (or none is captured yet). One that moved means capturing
+  // again; moves on kMovesBeforeGivingUp steps running end replay for good.
+  bool in_place_still(std::span<plugin::Buffer* const> parameters) {
+    if (!graph_exec_) return true;
+    bool moved = false;
+    for (const Value& value : values_)
+      if (value.in_place && static_cast<DeviceBuffer*>(parameters[value.ordinal])->pointer() != value.captured)
+        moved = true;
+    if (!moved) {
+      moves_running_ = 0;
+      return true;
+    }
+    const Driver& d = device_.driver;
+    check(d, d.cuGraphExecDestroy(graph_exec_), "cuGraphExecDestroy");
+    check(d, d.cuGraphDestroy(graph_), "cuGraphDestroy");
+    graph_exec_ = nullptr;
+    graph_ = nullptr;
+    if (++moves_running_ < GraphPolicy::kMovesBeforeGivingUp) return true;
+    staged_ = false;  // parameters that move every step: launches one by one
+    return false;
+  }
+
   // The launches recorded once into a graph, at the staged addresses.
   template <class Address>
   void capture(Address& address) {
@@ -234,17 +270,30 @@ class CudaExecutable : public plugin::Executable {
     return notes;
   }
 
-  uint64_t staged_bytes() const {
-    uint64_t bytes = 0;
+  // For graphs: which parameters a replay stages (the smallest, up to
+  // GraphPolicy::kStagedParameterBytes in all) and which it reads in place;
+  // the bytes it copies a step at most (those parameters and the outputs).
+  uint64_t choose_in_place_parameters() {
+    std::vector<uint32_t> by_size;
+    for (uint32_t v = 0; v < values_.size(); ++v)
+      if (values_[v].kind == LAZYLAB_VALUE_PARAMETER) by_size.push_back(v);
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [&](uint32_t a, uint32_t b) { return values_[a].bytes < values_[b].bytes; });
+    uint64_t parameter_bytes = 0, staged = 0;
+    for (uint32_t v : by_size) {
+      parameter_bytes += values_[v].bytes;
+      values_[v].in_place = parameter_bytes > GraphPolicy::kStagedParameterBytes;
+      if (!values_[v].in_place) staged += values_[v].bytes;
+    }
     for (const Value& value : values_)
-      if (value.kind == LAZYLAB_VALUE_PARAMETER || value.kind == LAZYLAB_VALUE_OUTPUT) bytes += value.bytes;
-    return bytes;
+      if (value.kind == LAZYLAB_VALUE_OUTPUT) staged += value.bytes;
+    return staged;
   }
 
-  // Parameters and outputs get fixed addresses after the arena, for graphs.
+  // Staged parameters and outputs get fixed addresses after the arena.
   void place_staged_values() {
     for (Value& value : values_) {
-      if (value.kind != LAZYLAB_VALUE_PARAMETER && value.kind != LAZYLAB_VALUE_OUTPUT) continue;
+      if ((value.kind != LAZYLAB_VALUE_PARAMETER && value.kind != LAZYLAB_VALUE_OUTPUT) || value.in_place) continue;
       arena_bytes_ = (arena_bytes_ + 255) / 256 * 256;
       value.staged = true;
       value.stage_offset = arena_bytes_;
@@ -324,8 +373,9 @@ class CudaExecutable : public plugin::Executable {
   CUdeviceptr arena_ = 0;
   CUmodule module_ = nullptr;
   std::vector<LoadedKernel> kernels_;
-  std::string notes_;    // compile_notes()
-  bool staged_ = false;  // replayed as a graph (unless a step's kernels are profiled)
+  std::string notes_;      // compile_notes()
+  bool staged_ = false;    // replayed as a graph (unless a step's kernels are profiled)
+  int moves_running_ = 0;  // steps running on which an in-place parameter had moved
   CUgraph graph_ = nullptr;
   CUgraphExec graph_exec_ = nullptr;
 };

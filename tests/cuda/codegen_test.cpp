@@ -525,6 +525,54 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
       }
 }
 
+// A model's layers make the same kernels but for their values: each set of
+// functions is generated and compiled once, and the later layers' kernels
+// launch the first's (NVRTC's time grows with the distinct kernels, not the
+// layers). Five layers launch more than three but define no more functions.
+TEST_CASE("kernels that generate the same functions launch one copy of them") {
+  struct Count {
+    size_t launches = 0, sharing = 0;
+    std::set<std::string> functions;
+  };
+  auto layers = [](int layer_count, const char* strategy) {
+    Context ctx;
+    auto random = [&](const Dims& dims, double seed) {
+      std::vector<float> data(TensorType{DType::F32, dims}.num_elements());
+      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(std::sin(0.37 * i + seed));
+      return ctx.from_vector(data, dims);
+    };
+    Tensor x = random({2, 16, 32}, 0);
+    for (int layer = 0; layer < layer_count; ++layer) {
+      Tensor scores = matmul(x, transpose(x, -1, -2)) * 0.125;
+      Tensor mixed = matmul(softmax(scores, -1), x);
+      x = tanh(matmul(mixed, random({32, 32}, layer + 1)) + random({32}, layer + 7));
+    }
+    Module module = lowered(ctx.capture(), fmt::format("autocast,decompose,canonicalize,cse,dce,fuse{{strategy={}}},"
+                                                       "lower",
+                                                       strategy));
+    cuda::ProgramCode code = generated(module);
+    Count c;
+    c.sharing = code.kernels_sharing_functions;
+    for (const cuda::KernelCode& kernel : code.kernels)
+      for (const cuda::Launch& launch : kernel.launches) {
+        ++c.launches;
+        c.functions.insert(launch.function);
+        // Each launched function is defined once in the translation unit.
+        CHECK(count(code.source, " " + launch.function + "(") == 1);
+      }
+    CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+    return c;
+  };
+  for (const char* strategy : {"none", "gemm-epilogue", "flash-attention"}) {
+    CAPTURE(strategy);
+    Count three = layers(3, strategy), five = layers(5, strategy);
+    CHECK(five.launches > three.launches);
+    CHECK(five.functions.size() == three.functions.size());
+    CHECK(five.sharing > three.sharing);
+    CHECK(three.sharing > 0);
+  }
+}
+
 TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trusting it") {
   fs::path dir = fs::temp_directory_path() / ("lazylab-cache-test-" + std::to_string(getpid()));
   fs::remove_all(dir);

@@ -515,6 +515,32 @@ TEST_CASE("graph replay stages a parameter only when its buffer changes") {
   }
 }
 
+// A parameter past GraphPolicy::kStagedParameterBytes (a model's weights) is
+// read where it lies, the graph captured at its address: the same buffer
+// replays, a buffer moved for one step captures again, moves on two steps
+// running end replay (launches one by one). Every step's answer is its own.
+TEST_CASE("graph replay reads large parameters in place and captures again where one moves") {
+  auto backend = load_backend("cuda", "cache=off,graph=on");
+  REQUIRE(backend.ok());
+  Engine engine(pipeline("canonicalize,fuse{strategy=none},lower,plan-memory"), **backend);
+  Context ctx(engine);
+  const int64_t n = 600000;  // 2.4 MB a weight
+  Tensor a = ctx.from_vector<float>(std::vector<float>(n, 1.5f), {n});
+  Tensor b = ctx.from_vector<float>(std::vector<float>(n, -0.75f), {n});
+  Tensor x = ctx.from_vector<float>(std::vector<float>(n, 0.25f), {n});
+  const char sequence[] = "aaabaaabbbababaa";
+  for (int step = 0; sequence[step]; ++step) {
+    CAPTURE(step);
+    bool use_a = sequence[step] == 'a';
+    Tensor y = tanh(x * (use_a ? a : b) + 0.5) * 0.75 - 0.125;
+    REQUIRE(ctx.mark_step().ok());
+    float w = use_a ? 1.5f : -0.75f;
+    std::vector<float> got = values(y);
+    CHECK(got[0] == doctest::Approx(std::tanh(0.25f * w + 0.5f) * 0.75f - 0.125f).epsilon(1e-5));
+    CHECK(got[n - 1] == doctest::Approx(std::tanh(0.25f * w + 0.5f) * 0.75f - 0.125f).epsilon(1e-5));
+  }
+}
+
 // A replayed graph writes each output at a fixed address; a step's output
 // buffer must not be that address, which the next replay overwrites. Outputs
 // kept over later steps, and past their executable's eviction from the
