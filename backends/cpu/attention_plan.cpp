@@ -3,6 +3,8 @@
 #include <tbb/enumerable_thread_specific.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "attention_products.h"
@@ -15,8 +17,9 @@ namespace {
 
 class AttentionPlan : public KernelPlan {
  public:
-  AttentionPlan(const lazylab_attention& a, const RowPlanOptions& options, const openblas::Runtime& blas)
-      : a_(a), arena_(options.arena), blas_(blas) {
+  AttentionPlan(const lazylab_attention& a, const lazylab_attention_mask& mask, const RowPlanOptions& options,
+                const openblas::Runtime& blas)
+      : a_(a), mask_(mask), arena_(options.arena), blas_(blas) {
     threads_ = arena_ ? arena_->max_concurrency() : 1;
     block_rows_ = std::clamp<int64_t>(kScratchFloats / std::max<int64_t>(a_.n, 1), 1, std::max<int64_t>(a_.m, 1));
     blocks_ = (a_.m + block_rows_ - 1) / block_rows_;
@@ -83,6 +86,7 @@ class AttentionPlan : public KernelPlan {
     auto numerators = [&] {
       for (int64_t i = 0; i < rows; ++i) {
         int64_t seen = a_.causal ? std::min(keys, r0 + i + 1) : keys;
+        if (mask_.value != LAZYLAB_NO_MASK) mask_row(memory, r0 + i, scores + i * keys, keys);
         sums[i] = softmax_numerators(scores + i * keys, seen, keys);
       }
     };
@@ -103,6 +107,15 @@ class AttentionPlan : public KernelPlan {
 #endif
   }
 
+  // A mask read from memory (ABI 3.15): -inf where mask[row, j] is not
+  // the value that keeps the score (a bool [m, n], the same for each batch).
+  void mask_row(const Memory& memory, int64_t row, float* scores, int64_t keys) const {
+    const auto* mask = static_cast<const uint8_t*>(memory.address(mask_.value)) + row * a_.n;
+    bool keep = mask_.keep_where != 0;
+    for (int64_t j = 0; j < keys; ++j)
+      if ((mask[j] != 0) != keep) scores[j] = -std::numeric_limits<float>::infinity();
+  }
+
   // row[j] = exp(row[j] - max) for the `seen` keys, 0 for the rest (masked:
   // exp(-inf) is 0); returns their sum. The scores come scaled from the
   // product (its alpha: one rounding of the sum times the scale, as the
@@ -118,6 +131,7 @@ class AttentionPlan : public KernelPlan {
   // x - the row's max, then exp: one register run, with the sum.
   const std::vector<RunStep> numerator_steps_ = {{LAZYLAB_OP_Sub, RunStep::Scalar, true}, {LAZYLAB_OP_Exp}};
   lazylab_attention a_;
+  lazylab_attention_mask mask_;
   tbb::enumerable_thread_specific<Scratch> scratch_;
   int64_t block_rows_ = 1, blocks_ = 0;
   tbb::task_arena* arena_;
@@ -133,7 +147,9 @@ Planned<KernelPlan> make_attention_plan(const lazylab_kernel& kernel, const std:
   const lazylab_attention& a = kernel.attention;
   for (uint32_t v : {a.q, a.k, a.v, a.output})
     if (values[v].dtype != LAZYLAB_F32) return decline("the attention's values are not all f32");
-  return std::make_unique<AttentionPlan>(a, options, blas);
+  lazylab_attention_mask mask{lazylab_kernel_attention_mask(&kernel), 1};
+  if (mask.value != LAZYLAB_NO_MASK) mask.keep_where = kernel.attention_mask.keep_where;
+  return std::make_unique<AttentionPlan>(a, mask, options, blas);
 }
 
 }  // namespace lazylab::cpu

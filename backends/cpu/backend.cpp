@@ -257,6 +257,7 @@ class CpuBackend : public plugin::Backend {
     caps.fuses_window_epilogue = 1;
     caps.fuses_layout_views = 1;
     caps.attention_max_head_dim = 1 << 20;  // attention_plan.h: any head dim OpenBLAS takes
+    caps.attention_masks = 1;               // attention_plan.h: a bool [m, n] mask applied to each row
     caps.reads_row_groups = row_groups_ ? 1 : 0;
     caps.max_ops_per_kernel = 0;
   }

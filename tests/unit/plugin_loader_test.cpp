@@ -193,6 +193,44 @@ TEST_CASE("an op the backend does not declare is refused before compiling") {
         "pipeline");
 }
 
+// A backend that runs attention kernels in f32 with the causal mask only
+// (before ABI 3.15) gets neither a 16-bit one nor one reading its mask from
+// memory: fusion refuses each, naming the capability.
+TEST_CASE("flash-attention leaves 16-bit and memory-masked attention to backends that declare them") {
+  std::vector<uint8_t> ops(kNumOps, 1);
+  lazylab_capabilities caps{};
+  caps.struct_size = sizeof caps;
+  caps.num_ops = kNumOps;
+  caps.supports_op = ops.data();
+  caps.attention_max_head_dim = 128;
+  struct Case {
+    int variant;
+    const char* pipeline;
+    std::string refusal;
+  };
+  for (const Case& c : {Case{4, "decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower",
+                             "backend runs attention kernels with a causal mask or none, not one read from memory"},
+                        Case{0, "autocast,decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower",
+                             "backend runs attention kernels in f32, not bf16"}}) {
+    CAPTURE(c.variant);
+    Context ctx;
+    std::vector<Tensor> outputs =
+        lazylab::testing::attention_variant(ctx, c.variant, lazylab::testing::AttentionShape{{2, 5, 8}, 5, 8});
+    Module module;
+    module.graph = ctx.capture();
+    module.capabilities = &caps;
+    REQUIRE(run_pipeline(lazylab::testing::pipeline(c.pipeline), module).ok());
+    int refused = 0, attention = 0;
+    for (const FusionCandidate& candidate : module.fusion_log)
+      if (!candidate.decision && candidate.decision.reason == c.refusal) ++refused;
+    for (const Kernel& kernel : module.program->kernels)
+      if (kernel.description.kind == KernelKind::Attention) ++attention;
+    // Variant 4's unmasked attention is an f32 one with no mask: fused.
+    CHECK(refused == (c.variant == 4 ? 1 : 2));
+    CHECK(attention == (c.variant == 4 ? 1 : 0));
+  }
+}
+
 // A Program fused without the backend's capabilities (as a pass pipeline run
 // on its own does) holds an attention kernel; a backend that declares none
 // gets an error naming the kernel, not the kernel.
