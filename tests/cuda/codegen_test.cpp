@@ -746,3 +746,29 @@ TEST_CASE("a reduction of many elements into few outputs takes a block per outpu
   cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
   CHECK(compiled.cubin.size() > 100);
 }
+
+// A 16-bit elementwise kernel whose memory is all 16-bit moves eight values
+// a thread (uint4); one that writes f32 moves four (float4, and uint2 for
+// its 16-bit reads). The bias, a bf16 vector broadcast along the rows, is
+// read as stored (no rounding of a value already bf16).
+TEST_CASE("16-bit elementwise kernels move eight values a load and a store where no f32 is in memory") {
+  auto made = make_builtin_workload("mlp", kSmall.at("mlp"));
+  REQUIRE(made.ok());
+  std::unique_ptr<Workload> workload = with_inputs_stored_in(std::move(*made), DType::BF16);
+  Context ctx;
+  std::vector<Tensor> outputs = workload->step(ctx, bind_inputs(ctx, workload->make_inputs(1)));
+  Module module =
+      lowered(ctx.capture(), "autocast,decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 2);
+  const std::string& gelu = code.kernels[0].source;
+  const std::string& widened = code.kernels[1].source;
+  CHECK(count(gelu, "reinterpret_cast<const uint4*>") == 1);
+  CHECK(count(gelu, "lazylab_pack8<lazylab_bf16>") == 1);
+  CHECK(count(gelu, "t * 8 + 7") == 1);
+  CHECK(count(gelu, "lazylab_round_bf16(((float)p") == 0);
+  CHECK(count(widened, "reinterpret_cast<const uint2*>") == 1);
+  CHECK(count(widened, "make_float4") == 1);
+  CHECK(count(widened, "uint4") == 0);
+  CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
