@@ -47,6 +47,9 @@ class CudaBackend : public plugin::Backend {
       {"graph", LAZYLAB_OPTION_ENUM, "auto",
        "replay an executable's launches as one CUDA graph (auto: GraphPolicy's rule)", "auto|on|off", 0},
       {"bias-epilogue", LAZYLAB_OPTION_BOOL, "on", "a product's bias added by cuBLASLt's BIAS epilogue", nullptr, 0},
+      {"gelu-epilogue", LAZYLAB_OPTION_BOOL, "on",
+       "autocast's bias and gelu after a 16-bit product done by cuBLASLt's GELU_BIAS epilogue on the f32 sums", nullptr,
+       0},
       {"row-block", LAZYLAB_OPTION_ENUM, "auto", "threads a block for rows past 1,024 columns", "auto|128|256|512|1024",
        0},
       {"row-groups", LAZYLAB_OPTION_BOOL, "on", "read a per-channel value over NCHW's rows in place (ABI 3.10)",
@@ -58,6 +61,7 @@ class CudaBackend : public plugin::Backend {
       graph_.mode = graph == "on" ? GraphPolicy::On : GraphPolicy::Off;
     tf32_ = options.flag("tf32");
     codegen_.bias_epilogue = options.flag("bias-epilogue");
+    codegen_.gelu_epilogue = options.flag("gelu-epilogue");
     const std::string& row_block = options.text("row-block");
     codegen_.row_block_threads = row_block == "auto" ? 0 : std::stoi(row_block);
     row_groups_ = options.flag("row-groups");
@@ -101,10 +105,10 @@ class CudaBackend : public plugin::Backend {
     const Device& d = *devices_[0];
     return fmt::format(
         "{} ({}, {} SMs, {:.0f} GiB), {} device(s), driver {}.{}, NVRTC {}, cuBLASLt {}, TF32 {}, "
-        "bias epilogue {}, row block {}, kernel cache {}, CUDA graphs {}",
+        "bias epilogue {}, gelu epilogue {}, row block {}, kernel cache {}, CUDA graphs {}",
         d.name, d.arch(), d.sm_count, d.memory / double(1 << 30), devices_.size(), driver_->version / 1000,
         driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
-        codegen_.bias_epilogue ? "cuBLASLt" : "generated",
+        codegen_.bias_epilogue ? "cuBLASLt" : "generated", codegen_.gelu_epilogue ? "cuBLASLt" : "generated",
         codegen_.row_block_threads ? std::to_string(codegen_.row_block_threads) : "auto",
         compiler_.disk_cache ? cache_directory(compiler_) : "off",
         graph_.mode == GraphPolicy::On ? "on"
@@ -254,7 +258,7 @@ lazylab_ceilings CudaBackend::measure_ceilings(int32_t index) {
   double copy_ms = best_ms(5, [&] { driver.cuMemcpyDtoDAsync(b, a, copy_bytes, d.stream); });
   const int64_t n = 8192;
   lazylab_contraction c{0, 0, 0, 0, 0, 1, n, n, n};
-  Product product(d, compiler_, c, LAZYLAB_F32, tf32_, false);
+  Product product(d, compiler_, c, LAZYLAB_F32, tf32_, ProductEpilogue::kNone);
   driver.cuMemsetD8Async(a, 0x3c, n * n * 4, d.stream);  // 0x3c3c3c3c: about 0.0115, not zero
   double gemm_ms = best_ms(3, [&] { product.run(d.stream, a, a + n * n * 4, b); });
   driver.cuMemFreeAsync(a, d.stream);

@@ -12,6 +12,7 @@
 
 #include "attention_kernel.h"
 #include "attention_tensor_core.h"
+#include "gelu_epilogue.h"
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/reference_semantics.hpp"
@@ -302,6 +303,7 @@ class ProgramSource {
     fold_reshape(kernel, epilogue, result);
     fuse_scale(kernel, epilogue, result);
     fuse_bias(kernel, epilogue, result);
+    fuse_gelu_bias(kernel, epilogue, result);
     if (result.product_out == c.matmul && program_.values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL)
       needs_memory_.insert(c.matmul);
     if (epilogue.empty()) return result;
@@ -410,6 +412,18 @@ class ProgramSource {
     uint32_t replaced = add->result;
     epilogue.erase(epilogue.begin(), epilogue.begin() + 2);
     for (const lazylab_op*& op : epilogue) op = renamed(*op, replaced, c.matmul);
+  }
+
+  // The epilogue is autocast's bias and gelu (gelu_epilogue.h): cuBLASLt's
+  // GELU_BIAS epilogue computes it and no generated kernel runs.
+  void fuse_gelu_bias(const lazylab_kernel& kernel, std::vector<const lazylab_op*>& epilogue, KernelCode& result) {
+    if (!options_.gelu_epilogue) return;
+    std::optional<GeluBias> found = match_gelu_bias(program_, kernel, epilogue);
+    if (!found) return;
+    result.bias = found->bias;
+    result.gelu = true;
+    result.product_out = found->out;
+    epilogue.clear();
   }
 
   // `op` reading `to` wherever it read `from` (a copy this generator keeps).

@@ -44,6 +44,7 @@ struct KernelCode {
   // written to `product_out` (the matmul's value, or the add's it replaced).
   uint32_t bias = kNoValue;
   uint32_t product_out = kNoValue;
+  bool gelu = false;   // with `bias`: cuBLASLt's GELU_BIAS epilogue (gelu_epilogue.h), the gelu of the biased product
   double alpha = 1.0;  // cuBLASLt's scale of the product (a constant factor the epilogue had)
   std::vector<Launch> launches;
   std::string source;  // this kernel's functions (part of ProgramCode::source)
@@ -65,6 +66,9 @@ struct CodegenOptions {
   // A product + bias vector with nothing after it: cuBLASLt adds the bias
   // (its BIAS epilogue) instead of a generated kernel.
   bool bias_epilogue = true;
+  // Autocast's bias and gelu after a 16-bit product: cuBLASLt's GELU_BIAS
+  // epilogue on its f32 sums (gelu_epilogue.h says what differs).
+  bool gelu_epilogue = true;
   // Threads of the block that reduces a row past 1,024 columns (a block a
   // row); 0: the fewest that hold the row in registers (eight 128-bit groups
   // each at most), else 1,024.

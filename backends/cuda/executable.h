@@ -263,9 +263,12 @@ class CudaExecutable : public plugin::Executable {
       const Product* product = kernels_[k].product.get();
       if (!product) continue;
       const lazylab_contraction& c = product->contraction();
-      notes +=
-          fmt::format("kernel {}: cuBLASLt {} {} x [{} x {}] x [{} x {}]{}: {}\n", k, dtypes::name(product->dtype()),
-                      c.batch, c.m, c.k, c.k, c.n, product->adds_bias() ? " + bias" : "", describe(product->choice()));
+      notes += fmt::format("kernel {}: cuBLASLt {} {} x [{} x {}] x [{} x {}]{}: {}\n", k,
+                           dtypes::name(product->dtype()), c.batch, c.m, c.k, c.k, c.n,
+                           product->applies_gelu() ? " + bias, gelu (GELU_BIAS epilogue, on the f32 sums)"
+                           : product->adds_bias()  ? " + bias"
+                                                   : "",
+                           describe(product->choice()));
     }
     return notes;
   }
@@ -314,12 +317,17 @@ class CudaExecutable : public plugin::Executable {
     }
   }
 
+  static ProductEpilogue epilogue_of(const KernelCode& code) {
+    if (code.bias == kNoValue) return ProductEpilogue::kNone;
+    return code.gelu ? ProductEpilogue::kGeluBias : ProductEpilogue::kBias;
+  }
+
   LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, const CompilerOptions& compiler, bool tf32) {
     LoadedKernel loaded;
     if (code.product)
       loaded.product =
           std::make_unique<Product>(device_, compiler, kernel.contraction, values_[kernel.contraction.matmul].dtype,
-                                    tf32, code.bias != kNoValue, static_cast<float>(code.alpha));
+                                    tf32, epilogue_of(code), static_cast<float>(code.alpha));
     loaded.product_out = code.product_out;
     loaded.bias = code.bias;
     for (const Launch& launch : code.launches) {

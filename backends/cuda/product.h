@@ -38,27 +38,38 @@ constexpr uint64_t kMaxAutotuneBytes = uint64_t{2} << 30;  // operands larger th
 constexpr float kMaxSearchMs = 5.0f;
 constexpr int kFinalists = 3;  // timed again, 3 runs each, after one run of every candidate
 
+// What cuBLASLt does to the f32 sums before rounding them into D: nothing,
+// adds a bias vector along the rows, or applies gelu (tanh form) to that.
+enum class ProductEpilogue { kNone = 0, kBias = 1, kGeluBias = 2 };
+
 // A cuBLASLt product D = A B over row-major matrices of one dtype (f32, bf16
 // or f16: product_types.h), batched: computed as the column-major
 // D^T = B^T A^T, so cuBLASLt's first operand is B's memory and its second A's.
 class Product {
  public:
-  // With `bias`, cuBLASLt adds a vector of n (of the product's dtype) along
+  // With a bias, cuBLASLt adds a vector of n (of the product's dtype) along
   // each row of the product (its BIAS epilogue: in D^T's column-major terms,
-  // one value per row). `compiler` says where the disk cache keeps
+  // one value per row), and with kGeluBias applies gelu to the sum (its
+  // GELU_BIAS epilogue). `compiler` says where the disk cache keeps
   // cuBLASLt's choices. Throws for a dtype product_types() has no entry for.
   Product(const Device& device, const CompilerOptions& compiler, const lazylab_contraction& c, uint32_t dtype,
-          bool tf32, bool bias, float alpha = 1.0f)
-      : device_(device), c_(c), dtype_(dtype), bias_(bias), alpha_(alpha) {
+          bool tf32, ProductEpilogue epilogue, float alpha = 1.0f)
+      : device_(device),
+        c_(c),
+        dtype_(dtype),
+        epilogue_(epilogue),
+        bias_(epilogue != ProductEpilogue::kNone),
+        alpha_(alpha) {
     std::optional<ProductTypes> types = product_types(dtype, tf32);
     if (!types) throw std::invalid_argument(fmt::format("cuBLASLt runs no product of {}", dtypes::name(dtype)));
     types_ = *types;
     const CublasLt& b = device.blas;
     check(b.cublasLtMatmulDescCreate(&desc_, types_.compute, types_.scale), "cublasLtMatmulDescCreate");
-    if (bias) {
-      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (bias_) {
+      cublasLtEpilogue_t lt_epilogue =
+          epilogue == ProductEpilogue::kGeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
       cudaDataType_t type = types_.data;
-      b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+      b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_epilogue, sizeof lt_epilogue);
       b.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type);
     }
     cublasOperation_t first = c.rhs_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -79,7 +90,9 @@ class Product {
   // timed on this device: once per shape and device in a process, and once
   // per machine where the disk cache is on.
   AlgoChoice choose_algo(const CompilerOptions& compiler, bool tf32) {
-    ProductKey key = {c_.batch, c_.m, c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, bias_, tf32, dtype_};
+    ProductKey key = {
+        c_.batch, c_.m,  c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, static_cast<int64_t>(epilogue_),
+        tf32,     dtype_};
     std::lock_guard<std::mutex> lock(device_.algo_mutex);
     if (auto it = device_.algos.find(key); it != device_.algos.end()) {
       AlgoChoice again = it->second;
@@ -283,6 +296,7 @@ class Product {
   uint32_t dtype() const { return dtype_; }
   const AlgoChoice& choice() const { return choice_; }
   bool adds_bias() const { return bias_; }
+  bool applies_gelu() const { return epilogue_ == ProductEpilogue::kGeluBias; }
 
  private:
   cublasLtMatrixLayout_t layout(int64_t rows, int64_t cols, int64_t batch_stride) {
@@ -299,6 +313,7 @@ class Product {
   lazylab_contraction c_;
   uint32_t dtype_;
   ProductTypes types_{};
+  ProductEpilogue epilogue_;
   bool bias_;
   float alpha_;
   cublasLtMatmulDesc_t desc_ = nullptr;

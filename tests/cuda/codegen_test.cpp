@@ -17,6 +17,7 @@
 #include "core/donation.h"
 #include "core/fusion_strategy.h"
 #include "core/tensor_ops.h"
+#include "lazylab/op_formulas.hpp"
 #include "runner/workload.h"
 #include "support.h"
 
@@ -747,19 +748,26 @@ TEST_CASE("a reduction of many elements into few outputs takes a block per outpu
   CHECK(compiled.cubin.size() > 100);
 }
 
-// A 16-bit elementwise kernel whose memory is all 16-bit moves eight values
-// a thread (uint4); one that writes f32 moves four (float4, and uint2 for
-// its 16-bit reads). The bias, a bf16 vector broadcast along the rows, is
-// read as stored (no rounding of a value already bf16).
-TEST_CASE("16-bit elementwise kernels move eight values a load and a store where no f32 is in memory") {
+// mlp with its inputs and weights stored in bf16, under autocast: two
+// products, each with its bias, the first with gelu.
+Module autocast_mlp_in_bf16() {
   auto made = make_builtin_workload("mlp", kSmall.at("mlp"));
   REQUIRE(made.ok());
   std::unique_ptr<Workload> workload = with_inputs_stored_in(std::move(*made), DType::BF16);
   Context ctx;
   std::vector<Tensor> outputs = workload->step(ctx, bind_inputs(ctx, workload->make_inputs(1)));
-  Module module =
-      lowered(ctx.capture(), "autocast,decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
-  cuda::ProgramCode code = generated(module);
+  return lowered(ctx.capture(),
+                 "autocast,decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
+}
+
+// A 16-bit elementwise kernel whose memory is all 16-bit moves eight values
+// a thread (uint4); one that writes f32 moves four (float4, and uint2 for
+// its 16-bit reads). The bias, a bf16 vector broadcast along the rows, is
+// read as stored (no rounding of a value already bf16).
+TEST_CASE("16-bit elementwise kernels move eight values a load and a store where no f32 is in memory") {
+  cuda::CodegenOptions generated_gelu;
+  generated_gelu.gelu_epilogue = false;
+  cuda::ProgramCode code = generated(autocast_mlp_in_bf16(), generated_gelu);
   REQUIRE(code.kernels.size() == 2);
   const std::string& gelu = code.kernels[0].source;
   const std::string& widened = code.kernels[1].source;
@@ -771,4 +779,62 @@ TEST_CASE("16-bit elementwise kernels move eight values a load and a store where
   CHECK(count(widened, "make_float4") == 1);
   CHECK(count(widened, "uint4") == 0);
   CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
+
+// A bf16 linear layer and gelu written out in autocast's form (product and
+// bias widened, the gelu in f32, narrowed), with `cubic` as gelu's 0.044715.
+Module linear_gelu(double cubic) {
+  Context ctx;
+  Tensor x = ctx.placeholder(TensorType{DType::BF16, {16, 32}});
+  Tensor w = ctx.placeholder(TensorType{DType::BF16, {32, 24}});
+  Tensor b = ctx.placeholder(TensorType{DType::BF16, {24}});
+  Tensor h = cast(matmul(x, w), DType::F32) + cast(b, DType::F32);
+  Tensor inner = (h + h * cubic * h * h) * formulas::kGeluScale;
+  Tensor out = cast(h / (exp(inner * -2.0) + 1.0), DType::BF16);
+  std::vector<Tensor> inputs;
+  auto graph = ctx.capture(std::span<const Tensor>(&out, 1), inputs);
+  REQUIRE(graph.ok());
+  return lowered(std::move(*graph), "canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+}
+
+// Autocast's bias and gelu after a bf16 product are cuBLASLt's GELU_BIAS
+// epilogue: no generated kernel, the product written straight into the
+// narrowed gelu's value; the second product's bias, added in f32 and
+// written as f32, stays a generated epilogue. Not where the option is off,
+// where the gelu runs in bf16 itself (each op rounding), or where the
+// function is another (a factor changed).
+TEST_CASE("autocast's bias and gelu after a 16-bit product are cuBLASLt's GELU_BIAS epilogue") {
+  Module module = autocast_mlp_in_bf16();
+  ProgramView view(*module.program, module.graph);
+  const lazylab_program& program = view.get();
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 2);
+  CHECK(code.kernels[0].gelu);
+  CHECK(code.kernels[0].launches.empty());
+  CHECK(program.values[code.kernels[0].bias].dtype == LAZYLAB_BF16);
+  const lazylab_kernel& first = program.kernels[0];
+  CHECK(code.kernels[0].product_out == first.ops[first.num_ops - 1].result);
+  CHECK_FALSE(code.kernels[1].gelu);
+  CHECK(code.kernels[1].launches.size() == 1);
+  CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+
+  cuda::CodegenOptions off;
+  off.gelu_epilogue = false;
+  CHECK_FALSE(generated(module, off).kernels[0].gelu);
+
+  Context narrow;
+  Tensor x = narrow.placeholder(TensorType{DType::BF16, {16, 32}});
+  Tensor w = narrow.placeholder(TensorType{DType::BF16, {32, 24}});
+  Tensor b = narrow.placeholder(TensorType{DType::BF16, {24}});
+  Tensor y = gelu(matmul(x, w) + b);
+  std::vector<Tensor> inputs;
+  auto graph = narrow.capture(std::span<const Tensor>(&y, 1), inputs);
+  REQUIRE(graph.ok());
+  Module in_bf16 = lowered(std::move(*graph), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
+  CHECK(generated(in_bf16).kernels[0].product);
+  CHECK_FALSE(generated(in_bf16).kernels[0].gelu);
+
+  CHECK(generated(linear_gelu(formulas::kGeluCubic)).kernels[0].gelu);
+  CHECK(generated(linear_gelu(0.045)).kernels[0].product);
+  CHECK_FALSE(generated(linear_gelu(0.045)).kernels[0].gelu);
 }

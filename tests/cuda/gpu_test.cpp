@@ -52,6 +52,14 @@ void check_outputs_near(const std::vector<Tensor>& got, const std::vector<Tensor
   }
 }
 
+// A tensor of `shape` in a 16-bit `dtype`, of 23 values from -0.7 to 0.675
+// in a pattern `salt` shifts.
+Tensor filled_16_bit(Context& ctx, const Dims& shape, int salt, DType dtype) {
+  std::vector<float> v(TensorType{DType::F32, shape}.num_elements());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + salt) % 23) * 0.0625f - 0.7f;
+  return cast(ctx.from_vector(v, shape), dtype);
+}
+
 }  // namespace
 
 TEST_CASE("cuda matches the interpreter on every workload and fusion strategy, every step") {
@@ -300,11 +308,7 @@ TEST_CASE("bf16 and f16 products run on cuBLASLt as the interpreter computes the
   auto interp = interp_backend();
   for (DType dtype : {DType::BF16, DType::F16}) {
     auto program = [dtype](Context& ctx) {
-      auto filled = [&](Dims shape, int salt) {
-        std::vector<float> v(TensorType{DType::F32, shape}.num_elements());
-        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + salt) % 23) * 0.0625f - 0.7f;
-        return cast(ctx.from_vector(v, shape), dtype);
-      };
+      auto filled = [&](Dims shape, int salt) { return filled_16_bit(ctx, shape, salt, dtype); };
       Tensor x = filled({3, 40, 72}, 1), w = filled({72, 56}, 2), b = filled({56}, 3);
       Tensor q = filled({3, 40, 16}, 4), k = filled({3, 48, 16}, 5);
       return std::vector<Tensor>{cast(matmul(x, w) + b, DType::F32), cast(gelu(matmul(x, w) + b), DType::F32),
@@ -327,6 +331,38 @@ TEST_CASE("bf16 and f16 products run on cuBLASLt as the interpreter computes the
       for (const std::string& note : engine.last_compiled()->backend_notes)
         products += note.find(": cuBLASLt " + name + " ") != std::string::npos;
       CHECK(products >= 2);
+    }
+  }
+}
+
+// Autocast's linear layer and gelu (the product and bias widened, gelu in
+// f32, narrowed) run as cuBLASLt's GELU_BIAS epilogue, on the f32 sums:
+// within a 16-bit step of the interpreter's program, which rounds the sum
+// first, and of the generated epilogue (the option off), for bf16 and f16.
+TEST_CASE("autocast's bias and gelu on cuBLASLt's GELU_BIAS epilogue match the interpreter") {
+  auto interp = interp_backend();
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    auto program = [dtype](Context& ctx) {
+      Tensor x = filled_16_bit(ctx, {120, 72}, 1, dtype), w = filled_16_bit(ctx, {72, 64}, 2, dtype);
+      Tensor b = filled_16_bit(ctx, {64}, 3, dtype), w2 = filled_16_bit(ctx, {64, 40}, 4, dtype);
+      Tensor h = cast(matmul(x, w), DType::F32) + cast(b, DType::F32);
+      return std::vector<Tensor>{cast(matmul(cast(gelu(h), dtype), w2), DType::F32)};
+    };
+    Engine reference_engine(pipeline("decompose,lower"), *interp);
+    Context reference(reference_engine);
+    std::vector<Tensor> want = program(reference);
+    for (bool gelu_epilogue : {true, false}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(gelu_epilogue);
+      auto cuda = cuda_backend(gelu_epilogue ? "cache=off" : "cache=off,gelu-epilogue=off");
+      Engine engine(pipeline("decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory"), *cuda);
+      Context ctx(engine);
+      std::vector<Tensor> got = program(ctx);
+      check_outputs_near(got, want, 1.6e-2);
+      int fused = 0;
+      for (const std::string& note : engine.last_compiled()->backend_notes)
+        fused += note.find("gelu (GELU_BIAS epilogue") != std::string::npos;
+      CHECK(fused == (gelu_epilogue ? 1 : 0));
     }
   }
 }
