@@ -47,7 +47,7 @@ class CudaBackend : public plugin::Backend {
       {"graph", LAZYLAB_OPTION_ENUM, "auto",
        "replay an executable's launches as one CUDA graph (auto: GraphPolicy's rule)", "auto|on|off", 0},
       {"bias-epilogue", LAZYLAB_OPTION_BOOL, "on", "a product's bias added by cuBLASLt's BIAS epilogue", nullptr, 0},
-      {"gelu-epilogue", LAZYLAB_OPTION_BOOL, "on",
+      {"gelu-epilogue", LAZYLAB_OPTION_BOOL, "off",
        "autocast's bias and gelu after a 16-bit product done by cuBLASLt's GELU_BIAS epilogue on the f32 sums", nullptr,
        0},
       {"row-block", LAZYLAB_OPTION_ENUM, "auto", "threads a block for rows past 1,024 columns", "auto|128|256|512|1024",

@@ -67,8 +67,9 @@ struct CodegenOptions {
   // (its BIAS epilogue) instead of a generated kernel.
   bool bias_epilogue = true;
   // Autocast's bias and gelu after a 16-bit product: cuBLASLt's GELU_BIAS
-  // epilogue on its f32 sums (gelu_epilogue.h says what differs).
-  bool gelu_epilogue = true;
+  // epilogue on its f32 sums (gelu_epilogue.h says what differs, and why it
+  // is not the default).
+  bool gelu_epilogue = false;
   // Threads of the block that reduces a row past 1,024 columns (a block a
   // row); 0: the fewest that hold the row in registers (eight 128-bit groups
   // each at most), else 1,024.

@@ -4,12 +4,16 @@
 // narrows the result to the product's dtype is cuBLASLt's GELU_BIAS
 // epilogue, which computes the same function on its f32 sums and rounds
 // once. What differs from the program as written: the f32 sum is not rounded
-// to 16 bits before the bias and the gelu, and the tanh is cuBLASLt's. On an
-// H200, for mlp's first product (8192 x 1024 x 4096, bf16), against f64
-// sums at 20,000 sampled elements: 0.25 bf16 steps off on average (at most
-// 1.3) where the program's own order is 0.43 off (at most 254, where the
-// bias cancels the rounded sum); 0.096 ms against 0.089 for the plain product
-// and 0.054 for the generated epilogue after it.
+// to 16 bits before the bias and the gelu, and the gelu is cuBLASLt's, in
+// its tanh form. On an H200, for mlp's first product (8192 x 1024 x 4096,
+// bf16), against f64 sums at 20,000 sampled elements: 0.25 bf16 steps off on
+// average (at most 1.3) where the program's own order is 0.43 off (at most
+// 254, where the bias cancels the rounded sum); 0.096 ms against 0.089 for
+// the plain product and 0.054 for the generated epilogue after it. Off by
+// default (the backend's `gelu-epilogue` option) until cuBLASLt's gelu is
+// measured where the tanh form cancels (x from -6 to -2, which those samples
+// hardly reached): op_formulas writes gelu as x / (1 + exp(-2u)) because
+// 1 + tanh(u) loses float's digits there.
 #pragma once
 
 #include <cstdint>

@@ -765,9 +765,7 @@ Module autocast_mlp_in_bf16() {
 // its 16-bit reads). The bias, a bf16 vector broadcast along the rows, is
 // read as stored (no rounding of a value already bf16).
 TEST_CASE("16-bit elementwise kernels move eight values a load and a store where no f32 is in memory") {
-  cuda::CodegenOptions generated_gelu;
-  generated_gelu.gelu_epilogue = false;
-  cuda::ProgramCode code = generated(autocast_mlp_in_bf16(), generated_gelu);
+  cuda::ProgramCode code = generated(autocast_mlp_in_bf16());  // gelu-epilogue off, its default
   REQUIRE(code.kernels.size() == 2);
   const std::string& gelu = code.kernels[0].source;
   const std::string& widened = code.kernels[1].source;
@@ -797,17 +795,20 @@ Module linear_gelu(double cubic) {
   return lowered(std::move(*graph), "canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
 }
 
-// Autocast's bias and gelu after a bf16 product are cuBLASLt's GELU_BIAS
-// epilogue: no generated kernel, the product written straight into the
-// narrowed gelu's value; the second product's bias, added in f32 and
-// written as f32, stays a generated epilogue. Not where the option is off,
-// where the gelu runs in bf16 itself (each op rounding), or where the
-// function is another (a factor changed).
-TEST_CASE("autocast's bias and gelu after a 16-bit product are cuBLASLt's GELU_BIAS epilogue") {
+// With the gelu-epilogue option, autocast's bias and gelu after a bf16
+// product are cuBLASLt's GELU_BIAS epilogue: no generated kernel, the
+// product written straight into the narrowed gelu's value; the second
+// product's bias, added in f32 and written as f32, stays a generated
+// epilogue. Not where the option is off (its default), where the gelu runs
+// in bf16 itself (each op rounding), or where the function is another (a
+// factor changed).
+TEST_CASE("with gelu-epilogue, autocast's bias and gelu after a 16-bit product are cuBLASLt's GELU_BIAS") {
+  cuda::CodegenOptions on;
+  on.gelu_epilogue = true;
   Module module = autocast_mlp_in_bf16();
   ProgramView view(*module.program, module.graph);
   const lazylab_program& program = view.get();
-  cuda::ProgramCode code = generated(module);
+  cuda::ProgramCode code = generated(module, on);
   REQUIRE(code.kernels.size() == 2);
   CHECK(code.kernels[0].gelu);
   CHECK(code.kernels[0].launches.empty());
@@ -818,9 +819,7 @@ TEST_CASE("autocast's bias and gelu after a 16-bit product are cuBLASLt's GELU_B
   CHECK(code.kernels[1].launches.size() == 1);
   CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
 
-  cuda::CodegenOptions off;
-  off.gelu_epilogue = false;
-  CHECK_FALSE(generated(module, off).kernels[0].gelu);
+  CHECK_FALSE(generated(module).kernels[0].gelu);
 
   Context narrow;
   Tensor x = narrow.placeholder(TensorType{DType::BF16, {16, 32}});
@@ -831,10 +830,10 @@ TEST_CASE("autocast's bias and gelu after a 16-bit product are cuBLASLt's GELU_B
   auto graph = narrow.capture(std::span<const Tensor>(&y, 1), inputs);
   REQUIRE(graph.ok());
   Module in_bf16 = lowered(std::move(*graph), "decompose,canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower");
-  CHECK(generated(in_bf16).kernels[0].product);
-  CHECK_FALSE(generated(in_bf16).kernels[0].gelu);
+  CHECK(generated(in_bf16, on).kernels[0].product);
+  CHECK_FALSE(generated(in_bf16, on).kernels[0].gelu);
 
-  CHECK(generated(linear_gelu(formulas::kGeluCubic)).kernels[0].gelu);
-  CHECK(generated(linear_gelu(0.045)).kernels[0].product);
-  CHECK_FALSE(generated(linear_gelu(0.045)).kernels[0].gelu);
+  CHECK(generated(linear_gelu(formulas::kGeluCubic), on).kernels[0].gelu);
+  CHECK(generated(linear_gelu(0.045), on).kernels[0].product);
+  CHECK_FALSE(generated(linear_gelu(0.045), on).kernels[0].gelu);
 }
