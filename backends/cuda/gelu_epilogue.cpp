@@ -122,8 +122,11 @@ std::optional<GeluBias> match_gelu_bias(const lazylab_program& program, const la
   const lazylab_contraction& c = kernel.contraction;
   const uint32_t narrow = program.values[c.matmul].dtype;
   if ((narrow != LAZYLAB_BF16 && narrow != LAZYLAB_F16) || epilogue.empty()) return std::nullopt;
-  // The result: the last op, narrowing an f32 value to the product's dtype.
-  const lazylab_op* out = epilogue.back();
+  // The result: the last op, narrowing an f32 value to the product's dtype,
+  // or a reshape of that (the same bytes: a block's [batch, seq, hidden]
+  // product read on as [batch * seq, hidden]).
+  const lazylab_op* last = epilogue.back();
+  const lazylab_op* out = last->op == LAZYLAB_OP_Reshape ? producer_of(epilogue, last->operands[0]) : last;
   if (!is_cast_to(out, program, narrow)) return std::nullopt;
   // Its input must be gelu(widened product + widened bias), in f32.
   const lazylab_op* sum = nullptr;
@@ -154,14 +157,15 @@ std::optional<GeluBias> match_gelu_bias(const lazylab_program& program, const la
       const lazylab_value& bias = program.values[a.source];
       int64_t elements = 1;
       for (uint32_t d = 0; d < bias.rank; ++d) elements *= bias.shape[d];
-      if (bias.dtype == narrow && elements == c.n) found = GeluBias{a.source, out->result};
+      if (bias.dtype == narrow && elements == c.n) found = GeluBias{a.source, last->result};
     }
-    if (found) used.insert({sum->result, product->result, widened_bias->result, view->result, out->result});
+    if (found)
+      used.insert({sum->result, product->result, widened_bias->result, view->result, out->result, last->result});
   }
   if (!found || used.size() != epilogue.size()) return std::nullopt;
   // Nothing but the result may leave the kernel: cuBLASLt writes only it.
   for (const lazylab_op* op : epilogue)
-    if (op != out && program.values[op->result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return std::nullopt;
+    if (op != last && program.values[op->result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return std::nullopt;
   if (program.values[c.matmul].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return std::nullopt;
   return found;
 }

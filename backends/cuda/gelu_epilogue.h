@@ -26,7 +26,7 @@ namespace lazylab::cuda {
 
 struct GeluBias {
   uint32_t bias;  // the [n] vector of the product's dtype
-  uint32_t out;   // the narrowed gelu: where cuBLASLt writes
+  uint32_t out;   // the narrowed gelu (or its reshape): where cuBLASLt writes
 };
 
 // The match for the kernel's contraction, with `epilogue` its ops but the

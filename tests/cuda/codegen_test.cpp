@@ -834,6 +834,18 @@ TEST_CASE("with gelu-epilogue, autocast's bias and gelu after a 16-bit product a
   CHECK_FALSE(generated(in_bf16, on).kernels[0].gelu);
 
   CHECK(generated(linear_gelu(formulas::kGeluCubic), on).kernels[0].gelu);
+  // gpt2-block's MLP: the gelu read on through a reshape, written there.
+  auto block = make_builtin_workload("gpt2-block", kSmall.at("gpt2-block"));
+  REQUIRE(block.ok());
+  std::unique_ptr<Workload> stored = with_inputs_stored_in(std::move(*block), DType::BF16);
+  Context traced;
+  std::vector<Tensor> outputs = stored->step(traced, bind_inputs(traced, stored->make_inputs(1)));
+  Module gpt2 = lowered(traced.capture(),
+                        "autocast,decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory");
+  cuda::ProgramCode gpt2_code = generated(gpt2, on);
+  CHECK(std::count_if(gpt2_code.kernels.begin(), gpt2_code.kernels.end(),
+                      [](const cuda::KernelCode& k) { return k.gelu; }) == 1);
+  CHECK(cuda::compile_cuda(gpt2_code.source, no_cache()).cubin.size() > 100);
   CHECK(generated(linear_gelu(0.045), on).kernels[0].product);
   CHECK_FALSE(generated(linear_gelu(0.045), on).kernels[0].gelu);
 }
