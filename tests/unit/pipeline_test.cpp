@@ -37,7 +37,7 @@ TEST_CASE("pipelines parse with defaults spelled out canonically") {
 
 TEST_CASE("pipeline errors name the pass, the option and the value") {
   CHECK(pipeline_error("cse,bogus")
-            .find("unknown pass 'bogus' (known: autocast, canonicalize, cse, dce, decompose, fix, fuse, lower") !=
+            .find("unknown pass 'bogus' (known: autocast, canonicalize, cse, dce, decompose, fix, fuse, grad, lower") !=
         std::string::npos);
   // The built-in strategies, in order; a strategy plugin another test of
   // this process loaded (pass_plugin_test: `capped`) may stand before them.

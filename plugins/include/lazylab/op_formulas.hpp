@@ -80,6 +80,75 @@ constexpr bool unary(M& m, uint32_t op, typename M::Value x, typename M::Value& 
   }
 }
 
+// The derivative of the unary ops with a formula, dy/dx, from x and y =
+// op(x) (what reverse-mode differentiation keeps from the forward); false
+// where the op has none (comparisons give no gradient, and a composite is
+// differentiated through its decomposition). At a kink (relu, abs at 0) the
+// derivative is 0, as PyTorch's.
+template <class M>
+constexpr bool unary_derivative(M& m, uint32_t op, typename M::Value x, typename M::Value y, typename M::Value& out) {
+  switch (op) {
+    case LAZYLAB_OP_Neg: out = m.constant(-1); return true;
+    case LAZYLAB_OP_Abs: {
+      auto positive = m.from_predicate(m.gt(x, m.constant(0)));
+      auto negative = m.from_predicate(m.lt(x, m.constant(0)));
+      out = m.sub(positive, negative);
+      return true;
+    }
+    case LAZYLAB_OP_Exp: out = y; return true;
+    case LAZYLAB_OP_Log: out = m.div(m.constant(1), x); return true;
+    case LAZYLAB_OP_Sqrt: out = m.div(m.constant(0.5), y); return true;
+    case LAZYLAB_OP_Rsqrt: {  // -x^(-3/2) / 2 = -y^3 / 2
+      auto cube = m.mul(m.mul(y, y), y);
+      out = m.mul(m.constant(-0.5), cube);
+      return true;
+    }
+    case LAZYLAB_OP_Tanh: out = m.sub(m.constant(1), m.mul(y, y)); return true;
+    case LAZYLAB_OP_Sigmoid: out = m.mul(y, m.sub(m.constant(1), y)); return true;
+    case LAZYLAB_OP_Relu: out = m.from_predicate(m.gt(x, m.constant(0))); return true;
+    case LAZYLAB_OP_Erf: {  // 2 / sqrt(pi) exp(-x^2)
+      auto square = m.mul(x, x);
+      out = m.mul(m.constant(1.1283791670955126), m.exp(m.neg(square)));
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// The partial derivatives of the binary ops with a formula, dy/da and dy/db,
+// from a, b and y = a OP b; false where the op has none. max and min give
+// the whole gradient to a where a and b tie.
+template <class M>
+constexpr bool binary_derivatives(M& m, uint32_t op, typename M::Value a, typename M::Value b, typename M::Value y,
+                                  typename M::Value& da, typename M::Value& db) {
+  switch (op) {
+    case LAZYLAB_OP_Add: da = m.constant(1), db = m.constant(1); return true;
+    case LAZYLAB_OP_Sub: da = m.constant(1), db = m.constant(-1); return true;
+    case LAZYLAB_OP_Mul: da = b, db = a; return true;
+    case LAZYLAB_OP_Div:  // 1 / b and -a / b^2 = -y / b
+      da = m.div(m.constant(1), b);
+      db = m.neg(m.div(y, b));
+      return true;
+    case LAZYLAB_OP_Pow:  // b a^(b - 1) and y log(a)
+      da = m.mul(b, m.pow(a, m.sub(b, m.constant(1))));
+      db = m.mul(y, m.log(a));
+      return true;
+    case LAZYLAB_OP_Max: {
+      auto first = m.ge(a, b);
+      da = m.from_predicate(first);
+      db = m.sub(m.constant(1), da);
+      return true;
+    }
+    case LAZYLAB_OP_Min: {
+      auto first = m.le(a, b);
+      da = m.from_predicate(first);
+      db = m.sub(m.constant(1), da);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 // pred = a OP b for the comparisons; false for any other op.
 template <class M>
 constexpr bool compare(M& m, uint32_t op, typename M::Value a, typename M::Value b, typename M::Predicate& pred) {

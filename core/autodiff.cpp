@@ -1,0 +1,357 @@
+#include "autodiff.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "graph_builder.h"
+#include "lazylab/op_formulas.hpp"
+
+namespace lazylab {
+namespace {
+
+// The backward sweep: each node's cotangent (the loss's gradient with
+// respect to it), from the loss down, each op's rule adding its operands'
+// shares. Built into the same builder as the forward copy, so the rules
+// read the forward's nodes by id.
+class Backward {
+ public:
+  Backward(const Graph& forward, GraphBuilder& builder, std::vector<bool> needed)
+      : forward_(forward), b_(builder), needed_(std::move(needed)), cotangent_(forward.size(), kNoNode) {}
+
+  Status run(NodeId loss) {
+    cotangent_[loss] = b_.constant(1, type(loss));
+    for (NodeId id = loss + 1; id-- > 0;) {
+      if (cotangent_[id] == kNoNode || !needed_[id]) continue;
+      LAZYLAB_TRY(rule(id, cotangent_[id]));
+      if (error_) return *error_;
+    }
+    return {};
+  }
+
+  NodeId cotangent(NodeId id) const { return cotangent_[id]; }
+
+  // The primitives as nodes shaped like `like` (op_formulas.hpp's math).
+  struct NodeMath {
+    using Value = NodeId;
+    using Predicate = NodeId;
+    Backward& d;
+    NodeId like;
+    NodeId constant(double v) { return d.b_.constant(v, d.type(like)); }
+    NodeId neg(NodeId x) { return d.emit(OpId::Neg, {x}); }
+    NodeId abs(NodeId x) { return d.emit(OpId::Abs, {x}); }
+    NodeId exp(NodeId x) { return d.emit(OpId::Exp, {x}); }
+    NodeId log(NodeId x) { return d.emit(OpId::Log, {x}); }
+    NodeId sqrt(NodeId x) { return d.emit(OpId::Sqrt, {x}); }
+    NodeId tanh(NodeId x) { return d.emit(OpId::Tanh, {x}); }
+    NodeId erf(NodeId x) { return d.emit(OpId::Erf, {x}); }
+    NodeId add(NodeId a, NodeId b) { return d.emit(OpId::Add, {a, b}); }
+    NodeId sub(NodeId a, NodeId b) { return d.emit(OpId::Sub, {a, b}); }
+    NodeId mul(NodeId a, NodeId b) { return d.emit(OpId::Mul, {a, b}); }
+    NodeId div(NodeId a, NodeId b) { return d.emit(OpId::Div, {a, b}); }
+    NodeId pow(NodeId a, NodeId b) { return d.emit(OpId::Pow, {a, b}); }
+    NodeId max(NodeId a, NodeId b) { return d.emit(OpId::Max, {a, b}); }
+    NodeId min(NodeId a, NodeId b) { return d.emit(OpId::Min, {a, b}); }
+    NodeId eq(NodeId a, NodeId b) { return d.emit(OpId::Eq, {a, b}); }
+    NodeId ne(NodeId a, NodeId b) { return d.emit(OpId::Ne, {a, b}); }
+    NodeId lt(NodeId a, NodeId b) { return d.emit(OpId::Lt, {a, b}); }
+    NodeId le(NodeId a, NodeId b) { return d.emit(OpId::Le, {a, b}); }
+    NodeId gt(NodeId a, NodeId b) { return d.emit(OpId::Gt, {a, b}); }
+    NodeId ge(NodeId a, NodeId b) { return d.emit(OpId::Ge, {a, b}); }
+    NodeId select(NodeId c, NodeId a, NodeId b) { return d.emit(OpId::Select, {c, a, b}); }
+    NodeId from_predicate(NodeId c) { return select(c, constant(1), constant(0)); }
+  };
+
+ private:
+  // A node's type; a reference that emit() may invalidate (keep copies).
+  const TensorType& type(NodeId id) const { return b_.type(id); }
+
+  NodeId emit(OpId op, Operands operands, const Attrs& attrs = {}, const TensorType* declared = nullptr) {
+    if (error_) return 0;
+    auto id = b_.add(op, std::move(operands), attrs, declared);
+    if (!id) {
+      error_ = id.error();
+      return 0;
+    }
+    return *id;
+  }
+
+  void accumulate(NodeId operand, NodeId share) {
+    if (error_ || !needed_[operand]) return;
+    NodeId& total = cotangent_[operand];
+    total = total == kNoNode ? share : emit(OpId::Add, {total, share});
+  }
+
+  // g times a partial derivative, skipping a factor of 1 or -1.
+  NodeId times(NodeId g, NodeId partial) {
+    const Node& p = b_.node(partial);
+    if (p.op == OpId::Constant && is_float(p.type.dtype) && p.attrs[0].f == 1) return g;
+    if (p.op == OpId::Constant && is_float(p.type.dtype) && p.attrs[0].f == -1) return emit(OpId::Neg, {g});
+    return emit(OpId::Mul, {g, partial});
+  }
+
+  NodeId zeros_like(NodeId id) { return b_.constant(0, type(id)); }
+
+  NodeId reshaped(NodeId x, const Dims& shape) {
+    TensorType to{type(x).dtype, shape};
+    return type(x).shape == shape ? x : emit(OpId::Reshape, {x}, {}, &to);
+  }
+
+  // `x` (of the same rank as `shape`, its dims 1 or shape's) broadcast to shape.
+  NodeId expanded(NodeId x, const Dims& shape) {
+    if (type(x).shape == shape) return x;
+    Attrs attrs;
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) attrs[0].ints.push_back(d);
+    TensorType to{type(x).dtype, shape};
+    return emit(OpId::Broadcast, {x}, attrs, &to);
+  }
+
+  // A reduction's result as kept dims: the operand's shape with its axes 1.
+  Dims kept_shape(const Node& reduction) const {
+    Dims kept = type(reduction.operands[0]).shape;
+    for (int64_t axis : reduction.attrs[0].ints) kept[axis] = 1;
+    return kept;
+  }
+
+  Status rule(NodeId id, NodeId g) {
+    const Node& node = forward_.node(id);
+    const OpInfo& info = op_info(node.op);
+    switch (info.category) {
+      case OpCategory::Leaf: return {};
+      case OpCategory::Elementwise: return elementwise(id, node, g);
+      case OpCategory::Reduction: return reduction(id, node, g);
+      case OpCategory::Contraction: return product(node, g);
+      case OpCategory::Layout: return layout(node, g);
+      case OpCategory::Composite:
+        return make_error(fmt::format(
+            "grad: '{}' is differentiated through its decomposition: run decompose before grad", info.name));
+      default: break;
+    }
+    return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", info.name));
+  }
+
+  Status elementwise(NodeId id, const Node& node, NodeId g) {
+    const uint32_t op = static_cast<uint32_t>(node.op);
+    NodeMath math{*this, id};
+    switch (node.op) {
+      case OpId::Cast: {
+        NodeId x = node.operands[0];
+        if (is_float(type(x).dtype)) {
+          TensorType to = type(x);
+          accumulate(x, emit(OpId::Cast, {g}, {}, &to));
+        }
+        return {};
+      }
+      case OpId::Select: {
+        NodeId c = node.operands[0];
+        accumulate(node.operands[1], emit(OpId::Select, {c, g, zeros_like(g)}));
+        accumulate(node.operands[2], emit(OpId::Select, {c, zeros_like(g), g}));
+        return {};
+      }
+      default: break;
+    }
+    if (info_compares(node.op)) return {};  // a bool: no gradient flows back
+    if (node.operands.size() == 1) {
+      NodeId partial = 0;
+      if (!formulas::unary_derivative(math, op, node.operands[0], id, partial))
+        return make_error(fmt::format("grad: '{}' has no derivative", op_info(node.op).name));
+      accumulate(node.operands[0], times(g, partial));
+      return {};
+    }
+    NodeId da = 0, db = 0;
+    if (!formulas::binary_derivatives(math, op, node.operands[0], node.operands[1], id, da, db))
+      return make_error(fmt::format("grad: '{}' has no derivative", op_info(node.op).name));
+    if (needed_[node.operands[0]]) accumulate(node.operands[0], times(g, da));
+    if (needed_[node.operands[1]]) accumulate(node.operands[1], times(g, db));
+    return {};
+  }
+
+  static bool info_compares(OpId op) { return op_info(op).type_rule == TypeRule::Compare; }
+
+  Status reduction(NodeId id, const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    Dims shape = type(x).shape;  // copies: emitting nodes may move the builder's nodes
+    Dims kept = kept_shape(node);
+    NodeId spread = expanded(reshaped(g, kept), shape);
+    switch (node.op) {
+      case OpId::ReduceSum: accumulate(x, spread); return {};
+      case OpId::ReduceMean: {
+        int64_t count = 1;
+        for (int64_t axis : node.attrs[0].ints) count *= shape[axis];
+        accumulate(x, emit(OpId::Mul, {spread, b_.constant(1.0 / static_cast<double>(count), type(x))}));
+        return {};
+      }
+      case OpId::ReduceMax:
+      case OpId::ReduceMin: {  // every element equal to the extremum takes the whole gradient
+        NodeId extremum = expanded(reshaped(id, kept), shape);
+        NodeId chosen = emit(OpId::Eq, {x, extremum});
+        accumulate(x, emit(OpId::Select, {chosen, spread, zeros_like(x)}));
+        return {};
+      }
+      default: return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", op_info(node.op).name));
+    }
+  }
+
+  // d(a b) = g b^T for a, a^T g for b, over the batch dims.
+  Status product(const Node& node, NodeId g) {
+    NodeId a = node.operands[0], b = node.operands[1];
+    int64_t rank = type(a).rank();
+    Attrs swap;
+    for (int64_t d = 0; d < rank - 2; ++d) swap[0].ints.push_back(d);
+    swap[0].ints.push_back(rank - 1);
+    swap[0].ints.push_back(rank - 2);
+    if (needed_[a]) accumulate(a, emit(OpId::Matmul, {g, emit(OpId::Transpose, {b}, swap)}));
+    if (needed_[b]) accumulate(b, emit(OpId::Matmul, {emit(OpId::Transpose, {a}, swap), g}));
+    return {};
+  }
+
+  Status layout(const Node& node, NodeId g) {
+    NodeId x = node.operands.empty() ? kNoNode : node.operands[0];
+    switch (node.op) {
+      case OpId::Reshape: accumulate(x, reshaped(g, type(x).shape)); return {};
+      case OpId::Broadcast: accumulate(x, summed_to(g, node)); return {};
+      case OpId::Transpose: {
+        Attrs inverse;
+        const Ints& perm = node.attrs[0].ints;
+        inverse[0].ints.resize(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) inverse[0].ints[perm[i]] = static_cast<int64_t>(i);
+        accumulate(x, emit(OpId::Transpose, {g}, inverse));
+        return {};
+      }
+      case OpId::Slice: return slice(node, g);
+      case OpId::Pad: return pad(node, g);
+      case OpId::Concat: return concat(node, g);
+      default: return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", op_info(node.op).name));
+    }
+  }
+
+  // A broadcast's cotangent summed over the axes it repeated along.
+  NodeId summed_to(NodeId g, const Node& broadcast) {
+    NodeId x = broadcast.operands[0];
+    Dims from = type(x).shape;
+    const Dims& to = broadcast.type.shape;
+    const Ints& dims = broadcast.attrs[0].ints;
+    std::vector<bool> mapped(to.size(), false);
+    Attrs sum;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      mapped[dims[i]] = true;
+      if (from[i] == 1 && to[dims[i]] != 1) sum[0].ints.push_back(dims[i]);
+    }
+    for (size_t d = 0; d < to.size(); ++d)
+      if (!mapped[d]) sum[0].ints.push_back(static_cast<int64_t>(d));
+    std::sort(sum[0].ints.begin(), sum[0].ints.end());
+    NodeId total = g;
+    if (!sum[0].ints.empty()) {
+      sum[1].i = 1;  // keepdim: the dims left are x's, in order, with 1s between
+      total = emit(OpId::ReduceSum, {g}, sum);
+    }
+    return reshaped(total, from);
+  }
+
+  Status slice(const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    const Ints &start = node.attrs[0].ints, &limit = node.attrs[1].ints, &stride = node.attrs[2].ints;
+    Attrs pad;
+    for (size_t d = 0; d < start.size(); ++d) {
+      if (stride[d] != 1) return make_error("grad: no vector-Jacobian rule for a strided 'slice' yet");
+      pad[0].ints.push_back(start[d]);
+      pad[1].ints.push_back(type(x).shape[d] - limit[d]);
+    }
+    pad[2] = scalar_attr(type(x).dtype, 0);
+    accumulate(x, emit(OpId::Pad, {g}, pad));
+    return {};
+  }
+
+  Status pad(const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    const Ints &low = node.attrs[0].ints, &high = node.attrs[1].ints;
+    Attrs window;
+    for (size_t d = 0; d < low.size(); ++d) {
+      if (low[d] < 0 || high[d] < 0) return make_error("grad: no vector-Jacobian rule for a cropping 'pad' yet");
+      window[0].ints.push_back(low[d]);
+      window[1].ints.push_back(low[d] + type(x).shape[d]);
+      window[2].ints.push_back(1);
+    }
+    accumulate(x, emit(OpId::Slice, {g}, window));
+    return {};
+  }
+
+  Status concat(const Node& node, NodeId g) {
+    int64_t axis = node.attrs[0].i, offset = 0;
+    for (NodeId x : node.operands) {
+      Attrs window;
+      Dims shape = type(x).shape;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        bool along = static_cast<int64_t>(d) == axis;
+        window[0].ints.push_back(along ? offset : 0);
+        window[1].ints.push_back(along ? offset + shape[d] : shape[d]);
+        window[2].ints.push_back(1);
+      }
+      offset += shape[axis];
+      if (needed_[x]) accumulate(x, emit(OpId::Slice, {g}, window));
+    }
+    return {};
+  }
+
+  const Graph& forward_;
+  GraphBuilder& b_;
+  std::vector<bool> needed_;  // on a path from a parameter asked for to the loss, and a float
+  std::vector<NodeId> cotangent_;
+  std::optional<Error> error_;
+};
+
+// Nodes on a path from one of `sources` to `loss`, of a float dtype.
+std::vector<bool> on_paths(const Graph& graph, const std::vector<NodeId>& sources, NodeId loss) {
+  std::vector<bool> reached(graph.size(), false);
+  for (NodeId s : sources) reached[s] = true;
+  for (NodeId id = 0; id < graph.size(); ++id)
+    for (NodeId operand : graph.node(id).operands) reached[id] = reached[id] || reached[operand];
+  std::vector<NodeId> roots{loss};
+  std::vector<bool> live = live_nodes(graph, roots);
+  std::vector<bool> needed(graph.size());
+  for (NodeId id = 0; id < graph.size(); ++id)
+    needed[id] = reached[id] && live[id] && is_float(graph.node(id).type.dtype);
+  return needed;
+}
+
+}  // namespace
+
+Expected<Graph> differentiate(const Graph& graph, const GradRequest& request) {
+  if (request.of >= graph.roots().size())
+    return make_error(fmt::format("grad: no root {} (the graph returns {})", request.of, graph.roots().size()));
+  NodeId loss = graph.roots()[request.of];
+  const TensorType& loss_type = graph.node(loss).type;
+  if (!is_float(loss_type.dtype) || loss_type.num_elements() != 1)
+    return make_error(
+        fmt::format("grad: root {} is {}, not a float scalar to differentiate", request.of, to_string(loss_type)));
+  std::vector<NodeId> parameters = graph.parameters();
+  std::vector<int64_t> wrt = request.wrt;
+  if (wrt.empty())
+    for (size_t ordinal = 0; ordinal < parameters.size(); ++ordinal)
+      if (parameters[ordinal] != kNoNode && is_float(graph.node(parameters[ordinal]).type.dtype))
+        wrt.push_back(static_cast<int64_t>(ordinal));
+  std::vector<NodeId> sources;
+  for (int64_t ordinal : wrt) {
+    if (ordinal < 0 || ordinal >= static_cast<int64_t>(parameters.size()) || parameters[ordinal] == kNoNode)
+      return make_error(fmt::format("grad: no parameter {} (the graph has {})", ordinal, parameters.size()));
+    if (!is_float(graph.node(parameters[ordinal]).type.dtype))
+      return make_error(fmt::format("grad: parameter {} is {}: only float values have gradients", ordinal,
+                                    to_string(graph.node(parameters[ordinal]).type)));
+    sources.push_back(parameters[ordinal]);
+  }
+  GraphBuilder builder;
+  for (const Node& node : graph.nodes()) builder.add_typed(node.op, node.type, node.operands, node.attrs);
+  Backward backward(graph, builder, on_paths(graph, sources, loss));
+  LAZYLAB_TRY(backward.run(loss));
+  std::vector<NodeId> roots = graph.roots();
+  for (NodeId parameter : sources) {
+    NodeId g = backward.cotangent(parameter);
+    roots.push_back(g != kNoNode ? g : builder.constant(0, graph.node(parameter).type));
+  }
+  Graph joint = std::move(builder.graph());
+  joint.set_roots(std::move(roots));
+  return joint;
+}
+
+}  // namespace lazylab

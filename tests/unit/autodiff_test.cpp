@@ -1,0 +1,188 @@
+// Reverse-mode gradients (core/autodiff.h) against central finite
+// differences in f64 on the interpreter: every vector-Jacobian rule, through
+// broadcasts, reductions, products and layout ops, and the suite's mlp with
+// a squared-error loss through `decompose` (gelu) and the `grad` pass.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "core/autodiff.h"
+#include "core/pass_manager.h"
+#include "core/pipeline.h"
+#include "core/tensor_ops.h"
+#include "support.h"
+
+namespace lazylab::testing {
+namespace {
+
+using Values = std::vector<double>;
+
+// The graph a function of placeholders of `shapes` (f64) computes, its loss first.
+Graph traced(const std::vector<Dims>& shapes, const std::function<std::vector<Tensor>(std::vector<Tensor>&)>& f) {
+  Context ctx;
+  std::vector<Tensor> inputs;
+  for (const Dims& shape : shapes) inputs.push_back(ctx.placeholder(TensorType{DType::F64, shape}));
+  std::vector<Tensor> roots = f(inputs);
+  std::vector<Tensor> bound;
+  auto graph = ctx.capture(roots, bound);
+  REQUIRE_MESSAGE(graph.ok(), (graph.ok() ? "" : graph.error().message));
+  return std::move(*graph);
+}
+
+// Every root of `graph` at `inputs`, on the interpreter after `pipeline_text`.
+std::vector<Values> evaluate(const Graph& graph, const std::vector<Values>& inputs,
+                             const std::string& pipeline_text = "lower") {
+  auto backend = interp_backend();
+  Engine engine(pipeline(pipeline_text), *backend);
+  Context ctx(engine);
+  std::vector<Tensor> bound;
+  std::vector<NodeId> parameters = graph.parameters();
+  for (size_t i = 0; i < parameters.size(); ++i)
+    bound.push_back(ctx.from_vector<double>(inputs[i], graph.node(parameters[i]).type.shape));
+  auto outputs = ctx.call(graph, bound);
+  REQUIRE_MESSAGE(outputs.ok(), (outputs.ok() ? "" : outputs.error().message));
+  std::vector<Values> results;
+  for (const Tensor& t : *outputs) results.push_back(values<double>(t));
+  return results;
+}
+
+// Inputs for `graph`'s parameters (by ordinal, the order of their first
+// use, not of the placeholders), drawn from [low, high).
+std::vector<Values> draws(const Graph& graph, uint32_t seed, double low = -1.5, double high = 1.5) {
+  std::vector<Dims> shapes;
+  for (NodeId parameter : graph.parameters()) shapes.push_back(graph.node(parameter).type.shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(low, high);
+  std::vector<Values> inputs;
+  for (const Dims& shape : shapes) {
+    Values v(TensorType{DType::F64, shape}.num_elements());
+    for (double& x : v) x = u(rng);
+    inputs.push_back(std::move(v));
+  }
+  return inputs;
+}
+
+// The gradient of root 0 with respect to every parameter, by the `grad`
+// transformation, against central differences of the loss at each element.
+void check_gradients(const Graph& forward, const std::vector<Values>& inputs,
+                     const std::string& pipeline_text = "lower") {
+  auto joint = differentiate(forward, GradRequest{});
+  REQUIRE_MESSAGE(joint.ok(), (joint.ok() ? "" : joint.error().message));
+  std::vector<Values> outputs = evaluate(*joint, inputs, pipeline_text);
+  size_t first_gradient = forward.roots().size();
+  REQUIRE(outputs.size() == first_gradient + inputs.size());
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    for (size_t i = 0; i < inputs[p].size(); ++i) {
+      double h = 1e-6 * std::max(1.0, std::fabs(inputs[p][i]));
+      std::vector<Values> plus = inputs, minus = inputs;
+      plus[p][i] += h;
+      minus[p][i] -= h;
+      double difference =
+          (evaluate(forward, plus, pipeline_text)[0][0] - evaluate(forward, minus, pipeline_text)[0][0]) / (2 * h);
+      CAPTURE(p);
+      CAPTURE(i);
+      CHECK(outputs[first_gradient + p][i] == doctest::Approx(difference).epsilon(1e-6).scale(1e-6));
+    }
+  }
+}
+
+// A loss of one value: the sum of `y` weighted by fixed, uneven weights (so
+// each element's gradient differs), made of iotas (a constant, not a
+// parameter of the graph).
+Tensor weighted_sum(const Tensor& y) {
+  Tensor weights = y.context().full(0.5, y.type());
+  for (int64_t axis = 0; axis < y.type().rank(); ++axis)
+    weights = weights + y.context().iota(y.type(), axis) * (0.3 + 0.1 * static_cast<double>(axis));
+  return sum(y * weights);
+}
+
+}  // namespace
+
+TEST_CASE("grad: every elementwise derivative against central differences") {
+  Graph unary = traced({{2, 3}}, [](std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    Tensor positive = x * x + 0.5;
+    Tensor y = exp(x) + log(positive) + sqrt(positive) + rsqrt(positive) + tanh(x) + sigmoid(x) + relu(x) + erf(x) +
+               abs(x) + neg(x) * 0.5;
+    return std::vector<Tensor>{weighted_sum(y)};
+  });
+  check_gradients(unary, draws(unary, 1));
+  Graph binary = traced({{2, 3}, {2, 3}}, [](std::vector<Tensor>& in) {
+    Tensor a = in[0], b = in[1];
+    Tensor y = a * b + a / (b * b + 1.0) - b + pow(a * a + 0.25, b) + maximum(a, b) + minimum(a * 2.0, b);
+    return std::vector<Tensor>{weighted_sum(y)};
+  });
+  check_gradients(binary, draws(binary, 2));
+  Graph selected = traced({{2, 3}, {2, 3}}, [](std::vector<Tensor>& in) {
+    Tensor y = where(gt(in[0], in[1]), in[0] * in[1], exp(in[1])) + cast(cast(in[0], DType::F32), DType::F64) * 0.0;
+    return std::vector<Tensor>{weighted_sum(y)};
+  });
+  check_gradients(selected, draws(selected, 3));
+}
+
+TEST_CASE("grad: broadcasts, reductions and products against central differences") {
+  Graph reduced = traced({{2, 3, 4}, {4}, {3, 1}}, [](std::vector<Tensor>& in) {
+    Tensor x = in[0] + in[1] + in[2];  // broadcasts: new leading axes, and a size-1 axis
+    return std::vector<Tensor>{weighted_sum(sum(x * x, {2})) + weighted_sum(mean(x, {1})) + weighted_sum(max(x, {0})) +
+                               weighted_sum(min(x, {2}, true)) + mean(x)};
+  });
+  check_gradients(reduced, draws(reduced, 4));
+  Graph products = traced({{2, 3, 4}, {2, 4, 5}, {3, 4}, {4, 2}}, [](std::vector<Tensor>& in) {
+    return std::vector<Tensor>{weighted_sum(matmul(in[0], in[1])) + weighted_sum(matmul(in[2], in[3]))};
+  });
+  check_gradients(products, draws(products, 5));
+}
+
+TEST_CASE("grad: layout ops against central differences") {
+  Graph layout = traced({{2, 3, 4}, {2, 2, 4}}, [](std::vector<Tensor>& in) {
+    Tensor x = in[0], z = in[1];
+    Tensor y = permute(x, {2, 0, 1});                          // [4, 2, 3]
+    Tensor r = reshape(y, {8, 3});                             // [8, 3]
+    Tensor s = slice(x, {0, 1, 1}, {2, 3, 3});                 // [2, 2, 2]
+    Tensor c = concat({x, z}, 1);                              // [2, 5, 4]
+    Tensor p = pad(transpose(x, 1, 2), {1, 0, 0}, {0, 2, 1});  // [3, 6, 4]
+    return std::vector<Tensor>{weighted_sum(r * r) + weighted_sum(exp(s)) + weighted_sum(c * c) + weighted_sum(p)};
+  });
+  check_gradients(layout, draws(layout, 6));
+}
+
+TEST_CASE("grad: the mlp's squared error through decompose and the grad pass against central differences") {
+  Graph forward = traced({{3, 4}, {4, 6}, {6}, {6, 4}, {4}, {3, 4}}, [](std::vector<Tensor>& in) {
+    Tensor out = matmul(gelu(matmul(in[0], in[1]) + in[2]), in[3]) + in[4];
+    Tensor error = out - in[5];
+    return std::vector<Tensor>{mean(error * error), softmax(out, 1), layernorm(out, in[4], in[4])};
+  });
+  Module module;
+  module.graph = forward;
+  auto decomposed = parse_pipeline("decompose");
+  REQUIRE(decomposed.ok());
+  REQUIRE(run_pipeline(*decomposed, module).ok());
+  Graph primitives = module.graph;
+  check_gradients(primitives, draws(primitives, 7));
+  // The pass: gradients of parameters 1 and 3 (the weights) only, after the roots.
+  auto with_grad = parse_pipeline("decompose,grad{wrt=1:3}");
+  REQUIRE(with_grad.ok());
+  Module joint;
+  joint.graph = forward;
+  REQUIRE(run_pipeline(*with_grad, joint).ok());
+  REQUIRE(joint.graph.roots().size() == forward.roots().size() + 2);
+  CHECK(joint.graph.node(joint.graph.roots()[3]).type == forward.node(forward.parameters()[1]).type);
+  CHECK(joint.graph.node(joint.graph.roots()[4]).type == forward.node(forward.parameters()[3]).type);
+  // Composites must be decomposed first, and other ops say they have no rule yet.
+  auto undecomposed = differentiate(forward, GradRequest{});
+  REQUIRE_FALSE(undecomposed.ok());
+  CHECK(undecomposed.error().message.find("run decompose before grad") != std::string::npos);
+  Graph pooled = traced({{1, 1, 4, 4}}, [](std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sum(max_pool2d(in[0], {2, 2}))};
+  });
+  auto no_rule = differentiate(pooled, GradRequest{});
+  REQUIRE_FALSE(no_rule.ok());
+  CHECK(no_rule.error().message == "grad: no vector-Jacobian rule for 'max_pool2d' yet");
+  auto not_scalar = differentiate(primitives, GradRequest{1, {}});
+  REQUIRE_FALSE(not_scalar.ok());
+  CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");
+}
+
+}  // namespace lazylab::testing
