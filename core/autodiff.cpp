@@ -219,6 +219,12 @@ class Backward {
         accumulate(x, emit(OpId::Transpose, {g}, inverse));
         return {};
       }
+      case OpId::Gather: {  // scatter_add is gather's adjoint (ops.def)
+        Attrs axis;
+        axis[0].i = node.attrs[0].i;
+        accumulate(x, emit(OpId::ScatterAdd, {zeros_like(x), node.operands[1], g}, axis));
+        return {};
+      }
       case OpId::Slice: return slice(node, g);
       case OpId::Pad: return pad(node, g);
       case OpId::Concat: return concat(node, g);

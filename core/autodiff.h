@@ -4,8 +4,8 @@
 // gradient with respect to chosen parameters. Each op's vector-Jacobian
 // rule is in autodiff.cpp, the elementwise ones written from op_formulas.hpp's
 // derivatives beside each op's formula. Ops without a rule (convolutions,
-// pools, gather, pad, scatter_add, and composites not yet decomposed) are
-// an error naming the op; the `grad` pass (passes/grad.cpp) runs it in a
+// pools, scatter_add, strided slices, and composites not yet decomposed)
+// are an error naming the op; the `grad` pass (passes/grad.cpp) runs it in a
 // pipeline.
 #pragma once
 

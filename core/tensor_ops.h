@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "tensor.h"
@@ -88,6 +89,14 @@ Tensor gelu(Tensor x);
 
 // A splat of `value` with x's dtype and shape.
 Tensor full_like(const Tensor& x, double value);
+
+// The gradient of `loss` (a float scalar pending on its context) with
+// respect to each of `wrt`, pending on the same trace: the loss's graph
+// decomposed and differentiated (core/autodiff.h, reverse mode), recorded
+// again with the gradients as roots. `wrt` are inputs of the trace
+// (from_vector, from_buffer, a result after sync); one the loss does not
+// read gets zeros; a tensor computed in the trace is an error.
+Expected<std::vector<Tensor>> grad(const Tensor& loss, std::span<const Tensor> wrt);
 
 Tensor operator+(Tensor a, Tensor b);
 Tensor operator-(Tensor a, Tensor b);

@@ -143,7 +143,12 @@ TEST_CASE("grad: layout ops against central differences") {
     Tensor s = slice(x, {0, 1, 1}, {2, 3, 3});                 // [2, 2, 2]
     Tensor c = concat({x, z}, 1);                              // [2, 5, 4]
     Tensor p = pad(transpose(x, 1, 2), {1, 0, 0}, {0, 2, 1});  // [3, 6, 4]
-    return std::vector<Tensor>{weighted_sum(r * r) + weighted_sum(exp(s)) + weighted_sum(c * c) + weighted_sum(p)};
+    // Rows taken twice, from the end, and not at all: their gradients add, or are 0.
+    std::vector<Tensor> rows;  // constants, not a parameter of the graph
+    for (int64_t row : {2, -1, 0, 2}) rows.push_back(x.context().full_integer(row, TensorType{DType::I64, {1}}));
+    Tensor gathered = gather(x, concat(rows, 0), 1);  // [2, 4, 4]
+    return std::vector<Tensor>{weighted_sum(r * r) + weighted_sum(exp(s)) + weighted_sum(c * c) + weighted_sum(p) +
+                               weighted_sum(gathered * gathered)};
   });
   check_gradients(layout, draws(layout, 6));
 }
@@ -183,6 +188,70 @@ TEST_CASE("grad: the mlp's squared error through decompose and the grad pass aga
   auto not_scalar = differentiate(primitives, GradRequest{1, {}});
   REQUIRE_FALSE(not_scalar.ok());
   CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");
+}
+
+}  // namespace lazylab::testing
+
+namespace lazylab::testing {
+
+// grad() on traced tensors: the mlp's squared error with respect to its
+// weights, against central differences computed through the same API; an
+// input the loss does not read gets zeros; a computed tensor is an error.
+TEST_CASE("grad of traced tensors: the mlp's weights against central differences, through Context") {
+  const std::vector<Dims> shapes = {{3, 4}, {4, 6}, {6}, {6, 4}, {4}, {3, 4}, {2}};
+  std::vector<Values> inputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::mt19937 rng(static_cast<uint32_t>(11 + i));
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    Values v(TensorType{DType::F64, shapes[i]}.num_elements());
+    for (double& x : v) x = u(rng);
+    inputs.push_back(std::move(v));
+  }
+  auto backend = interp_backend();
+  Engine engine(pipeline("decompose,canonicalize,cse,dce,lower"), *backend);
+  auto loss_of = [&](Context& ctx, const std::vector<Values>& at, std::vector<Tensor>& bound) {
+    bound.clear();
+    for (size_t i = 0; i < shapes.size(); ++i) bound.push_back(ctx.from_vector<double>(at[i], shapes[i]));
+    Tensor out = matmul(gelu(matmul(bound[0], bound[1]) + bound[2]), bound[3]) + bound[4];
+    Tensor error = out - bound[5];
+    return mean(error * error);
+  };
+  Context ctx(engine);
+  std::vector<Tensor> bound;
+  Tensor loss = loss_of(ctx, inputs, bound);
+  std::vector<Tensor> weights = {bound[1], bound[2], bound[3], bound[4], bound[6]};
+  auto gradients = grad(loss, weights);
+  REQUIRE_MESSAGE(gradients.ok(), (gradients.ok() ? "" : gradients.error().message));
+  REQUIRE(gradients->size() == weights.size());
+  const std::vector<size_t> ordinals = {1, 2, 3, 4};
+  for (size_t w = 0; w < ordinals.size(); ++w) {
+    Values got = values<double>((*gradients)[w]);
+    size_t p = ordinals[w];
+    REQUIRE(got.size() == inputs[p].size());
+    for (size_t i = 0; i < inputs[p].size(); ++i) {
+      std::vector<Values> plus = inputs, minus = inputs;
+      plus[p][i] += 1e-6;
+      minus[p][i] -= 1e-6;
+      Context probe(engine);
+      std::vector<Tensor> unused;
+      double up = values<double>(loss_of(probe, plus, unused))[0];
+      double down = values<double>(loss_of(probe, minus, unused))[0];
+      CAPTURE(p);
+      CAPTURE(i);
+      CHECK(got[i] == doctest::Approx((up - down) / 2e-6).epsilon(1e-6).scale(1e-6));
+    }
+  }
+  CHECK(values<double>((*gradients)[4]) == Values{0, 0});  // the loss does not read it
+  auto read_already = grad(loss, weights);
+  REQUIRE_FALSE(read_already.ok());
+  CHECK(read_already.error().message.find("the loss is computed already") != std::string::npos);
+  Context again(engine);
+  Tensor pending = loss_of(again, inputs, bound);
+  auto computed = grad(pending, std::vector<Tensor>{bound[1] * 2.0});
+  REQUIRE_FALSE(computed.ok());
+  CHECK(computed.error().message ==
+        "grad: tensor 0 of wrt (f64[4,6]) is computed in this trace, not an input of it: gradients are taken with "
+        "respect to inputs (from_vector, from_buffer, or a result after sync)");
 }
 
 }  // namespace lazylab::testing

@@ -1,0 +1,62 @@
+// grad() of traced tensors: the loss's graph captured, decomposed,
+// differentiated (core/autodiff.h) and recorded back on the same trace, so
+// the gradients are pending tensors like any other op's results.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "autodiff.h"
+#include "module.h"
+#include "pass_manager.h"
+#include "pipeline.h"
+#include "tensor_ops.h"
+
+namespace lazylab {
+
+Expected<std::vector<Tensor>> grad(const Tensor& loss, std::span<const Tensor> wrt) {
+  if (!loss.ok()) return *loss.error();
+  for (const Tensor& x : wrt)
+    if (!x.ok()) return *x.error();
+  if (!loss.pending())
+    return make_error("grad: the loss is computed already (read, or synced): take its gradients before reading it");
+  Context& ctx = loss.context();
+  std::vector<Tensor> inputs;
+  auto captured = ctx.capture(std::span<const Tensor>(&loss, 1), inputs);
+  if (!captured) return captured.error();
+  Module module;
+  module.graph = std::move(*captured);
+  auto decompose = parse_pipeline("decompose");
+  if (!decompose) return decompose.error();
+  if (auto ran = run_pipeline(*decompose, module); !ran) return ran.error();
+  // Each tensor asked for: an input of the loss's trace (by ordinal), or one
+  // the loss does not read (a zero gradient); a pending result is no input.
+  GradRequest request;
+  std::vector<int64_t> slot(wrt.size(), -1);
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    auto input = std::find_if(inputs.begin(), inputs.end(), [&](const Tensor& t) { return t.impl() == wrt[i].impl(); });
+    if (input != inputs.end()) {
+      slot[i] = static_cast<int64_t>(request.wrt.size());
+      request.wrt.push_back(input - inputs.begin());
+    } else if (wrt[i].pending()) {
+      return make_error(
+          fmt::format("grad: tensor {} of wrt ({}) is computed in this trace, not an input of it: gradients are taken "
+                      "with respect to inputs (from_vector, from_buffer, or a result after sync)",
+                      i, to_string(wrt[i].type())));
+    }
+  }
+  if (request.wrt.empty()) {  // the loss reads none of them
+    std::vector<Tensor> zeros;
+    for (const Tensor& x : wrt) zeros.push_back(full_like(x, 0));
+    return zeros;
+  }
+  auto joint = differentiate(module.graph, request);
+  if (!joint) return joint.error();
+  auto results = ctx.call(*joint, inputs);
+  if (!results) return results.error();
+  std::vector<Tensor> gradients;
+  for (size_t i = 0; i < wrt.size(); ++i)
+    gradients.push_back(slot[i] >= 0 ? (*results)[1 + slot[i]] : full_like(wrt[i], 0));
+  return gradients;
+}
+
+}  // namespace lazylab
