@@ -23,6 +23,7 @@ from ._core import (  # noqa: F401
     Tensor,
     backends,
     from_dlpack,
+    grad,
     op_table,
     parse_lzir,
     read_lzir,

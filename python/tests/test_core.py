@@ -196,6 +196,38 @@ def test_graphs_save_as_lzir_and_parse_back(tmp_path):
     del y
 
 
+def test_grad_gives_lazylabs_own_gradients_against_central_differences(ctx):
+    rng = np.random.default_rng(3)
+    x, w, b = rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (4, 5)), rng.uniform(-1, 1, 5)
+
+    def loss_of(context, w_value, b_value):
+        xt, wt, bt = context.tensor(x), context.tensor(w_value), context.tensor(b_value)
+        y = ops.matmul(xt, wt) + bt
+        return ops.reduce_mean(y.gelu() * y, axes=[0, 1], keepdim=False), wt, bt
+
+    loss, wt, bt = loss_of(ctx, w, b)
+    dw, db = lazylab.grad(loss, [wt, bt])
+    assert dw.pending and dw.shape == (4, 5) and db.shape == (5,)
+    dw, db = dw.numpy(), db.numpy()
+    h = 1e-6
+    for i in range(4):
+        for j in range(5):
+            up, down = w.copy(), w.copy()
+            up[i, j] += h
+            down[i, j] -= h
+            numeric = (loss_of(ctx, up, b)[0].item() - loss_of(ctx, down, b)[0].item()) / (2 * h)
+            assert dw[i, j] == pytest.approx(numeric, rel=1e-6, abs=1e-9)
+    for k in range(5):
+        up, down = b.copy(), b.copy()
+        up[k] += h
+        down[k] -= h
+        numeric = (loss_of(ctx, w, up)[0].item() - loss_of(ctx, w, down)[0].item()) / (2 * h)
+        assert db[k] == pytest.approx(numeric, rel=1e-6, abs=1e-9)
+    with pytest.raises(lazylab.Error, match="is computed in this trace, not an input of it"):
+        fresh, wt, _ = loss_of(ctx, w, b)
+        lazylab.grad(fresh, [wt * 2.0])
+
+
 def test_pipelines_and_backends_are_listed_by_name():
     assert lazylab.Pipeline("dce,lower").lowers
     assert not lazylab.Pipeline("dce").lowers
