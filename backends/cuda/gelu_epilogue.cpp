@@ -11,6 +11,12 @@ namespace {
 
 constexpr uint32_t kNone = ~uint32_t{0};
 
+// The op of `ops` computing `v`; null where none does (an input).
+const lazylab_op* producer_of(const std::vector<const lazylab_op*>& ops, uint32_t v) {
+  auto it = std::find_if(ops.begin(), ops.end(), [&](const lazylab_op* op) { return op->result == v; });
+  return it == ops.end() ? nullptr : *it;
+}
+
 // A "math" for op_formulas.hpp that, instead of computing, finds the op
 // computing each primitive among the epilogue's ops: so the epilogue is
 // recognised as the formula decompose wrote it from, whatever the formula
@@ -92,24 +98,14 @@ class FormulaMatch {
   // that value as the program's f32 holds it.
   bool reads(uint32_t operand, const Value& v) const {
     if (!v.is_constant) return operand == v.id;
-    const lazylab_op* op = producer(operand);
+    const lazylab_op* op = producer_of(ops_, operand);
     return op && op->op == LAZYLAB_OP_Constant && op->num_attrs == 1 &&
            static_cast<float>(op->attrs[0].f) == static_cast<float>(v.constant);
-  }
-
-  const lazylab_op* producer(uint32_t v) const {
-    auto it = std::find_if(ops_.begin(), ops_.end(), [&](const lazylab_op* op) { return op->result == v; });
-    return it == ops_.end() ? nullptr : *it;
   }
 
   const std::vector<const lazylab_op*>& ops_;
   std::set<uint32_t> matched_;
 };
-
-const lazylab_op* producer_of(const std::vector<const lazylab_op*>& ops, uint32_t v) {
-  auto it = std::find_if(ops.begin(), ops.end(), [&](const lazylab_op* op) { return op->result == v; });
-  return it == ops.end() ? nullptr : *it;
-}
 
 bool is_cast_to(const lazylab_op* op, const lazylab_program& program, uint32_t dtype) {
   return op && op->op == LAZYLAB_OP_Cast && op->num_operands == 1 && program.values[op->result].dtype == dtype;
