@@ -126,6 +126,9 @@ class Backward {
       case OpCategory::Composite:
         return make_error(fmt::format(
             "grad: '{}' is differentiated through its decomposition: run decompose before grad", info.name));
+      case OpCategory::Window:
+        if (node.op == OpId::Conv2d) return convolution(node, g);
+        break;
       default: break;
     }
     return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", info.name));
@@ -230,6 +233,98 @@ class Backward {
       case OpId::Concat: return concat(node, g);
       default: return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", op_info(node.op).name));
     }
+  }
+
+  // conv2d's attributes: strides, pads [top, left, bottom, right], dilations, groups.
+  static Attrs convolution_attrs(const Ints& strides, const Ints& pads, const Ints& dilations) {
+    Attrs attrs;
+    attrs[0].ints = strides;
+    attrs[1].ints = pads;
+    attrs[2].ints = dilations;
+    attrs[3].i = 1;
+    return attrs;
+  }
+
+  NodeId transposed(NodeId x, const Ints& perm) {
+    Attrs attrs;
+    attrs[0].ints = perm;
+    return emit(OpId::Transpose, {x}, attrs);
+  }
+
+  // `x` with `every - 1` zeros after each element along `axis` but the last
+  // (a strided convolution's cotangent spread back over its input's grid).
+  NodeId spread(NodeId x, int64_t axis, int64_t every) {
+    if (every == 1) return x;
+    Dims shape = type(x).shape, split = shape;
+    split.insert(split.begin() + axis + 1, 1);
+    Attrs pad;
+    pad[0].ints.assign(split.size(), 0);
+    pad[1].ints.assign(split.size(), 0);
+    pad[1].ints[axis + 1] = every - 1;
+    pad[2] = scalar_attr(type(x).dtype, 0);
+    NodeId padded = emit(OpId::Pad, {reshaped(x, split)}, pad);
+    Dims joined = shape;
+    joined[axis] *= every;
+    Attrs window;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      window[0].ints.push_back(0);
+      window[1].ints.push_back(static_cast<int64_t>(d) == axis ? (shape[d] - 1) * every + 1 : shape[d]);
+      window[2].ints.push_back(1);
+    }
+    return emit(OpId::Slice, {reshaped(padded, joined)}, window);
+  }
+
+  // `x` reversed along `axis`: a gather of indices n - 1 down to 0.
+  NodeId reversed(NodeId x, int64_t axis) {
+    int64_t n = type(x).shape[axis];
+    TensorType indices{DType::I64, {n}};
+    Attrs along;
+    along[0].i = 0;
+    NodeId iota = emit(OpId::Iota, {}, along, &indices);
+    NodeId down = emit(OpId::Sub, {b_.constant(static_cast<double>(n - 1), indices), iota});
+    Attrs gather_axis;
+    gather_axis[0].i = axis;
+    return emit(OpId::Gather, {x, down}, gather_axis);
+  }
+
+  // y = conv2d(x, w): the weight's gradient is a convolution of x by the
+  // cotangent (batch and channels swapped; the forward's dilation its stride
+  // and its stride its dilation); the input's, of the cotangent spread over
+  // the input's grid by the weights turned over (channels swapped, reversed
+  // along both window axes).
+  Status convolution(const Node& node, NodeId g) {
+    NodeId x = node.operands[0], w = node.operands[1];
+    if (node.attrs[3].i != 1) return make_error("grad: no vector-Jacobian rule for a grouped 'conv2d' yet");
+    const Ints strides = node.attrs[0].ints, pads = node.attrs[1].ints, dilations = node.attrs[2].ints;
+    const Dims xs = type(x).shape, ws = type(w).shape, gs = type(g).shape;
+    const Ints swap = {1, 0, 2, 3};
+    if (needed_[w]) {
+      // With the forward's pads it may make rows past the window (floor division): cut to KH x KW.
+      Attrs attrs = convolution_attrs(dilations, pads, strides);
+      NodeId full = emit(OpId::Conv2d, {transposed(x, swap), transposed(g, swap)}, attrs);  // [C, O, >= KH, >= KW]
+      Attrs window;
+      for (int64_t d = 0; d < 4; ++d) {
+        window[0].ints.push_back(0);
+        window[1].ints.push_back(d < 2 ? type(full).shape[d] : ws[d]);
+        window[2].ints.push_back(1);
+      }
+      NodeId cut = type(full).shape == Dims{ws[1], ws[0], ws[2], ws[3]} ? full : emit(OpId::Slice, {full}, window);
+      accumulate(w, transposed(cut, swap));
+    }
+    if (needed_[x]) {
+      NodeId grid = spread(spread(g, 2, strides[0]), 3, strides[1]);
+      Ints around(4);
+      for (int64_t a = 0; a < 2; ++a) {
+        int64_t extent = dilations[a] * (ws[2 + a] - 1), spread_size = (gs[2 + a] - 1) * strides[a] + 1;
+        around[a] = extent - pads[a];                       // top, left
+        around[2 + a] = xs[2 + a] - spread_size + pads[a];  // bottom, right
+        if (around[a] < 0 || around[2 + a] < 0)
+          return make_error("grad: no vector-Jacobian rule yet for a 'conv2d' padded past its window");
+      }
+      NodeId turned = reversed(reversed(transposed(w, swap), 2), 3);  // [C, O, KH, KW]
+      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, around, dilations)));
+    }
+    return {};
   }
 
   // A broadcast's cotangent summed over the axes it repeated along.

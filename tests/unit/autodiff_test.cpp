@@ -83,7 +83,10 @@ void check_gradients(const Graph& forward, const std::vector<Values>& inputs,
           (evaluate(forward, plus, pipeline_text)[0][0] - evaluate(forward, minus, pipeline_text)[0][0]) / (2 * h);
       CAPTURE(p);
       CAPTURE(i);
-      CHECK(outputs[first_gradient + p][i] == doctest::Approx(difference).epsilon(1e-6).scale(1e-6));
+      // Central differences lose about 2e-16 |loss| / h to rounding: the
+      // absolute part of the tolerance is 45 times that.
+      double got = outputs[first_gradient + p][i];
+      CHECK(std::fabs(got - difference) <= 1e-6 * std::fabs(difference) + 1e-8 * (1 + std::fabs(outputs[0][0])));
     }
   }
 }
@@ -153,6 +156,19 @@ TEST_CASE("grad: layout ops against central differences") {
   check_gradients(layout, draws(layout, 6));
 }
 
+TEST_CASE("grad: conv2d against central differences, strided, padded and dilated") {
+  for (const Window2d& window : {Window2d{}, Window2d{{2, 1}, {1, 0, 1, 1}, {1, 2}},
+                                 Window2d{{2, 2}, {1, 1, 0, 0}, {2, 1}}, Window2d{{3, 2}, {2, 1, 2, 0}, {1, 1}}}) {
+    CAPTURE(window.strides[0]);
+    CAPTURE(window.pads[0]);
+    CAPTURE(window.dilations[0]);
+    Graph convolved = traced({{2, 3, 7, 6}, {4, 3, 3, 2}}, [&](std::vector<Tensor>& in) {
+      return std::vector<Tensor>{weighted_sum(conv2d(in[0], in[1], window))};
+    });
+    check_gradients(convolved, draws(convolved, 8));
+  }
+}
+
 TEST_CASE("grad: the mlp's squared error through decompose and the grad pass against central differences") {
   Graph forward = traced({{3, 4}, {4, 6}, {6}, {6, 4}, {4}, {3, 4}}, [](std::vector<Tensor>& in) {
     Tensor out = matmul(gelu(matmul(in[0], in[1]) + in[2]), in[3]) + in[4];
@@ -185,6 +201,11 @@ TEST_CASE("grad: the mlp's squared error through decompose and the grad pass aga
   auto no_rule = differentiate(pooled, GradRequest{});
   REQUIRE_FALSE(no_rule.ok());
   CHECK(no_rule.error().message == "grad: no vector-Jacobian rule for 'max_pool2d' yet");
+  Graph grouped = traced({{1, 4, 5, 5}, {4, 1, 3, 3}},
+                         [](std::vector<Tensor>& in) { return std::vector<Tensor>{sum(conv2d(in[0], in[1], {}, 4))}; });
+  auto depthwise = differentiate(grouped, GradRequest{});
+  REQUIRE_FALSE(depthwise.ok());
+  CHECK(depthwise.error().message == "grad: no vector-Jacobian rule for a grouped 'conv2d' yet");
   auto not_scalar = differentiate(primitives, GradRequest{1, {}});
   REQUIRE_FALSE(not_scalar.ok());
   CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");
