@@ -236,13 +236,19 @@ class Backward {
   }
 
   // conv2d's attributes: strides, pads [top, left, bottom, right], dilations, groups.
-  static Attrs convolution_attrs(const Ints& strides, const Ints& pads, const Ints& dilations) {
+  static Attrs convolution_attrs(const Ints& strides, const Ints& pads, const Ints& dilations, int64_t groups) {
     Attrs attrs;
     attrs[0].ints = strides;
     attrs[1].ints = pads;
     attrs[2].ints = dilations;
-    attrs[3].i = 1;
+    attrs[3].i = groups;
     return attrs;
+  }
+
+  // `x` split to `split`, its axes permuted, joined to `joined`: a grouped
+  // convolution's operands with their groups moved.
+  NodeId regrouped(NodeId x, const Dims& split, const Ints& perm, const Dims& joined) {
+    return reshaped(transposed(reshaped(x, split), perm), joined);
   }
 
   NodeId transposed(NodeId x, const Ints& perm) {
@@ -287,21 +293,26 @@ class Backward {
     return emit(OpId::Gather, {x, down}, gather_axis);
   }
 
-  // y = conv2d(x, w): the weight's gradient is a convolution of x by the
-  // cotangent (batch and channels swapped; the forward's dilation its stride
-  // and its stride its dilation); the input's, of the cotangent spread over
-  // the input's grid by the weights turned over (channels swapped, reversed
-  // along both window axes).
+  // y = conv2d(x, w) in G groups: the weight's gradient is a convolution of
+  // x by the cotangent (batch and channels swapped within each group; the
+  // forward's dilation its stride and its stride its dilation); the input's,
+  // of the cotangent spread over the input's grid by the weights turned over
+  // (channels swapped within each group, reversed along both window axes).
   Status convolution(const Node& node, NodeId g) {
     NodeId x = node.operands[0], w = node.operands[1];
-    if (node.attrs[3].i != 1) return make_error("grad: no vector-Jacobian rule for a grouped 'conv2d' yet");
     const Ints strides = node.attrs[0].ints, pads = node.attrs[1].ints, dilations = node.attrs[2].ints;
+    const int64_t groups = node.attrs[3].i;
     const Dims xs = type(x).shape, ws = type(w).shape, gs = type(g).shape;
+    const int64_t n = xs[0], c = xs[1], o = ws[0];
     const Ints swap = {1, 0, 2, 3};
     if (needed_[w]) {
+      // x as [C/G, G N, H, W] and the cotangent as [O, N, OH, OW]: G groups of N channels.
+      NodeId input =
+          regrouped(x, {n, groups, c / groups, xs[2], xs[3]}, {2, 1, 0, 3, 4}, {c / groups, groups * n, xs[2], xs[3]});
+      NodeId weight = regrouped(g, {n, groups, o / groups, gs[2], gs[3]}, {1, 2, 0, 3, 4}, {o, n, gs[2], gs[3]});
       // With the forward's pads it may make rows past the window (floor division): cut to KH x KW.
-      Attrs attrs = convolution_attrs(dilations, pads, strides);
-      NodeId full = emit(OpId::Conv2d, {transposed(x, swap), transposed(g, swap)}, attrs);  // [C, O, >= KH, >= KW]
+      Attrs attrs = convolution_attrs(dilations, pads, strides, groups);
+      NodeId full = emit(OpId::Conv2d, {input, weight}, attrs);  // [C/G, O, >= KH, >= KW]
       Attrs window;
       for (int64_t d = 0; d < 4; ++d) {
         window[0].ints.push_back(0);
@@ -321,8 +332,10 @@ class Backward {
         if (around[a] < 0 || around[2 + a] < 0)
           return make_error("grad: no vector-Jacobian rule yet for a 'conv2d' padded past its window");
       }
-      NodeId turned = reversed(reversed(transposed(w, swap), 2), 3);  // [C, O, KH, KW]
-      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, around, dilations)));
+      NodeId swapped =
+          regrouped(w, {groups, o / groups, ws[1], ws[2], ws[3]}, {0, 2, 1, 3, 4}, {c, o / groups, ws[2], ws[3]});
+      NodeId turned = reversed(reversed(swapped, 2), 3);  // [C, O/G, KH, KW]
+      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, around, dilations, groups)));
     }
     return {};
   }

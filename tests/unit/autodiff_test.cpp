@@ -156,14 +156,27 @@ TEST_CASE("grad: layout ops against central differences") {
   check_gradients(layout, draws(layout, 6));
 }
 
-TEST_CASE("grad: conv2d against central differences, strided, padded and dilated") {
-  for (const Window2d& window : {Window2d{}, Window2d{{2, 1}, {1, 0, 1, 1}, {1, 2}},
-                                 Window2d{{2, 2}, {1, 1, 0, 0}, {2, 1}}, Window2d{{3, 2}, {2, 1, 2, 0}, {1, 1}}}) {
-    CAPTURE(window.strides[0]);
-    CAPTURE(window.pads[0]);
-    CAPTURE(window.dilations[0]);
-    Graph convolved = traced({{2, 3, 7, 6}, {4, 3, 3, 2}}, [&](std::vector<Tensor>& in) {
-      return std::vector<Tensor>{weighted_sum(conv2d(in[0], in[1], window))};
+TEST_CASE("grad: conv2d against central differences, strided, padded, dilated and grouped") {
+  struct Case {
+    Dims x, w;
+    Window2d window;
+    int64_t groups;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 7, 6}, {4, 3, 3, 2}, {}, 1},
+      {{2, 3, 7, 6}, {4, 3, 3, 2}, {{2, 1}, {1, 0, 1, 1}, {1, 2}}, 1},
+      {{2, 3, 7, 6}, {4, 3, 3, 2}, {{2, 2}, {1, 1, 0, 0}, {2, 1}}, 1},
+      {{2, 3, 7, 6}, {4, 3, 3, 2}, {{3, 2}, {2, 1, 2, 0}, {1, 1}}, 1},
+      {{2, 4, 7, 6}, {6, 2, 3, 2}, {{2, 1}, {1, 1, 1, 0}, {1, 1}}, 2},  // two groups
+      {{2, 3, 6, 5}, {3, 1, 3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}}, 3},  // depthwise, as MobileNetV2's
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.window.strides[0]);
+    CAPTURE(c.window.pads[0]);
+    CAPTURE(c.window.dilations[0]);
+    CAPTURE(c.groups);
+    Graph convolved = traced({c.x, c.w}, [&](std::vector<Tensor>& in) {
+      return std::vector<Tensor>{weighted_sum(conv2d(in[0], in[1], c.window, c.groups))};
     });
     check_gradients(convolved, draws(convolved, 8));
   }
@@ -201,11 +214,6 @@ TEST_CASE("grad: the mlp's squared error through decompose and the grad pass aga
   auto no_rule = differentiate(pooled, GradRequest{});
   REQUIRE_FALSE(no_rule.ok());
   CHECK(no_rule.error().message == "grad: no vector-Jacobian rule for 'max_pool2d' yet");
-  Graph grouped = traced({{1, 4, 5, 5}, {4, 1, 3, 3}},
-                         [](std::vector<Tensor>& in) { return std::vector<Tensor>{sum(conv2d(in[0], in[1], {}, 4))}; });
-  auto depthwise = differentiate(grouped, GradRequest{});
-  REQUIRE_FALSE(depthwise.ok());
-  CHECK(depthwise.error().message == "grad: no vector-Jacobian rule for a grouped 'conv2d' yet");
   auto not_scalar = differentiate(primitives, GradRequest{1, {}});
   REQUIRE_FALSE(not_scalar.ok());
   CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");
