@@ -7,6 +7,7 @@
 
 #include "graph_builder.h"
 #include "lazylab/op_formulas.hpp"
+#include "node_math.h"
 
 namespace lazylab {
 namespace {
@@ -32,36 +33,9 @@ class Backward {
 
   NodeId cotangent(NodeId id) const { return cotangent_[id]; }
 
-  // The primitives as nodes shaped like `like` (op_formulas.hpp's math).
-  struct NodeMath {
-    using Value = NodeId;
-    using Predicate = NodeId;
-    Backward& d;
-    NodeId like;
-    NodeId constant(double v) { return d.b_.constant(v, d.type(like)); }
-    NodeId neg(NodeId x) { return d.emit(OpId::Neg, {x}); }
-    NodeId abs(NodeId x) { return d.emit(OpId::Abs, {x}); }
-    NodeId exp(NodeId x) { return d.emit(OpId::Exp, {x}); }
-    NodeId log(NodeId x) { return d.emit(OpId::Log, {x}); }
-    NodeId sqrt(NodeId x) { return d.emit(OpId::Sqrt, {x}); }
-    NodeId tanh(NodeId x) { return d.emit(OpId::Tanh, {x}); }
-    NodeId erf(NodeId x) { return d.emit(OpId::Erf, {x}); }
-    NodeId add(NodeId a, NodeId b) { return d.emit(OpId::Add, {a, b}); }
-    NodeId sub(NodeId a, NodeId b) { return d.emit(OpId::Sub, {a, b}); }
-    NodeId mul(NodeId a, NodeId b) { return d.emit(OpId::Mul, {a, b}); }
-    NodeId div(NodeId a, NodeId b) { return d.emit(OpId::Div, {a, b}); }
-    NodeId pow(NodeId a, NodeId b) { return d.emit(OpId::Pow, {a, b}); }
-    NodeId max(NodeId a, NodeId b) { return d.emit(OpId::Max, {a, b}); }
-    NodeId min(NodeId a, NodeId b) { return d.emit(OpId::Min, {a, b}); }
-    NodeId eq(NodeId a, NodeId b) { return d.emit(OpId::Eq, {a, b}); }
-    NodeId ne(NodeId a, NodeId b) { return d.emit(OpId::Ne, {a, b}); }
-    NodeId lt(NodeId a, NodeId b) { return d.emit(OpId::Lt, {a, b}); }
-    NodeId le(NodeId a, NodeId b) { return d.emit(OpId::Le, {a, b}); }
-    NodeId gt(NodeId a, NodeId b) { return d.emit(OpId::Gt, {a, b}); }
-    NodeId ge(NodeId a, NodeId b) { return d.emit(OpId::Ge, {a, b}); }
-    NodeId select(NodeId c, NodeId a, NodeId b) { return d.emit(OpId::Select, {c, a, b}); }
-    NodeId from_predicate(NodeId c) { return select(c, constant(1), constant(0)); }
-  };
+  // What core/node_math.h's NodeMath appends nodes through.
+  NodeId op(OpId op, Operands operands) { return emit(op, std::move(operands)); }
+  NodeId scalar(double value, NodeId like) { return b_.constant(value, type(like)); }
 
  private:
   // A node's type; a reference that emit() may invalidate (keep copies).
@@ -136,7 +110,7 @@ class Backward {
 
   Status elementwise(NodeId id, const Node& node, NodeId g) {
     const uint32_t op = static_cast<uint32_t>(node.op);
-    NodeMath math{*this, id};
+    NodeMath<Backward> math{*this, id};
     switch (node.op) {
       case OpId::Cast: {
         NodeId x = node.operands[0];

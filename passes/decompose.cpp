@@ -5,6 +5,7 @@
 //   gelu(x)      = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)), u = 0.7978845608(x + 0.044715x^3)
 // A composite of bf16 or f16 decomposes in f32, between casts.
 #include "core/graph_builder.h"
+#include "core/node_math.h"
 #include "core/pass.h"
 #include "lazylab/op_formulas.hpp"
 
@@ -75,40 +76,10 @@ Expected<std::optional<NodeId>> decompose_layernorm(Emitter& e, GraphBuilder& b,
   return e.result(e.op(OpId::Add, {e.op(OpId::Mul, {normalized, operands[1]}), operands[2]}));
 }
 
-// The primitives as graph nodes of x's type, so gelu's decomposition is its
-// formula in op_formulas.hpp, the one every backend computes.
-struct NodeMath {
-  using Value = NodeId;
-  using Predicate = NodeId;
-  Emitter& e;
-  NodeId like;
-  NodeId constant(double v) { return e.scalar(v, like); }
-  NodeId neg(NodeId x) { return e.op(OpId::Neg, {x}); }
-  NodeId abs(NodeId x) { return e.op(OpId::Abs, {x}); }
-  NodeId exp(NodeId x) { return e.op(OpId::Exp, {x}); }
-  NodeId log(NodeId x) { return e.op(OpId::Log, {x}); }
-  NodeId sqrt(NodeId x) { return e.op(OpId::Sqrt, {x}); }
-  NodeId tanh(NodeId x) { return e.op(OpId::Tanh, {x}); }
-  NodeId erf(NodeId x) { return e.op(OpId::Erf, {x}); }
-  NodeId add(NodeId a, NodeId b) { return e.op(OpId::Add, {a, b}); }
-  NodeId sub(NodeId a, NodeId b) { return e.op(OpId::Sub, {a, b}); }
-  NodeId mul(NodeId a, NodeId b) { return e.op(OpId::Mul, {a, b}); }
-  NodeId div(NodeId a, NodeId b) { return e.op(OpId::Div, {a, b}); }
-  NodeId pow(NodeId a, NodeId b) { return e.op(OpId::Pow, {a, b}); }
-  NodeId max(NodeId a, NodeId b) { return e.op(OpId::Max, {a, b}); }
-  NodeId min(NodeId a, NodeId b) { return e.op(OpId::Min, {a, b}); }
-  NodeId eq(NodeId a, NodeId b) { return e.op(OpId::Eq, {a, b}); }
-  NodeId ne(NodeId a, NodeId b) { return e.op(OpId::Ne, {a, b}); }
-  NodeId lt(NodeId a, NodeId b) { return e.op(OpId::Lt, {a, b}); }
-  NodeId le(NodeId a, NodeId b) { return e.op(OpId::Le, {a, b}); }
-  NodeId gt(NodeId a, NodeId b) { return e.op(OpId::Gt, {a, b}); }
-  NodeId ge(NodeId a, NodeId b) { return e.op(OpId::Ge, {a, b}); }
-  NodeId select(NodeId c, NodeId a, NodeId b) { return e.op(OpId::Select, {c, a, b}); }
-  NodeId from_predicate(NodeId c) { return select(c, constant(1), constant(0)); }
-};
-
+// Gelu's formula from op_formulas.hpp as graph nodes of x's type: the
+// function every backend computes.
 Expected<std::optional<NodeId>> decompose_gelu(Emitter& e, NodeId x) {
-  NodeMath math{e, x};
+  NodeMath<Emitter> math{e, x};
   NodeId out = 0;
   formulas::unary(math, LAZYLAB_OP_Gelu, x, out);
   return e.result(out);
