@@ -21,12 +21,14 @@ from ._core import (  # noqa: F401
     Graph,
     Pipeline,
     Tensor,
+    adamw_step,
     backends,
     from_dlpack,
     grad,
     op_table,
     parse_lzir,
     read_lzir,
+    sgd_step,
 )
 from . import ops  # noqa: F401
 

@@ -65,8 +65,9 @@ struct PyTensor {
 // `tensor` as a PyTensor of `owner`, or lazylab.Error with its message.
 PyTensor wrap(const std::shared_ptr<ContextHandle>& owner, Tensor tensor);
 
-void bind_runtime(py::module_& m);  // dtypes, backends, pipelines, engines, graphs
-void bind_tensors(py::module_& m);  // Context, Tensor, the op table and its ops
-void bind_data(py::module_& m);     // NumPy, the buffer protocol, DLPack
+void bind_runtime(py::module_& m);   // dtypes, backends, pipelines, engines, graphs
+void bind_tensors(py::module_& m);   // Context, Tensor, the op table and its ops
+void bind_data(py::module_& m);      // NumPy, the buffer protocol, DLPack
+void bind_training(py::module_& m);  // grad and the optimizer steps
 
 }  // namespace lazylab::python

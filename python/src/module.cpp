@@ -16,4 +16,5 @@ PYBIND11_MODULE(_core, m) {
   bind_runtime(m);
   bind_tensors(m);
   bind_data(m);
+  bind_training(m);
 }

@@ -427,22 +427,6 @@ void bind_tensors(py::module_& m) {
       [](const std::string& name, const std::vector<PyTensor*>& operands, const py::dict& attrs,
          std::optional<DType> dtype) { return apply(op_named(name), operands, attrs, dtype); },
       py::arg("op"), py::arg("operands"), py::arg("attrs") = py::dict(), py::arg("dtype") = std::nullopt);
-  m.def(
-      "grad",
-      [](const PyTensor& loss, const std::vector<PyTensor*>& wrt) {
-        std::vector<Tensor> inputs;
-        for (const PyTensor* x : wrt) {
-          if (!x) throw LazylabError("grad: wrt holds None, not a tensor");
-          if (x->owner != loss.owner) throw LazylabError("grad: a tensor of wrt belongs to another context");
-          inputs.push_back(x->tensor);
-        }
-        std::vector<PyTensor> gradients;
-        for (Tensor& g : value_or_raise(grad(loss.tensor, inputs))) gradients.push_back(wrap(loss.owner, std::move(g)));
-        return gradients;
-      },
-      py::arg("loss"), py::arg("wrt"),
-      "The gradients of `loss` (a float scalar, pending) with respect to each tensor of `wrt` (inputs of its "
-      "trace), reverse mode, pending on the same context: lazylab's own backward (core/autodiff.h)");
 }
 
 }  // namespace lazylab::python
