@@ -13,7 +13,7 @@
 
 namespace lazylab {
 
-Expected<std::vector<Tensor>> grad(const Tensor& loss, std::span<const Tensor> wrt) {
+Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor> wrt) {
   if (!loss.ok()) return *loss.error();
   for (const Tensor& x : wrt)
     if (!x.ok()) return *x.error();
@@ -45,18 +45,24 @@ Expected<std::vector<Tensor>> grad(const Tensor& loss, std::span<const Tensor> w
     }
   }
   if (request.wrt.empty()) {  // the loss reads none of them
-    std::vector<Tensor> zeros;
-    for (const Tensor& x : wrt) zeros.push_back(full_like(x, 0));
+    ValueAndGrad zeros{loss, {}};
+    for (const Tensor& x : wrt) zeros.gradients.push_back(full_like(x, 0));
     return zeros;
   }
   auto joint = differentiate(module.graph, request);
   if (!joint) return joint.error();
   auto results = ctx.call(*joint, inputs);
   if (!results) return results.error();
-  std::vector<Tensor> gradients;
+  ValueAndGrad out{(*results)[0], {}};
   for (size_t i = 0; i < wrt.size(); ++i)
-    gradients.push_back(slot[i] >= 0 ? (*results)[1 + slot[i]] : full_like(wrt[i], 0));
-  return gradients;
+    out.gradients.push_back(slot[i] >= 0 ? (*results)[1 + slot[i]] : full_like(wrt[i], 0));
+  return out;
+}
+
+Expected<std::vector<Tensor>> grad(const Tensor& loss, std::span<const Tensor> wrt) {
+  auto both = value_and_grad(loss, wrt);
+  if (!both) return both.error();
+  return std::move(both->gradients);
 }
 
 }  // namespace lazylab

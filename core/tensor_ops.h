@@ -98,6 +98,15 @@ Tensor full_like(const Tensor& x, double value);
 // read gets zeros; a tensor computed in the trace is an error.
 Expected<std::vector<Tensor>> grad(const Tensor& loss, std::span<const Tensor> wrt);
 
+// grad(), with the loss as the joint graph computes it: keep that one and
+// drop `loss`, and the step computes the forward once (JAX's
+// value_and_grad), whatever the pipeline.
+struct ValueAndGrad {
+  Tensor value;
+  std::vector<Tensor> gradients;
+};
+Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor> wrt);
+
 Tensor operator+(Tensor a, Tensor b);
 Tensor operator-(Tensor a, Tensor b);
 Tensor operator*(Tensor a, Tensor b);

@@ -36,10 +36,78 @@ DEFAULTS = {
     "attention": {"batch": 4, "heads": 12, "seq": 256, "head_dim": 64},
     "gpt2-block": {"batch": 4, "seq": 256, "channels": 768, "heads": 12},
 }
+DEFAULTS["mlp-train"] = DEFAULTS["mlp"]
+DEFAULTS["gpt2-block-train"] = DEFAULTS["gpt2-block"]
 
 
 def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def mlp_inputs(p, u, n):
+    d, h = p["d"], p["hidden"]
+    return u(p["batch"], d), [n(d, h, s=0.02), n(h, s=0.02), n(h, d, s=0.02), n(d, s=0.02)]
+
+
+def mlp(x, w):
+    return gelu_tanh(x @ w[0] + w[1]) @ w[2] + w[3]
+
+
+def gpt2_inputs(p, n):
+    C = p["channels"]
+    x = n(p["batch"], p["seq"], C)
+    ln1w, ln1b, ln2w, ln2b = n(C), n(C), n(C), n(C)
+    wqkv, bqkv, wp, bp = n(C, 3 * C, s=0.02), n(3 * C, s=0.02), n(C, C, s=0.02), n(C, s=0.02)
+    wf, bf, wo, bo = n(C, 4 * C, s=0.02), n(4 * C, s=0.02), n(4 * C, C, s=0.02), n(C, s=0.02)
+    return x, [ln1w, ln1b, wqkv, bqkv, wp, bp, ln2w, ln2b, wf, bf, wo, bo]
+
+
+def gpt2_block(p, x, w, mask, attend=None):
+    """Pre-LN GPT-2 block (lazylab's gpt2-block: weights in its input order)."""
+    B, T, C, H = p["batch"], p["seq"], p["channels"], p["heads"]
+    D = C // H
+    ln = torch.nn.functional.layer_norm
+    qkv = ln(x, (C,), w[0], w[1], 1e-5) @ w[2] + w[3]
+    q, k, v = (t.reshape(B, T, H, D).permute(0, 2, 1, 3) for t in qkv.split(C, -1))
+    if attend:
+        y = attend(q, k, v, is_causal=True)
+    else:
+        s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
+        s = s.masked_fill(~mask, float("-inf"))
+        y = torch.softmax(s, -1) @ v
+    y = y.permute(0, 2, 1, 3).reshape(B, T, C)
+    h = x + (y @ w[4] + w[5])
+    return h + (gelu_tanh(ln(h, (C,), w[6], w[7], 1e-5) @ w[8] + w[9]) @ w[10] + w[11])
+
+
+def make_training(name, p, g, device="cpu", dtype=torch.float32):
+    """WORKLOADS.md's training step: the forward, mean((out - t)^2), backward
+    and torch.optim.AdamW (lr 1e-3, weight decay 0.01) from a mid-training
+    state like lazylab's (m ~ N(0, 1e-4), v in [0.5e-8, 1.5e-8), step 10)."""
+    u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device, dtype)
+    n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device, dtype)
+    if name == "mlp-train":
+        x, weights = mlp_inputs(p, u, n)
+        forward = lambda w: mlp(x, w)  # noqa: E731
+    else:
+        x, weights = gpt2_inputs(p, n)
+        mask = torch.tril(torch.ones(p["seq"], p["seq"], dtype=torch.bool)).to(device)
+        forward = lambda w: gpt2_block(p, x, w, mask)  # noqa: E731
+    target = n(*x.shape)
+    params = [w.clone().requires_grad_(True) for w in weights]
+    optimizer = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    for w in params:
+        optimizer.state[w] = {"step": torch.tensor(10.0), "exp_avg": n(*w.shape, s=1e-4),
+                              "exp_avg_sq": (torch.rand(*w.shape, generator=g) + 0.5).to(device, dtype) * 1e-8}
+
+    def step():
+        with torch.enable_grad():
+            optimizer.zero_grad()
+            loss = ((forward(params) - target) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            return loss
+    return step
 
 
 def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32):
@@ -68,10 +136,11 @@ def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32):
     if name == "layernorm":
         x, w, b = u(p["rows"], p["cols"]), u(p["cols"]), u(p["cols"])
         return lambda: torch.nn.functional.layer_norm(x, (p["cols"],), w, b, 1e-5), 0
+    if name.endswith("-train"):
+        return make_training(name, p, g, device, dtype), 0
     if name == "mlp":
-        d, h = p["d"], p["hidden"]
-        x, w1, b1, w2, b2 = u(p["batch"], d), n(d, h, s=0.02), n(h, s=0.02), n(h, d, s=0.02), n(d, s=0.02)
-        return lambda: gelu_tanh(x @ w1 + b1) @ w2 + b2, 0
+        x, weights = mlp_inputs(p, u, n)
+        return lambda: mlp(x, weights), 0
     if name == "attention":
         shape = (p["batch"], p["heads"], p["seq"], p["head_dim"])
         q, k, v = u(*shape), u(*shape), u(*shape)
@@ -79,28 +148,9 @@ def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32):
             return lambda: attend(q, k, v, scale=0.125), 0
         return lambda: torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v, 0
     if name == "gpt2-block":
-        B, T, C, H = p["batch"], p["seq"], p["channels"], p["heads"]
-        D = C // H
-        x = n(B, T, C)
-        ln1w, ln1b, ln2w, ln2b = n(C), n(C), n(C), n(C)
-        wqkv, bqkv, wp, bp = n(C, 3 * C, s=0.02), n(3 * C, s=0.02), n(C, C, s=0.02), n(C, s=0.02)
-        wf, bf, wo, bo = n(C, 4 * C, s=0.02), n(4 * C, s=0.02), n(4 * C, C, s=0.02), n(C, s=0.02)
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool)).to(device)
-        ln = torch.nn.functional.layer_norm
-
-        def step():
-            qkv = ln(x, (C,), ln1w, ln1b, 1e-5) @ wqkv + bqkv
-            q, k, v = (t.reshape(B, T, H, D).permute(0, 2, 1, 3) for t in qkv.split(C, -1))
-            if sdpa:
-                y = attend(q, k, v, is_causal=True)
-            else:
-                s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(D))
-                s = s.masked_fill(~mask, float("-inf"))
-                y = torch.softmax(s, -1) @ v
-            y = y.permute(0, 2, 1, 3).reshape(B, T, C)
-            h = x + (y @ wp + bp)
-            return h + (gelu_tanh(ln(h, (C,), ln2w, ln2b, 1e-5) @ wf + bf) @ wo + bo)
-        return step, 0
+        x, weights = gpt2_inputs(p, n)
+        mask = torch.tril(torch.ones(p["seq"], p["seq"], dtype=torch.bool)).to(device)
+        return lambda: gpt2_block(p, x, weights, mask, attend if sdpa else None), 0
     raise SystemExit(f"unknown workload {name}")
 
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 
+#include "core/optimizers.h"
 #include "core/suggest.h"
 #include "core/tensor_ops.h"
 #include "workload_inputs.h"
@@ -144,6 +145,51 @@ Definition gpt2_workload() {
           nullptr};
 }
 
+// WORKLOADS.md's training steps: `forward`'s step, the loss mean((out -
+// t)^2) against a target t ~ N(0, 1) of the output's (and input 0's) shape,
+// the gradients of every input but input 0 (lazylab's own reverse mode),
+// and one AdamW step (lr 1e-3, beta 0.9 / 0.999, eps 1e-8, weight decay
+// 0.01). Inputs: the forward's, the target, each weight's first and second
+// moments, the learning rate and the step count (rank 0: inputs, not
+// constants). The moments are a state of mid-training (m ~ N(0, 1e-4), v
+// in [0.5e-8, 1.5e-8), step 10) rather than zeros: a first step from zeros
+// moves every weight by about lr times the sign of its gradient, so a
+// gradient that is zero but for rounding (attention's key bias) would move
+// by lr on one backend and -lr on another. Outputs: the loss, the new
+// weights, m and v, each step from the same state (the runner keeps its
+// inputs), as the runner checks every step against one reference.
+Definition training(Definition forward, std::string name, std::string summary) {
+  Definition d = std::move(forward);
+  d.info.name = std::move(name);
+  d.info.summary = std::move(summary);
+  d.inputs = [inputs = d.inputs](const WorkloadParams& p) {
+    std::vector<InputSpec> specs = inputs(p);
+    const size_t weights = specs.size() - 1;
+    specs.push_back({specs[0].shape, Fill::Normal, 1.0});
+    for (size_t i = 1; i <= weights; ++i) specs.push_back({specs[i].shape, Fill::Normal, 1e-4});
+    for (size_t i = 1; i <= weights; ++i) specs.push_back({specs[i].shape, Fill::Positive, 1e-8});
+    specs.push_back({{}, Fill::Constant, 1e-3});
+    specs.push_back({{}, Fill::Constant, 10});
+    return specs;
+  };
+  d.step = [step = d.step](const std::vector<Tensor>& in, const WorkloadParams& p) {
+    const size_t weights = (in.size() - 4) / 3;
+    std::vector<Tensor> forward_inputs(in.begin(), in.begin() + 1 + weights);
+    Tensor diff = step(forward_inputs, p)[0] - in[1 + weights];
+    std::span<const Tensor> params(in.data() + 1, weights);
+    auto loss = value_and_grad(mean(diff * diff), params);
+    if (!loss) return std::vector<Tensor>{in[0].context().error_tensor(loss.error())};
+    auto next = adamw_step(params, loss->gradients, std::span(in.data() + 2 + weights, weights),
+                           std::span(in.data() + 2 + 2 * weights, weights), in[2 + 3 * weights], in[3 + 3 * weights]);
+    if (!next) return std::vector<Tensor>{in[0].context().error_tensor(next.error())};
+    std::vector<Tensor> outputs{loss->value};
+    for (auto* list : {&next->params, &next->m, &next->v}) outputs.insert(outputs.end(), list->begin(), list->end());
+    return outputs;
+  };
+  d.ops_per_step = nullptr;
+  return d;
+}
+
 const std::vector<Definition>& definitions() {
   static const std::vector<Definition> kDefinitions = {
       chain("chain", 1048576, "x = relu((x + 1) * 0.99), iters times (3 ops an iteration)"),
@@ -154,6 +200,8 @@ const std::vector<Definition>& definitions() {
       mlp_workload(),
       attention_workload(),
       gpt2_workload(),
+      training(mlp_workload(), "mlp-train", "mlp's forward, loss mean((out - t)^2), gradients, AdamW"),
+      training(gpt2_workload(), "gpt2-block-train", "gpt2-block's forward, loss mean((out - t)^2), gradients, AdamW"),
   };
   return kDefinitions;
 }
@@ -195,8 +243,8 @@ Status check_params(const Definition& definition, const WorkloadParams& params) 
     if (value <= 0 || value > kMaxParam)
       return make_error(fmt::format("workload '{}': parameter '{}' must be between 1 and 2^40, got {}",
                                     definition.info.name, key, value));
-  if (definition.info.name == "gpt2-block" && params.at("channels") % params.at("heads") != 0)
-    return make_error("workload 'gpt2-block': channels must be divisible by heads");
+  if (params.count("heads") && params.count("channels") && params.at("channels") % params.at("heads") != 0)
+    return make_error(fmt::format("workload '{}': channels must be divisible by heads", definition.info.name));
   std::vector<InputSpec> inputs = definition.inputs(params);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (std::string problem = size_problem(TensorType{DType::F32, inputs[i].shape}); !problem.empty())

@@ -8,7 +8,10 @@ void fill_values(T* out, int64_t n, std::mt19937_64& rng, Fill fill, double scal
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int64_t i = 0; i < n; ++i) {
-    double v = fill == Fill::Normal ? normal(rng) * scale : uniform(rng) * scale;
+    double v = fill == Fill::Normal     ? normal(rng) * scale
+               : fill == Fill::Positive ? (1.0 + 0.5 * uniform(rng)) * scale
+               : fill == Fill::Constant ? scale
+                                        : uniform(rng) * scale;
     if (fill == Fill::Uniform && v == 0) v = scale * 0.5;
     if (is_float(dtype))
       out[i] = static_cast<T>(v);

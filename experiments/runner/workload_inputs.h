@@ -7,7 +7,10 @@
 
 namespace lazylab {
 
-enum class Fill { Uniform, Normal };
+// Uniform in [-scale, scale), Normal with deviation scale, Positive in
+// [scale / 2, 3 scale / 2) (an optimizer's second moments), Constant: scale
+// (a learning rate, a step count).
+enum class Fill { Uniform, Normal, Positive, Constant };
 
 // Each input gets its own stream (seed, index), so adding an input does not
 // change the others. Uniform draws are in [-1, 1) and never exactly zero.

@@ -36,6 +36,8 @@ const std::map<std::string, WorkloadParams> kSmall = {
     {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 32}}},
     {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 8}, {"head_dim", 4}}},
     {"gpt2-block", {{"batch", 2}, {"seq", 8}, {"channels", 16}, {"heads", 2}}},
+    {"mlp-train", {{"batch", 4}, {"d", 16}, {"hidden", 32}}},
+    {"gpt2-block-train", {{"batch", 2}, {"seq", 8}, {"channels", 16}, {"heads", 2}}},
 };
 
 Graph workload_graph(const std::string& name) {

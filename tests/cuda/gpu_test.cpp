@@ -32,6 +32,8 @@ const std::map<std::string, WorkloadParams> kCases = {
     {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 24}}},
     {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 6}, {"head_dim", 4}}},
     {"gpt2-block", {{"batch", 1}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
+    {"mlp-train", {{"batch", 4}, {"d", 16}, {"hidden", 24}}},
+    {"gpt2-block-train", {{"batch", 1}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
 };
 
 std::unique_ptr<Backend> cuda_backend(const std::string& options = "cache=off") {

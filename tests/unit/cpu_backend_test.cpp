@@ -35,6 +35,8 @@ const Case kCases[] = {
     {"mlp", {{"batch", 4}, {"d", 16}, {"hidden", 24}}},
     {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 6}, {"head_dim", 4}}},
     {"gpt2-block", {{"batch", 2}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},  // weights shared by 2 batches
+    {"mlp-train", {{"batch", 4}, {"d", 16}, {"hidden", 24}}},
+    {"gpt2-block-train", {{"batch", 2}, {"seq", 5}, {"channels", 8}, {"heads", 2}}},
 };
 
 // Each float's bits: NaN payloads and signed zeros compared too.

@@ -23,6 +23,8 @@ const std::map<std::string, WorkloadParams> kSmall = {
     {"mlp", {{"batch", 2}, {"d", 8}, {"hidden", 12}}},
     {"attention", {{"batch", 1}, {"heads", 2}, {"seq", 5}, {"head_dim", 4}}},
     {"gpt2-block", {{"batch", 1}, {"seq", 4}, {"channels", 8}, {"heads", 2}}},
+    {"mlp-train", {{"batch", 2}, {"d", 8}, {"hidden", 12}}},
+    {"gpt2-block-train", {{"batch", 1}, {"seq", 4}, {"channels", 8}, {"heads", 2}}},
 };
 
 }  // namespace

@@ -41,14 +41,16 @@ inline void check_steps(const std::vector<StepOutputs>& steps, const StepOutputs
 }
 
 // A workload's f32 outputs for one step whose inputs are buffers of the
-// backend's own (each negated by a step before), all given up with the call
+// backend's own (each the abs of its seeded values, by a step before), all given up with the call
 // (`give_up`) or held; `donated`: the buffers the step's outputs took.
 inline StepOutputs run_giving_up_inputs(Backend& backend, const Workload& workload, const std::string& pipeline_text,
                                         bool give_up, uint64_t& donated) {
   Engine engine(pipeline(pipeline_text), backend);
   Context ctx(engine);
   std::vector<Tensor> inputs = bind_inputs(ctx, workload.make_inputs(1));
-  for (Tensor& input : inputs) input = neg(input);  // an upload a device backend may take is taken here
+  // An upload a device backend may take is taken here; abs keeps a training
+  // step's second moments, learning rate and step count positive.
+  for (Tensor& input : inputs) input = abs(input);
   REQUIRE(ctx.mark_step().ok());
   uint64_t before = engine.metrics().donated_buffers;
   std::vector<Tensor> kept = give_up ? std::vector<Tensor>{} : inputs;
