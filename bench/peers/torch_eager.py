@@ -80,10 +80,12 @@ def gpt2_block(p, x, w, mask, attend=None):
     return h + (gelu_tanh(ln(h, (C,), w[6], w[7], 1e-5) @ w[8] + w[9]) @ w[10] + w[11])
 
 
-def make_training(name, p, g, device="cpu", dtype=torch.float32):
+def make_training(name, p, g, device="cpu", dtype=torch.float32, compile_mode=None):
     """WORKLOADS.md's training step: the forward, mean((out - t)^2), backward
     and torch.optim.AdamW (lr 1e-3, weight decay 0.01) from a mid-training
-    state like lazylab's (m ~ N(0, 1e-4), v in [0.5e-8, 1.5e-8), step 10)."""
+    state like lazylab's (m ~ N(0, 1e-4), v in [0.5e-8, 1.5e-8), step 10).
+    With `compile_mode` the forward is torch.compile'd in that mode (the
+    optimizer eager, as PEERS.md's training peers)."""
     u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device, dtype)
     n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device, dtype)
     if name == "mlp-train":
@@ -93,6 +95,8 @@ def make_training(name, p, g, device="cpu", dtype=torch.float32):
         x, weights = gpt2_inputs(p, n)
         mask = torch.tril(torch.ones(p["seq"], p["seq"], dtype=torch.bool)).to(device)
         forward = lambda w: gpt2_block(p, x, w, mask)  # noqa: E731
+    if compile_mode:
+        forward = torch.compile(forward, mode=compile_mode)
     target = n(*x.shape)
     params = [w.clone().requires_grad_(True) for w in weights]
     optimizer = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -110,12 +114,13 @@ def make_training(name, p, g, device="cpu", dtype=torch.float32):
     return step
 
 
-def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32):
+def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32, compile_mode=None):
     """One step of workload `name` with params `p`, inputs drawn from `g` on
     the host and placed on `device` in `dtype` (bf16: the f32 draws rounded,
     as lazylab's `inputs: bf16`); and the ops a step records (chain).
     With `sdpa`, attention (and gpt2-block's) is one
-    F.scaled_dot_product_attention call, PyTorch's fused kernels (torch 2)."""
+    F.scaled_dot_product_attention call, PyTorch's fused kernels (torch 2).
+    A training step (`*-train`) compiles its forward in `compile_mode`."""
     attend = lambda *a, **k: torch.nn.functional.scaled_dot_product_attention(*a, **k)
     u = lambda *shape: (torch.rand(*shape, generator=g) * 2 - 1).to(device, dtype)
     n = lambda *shape, s=1.0: (torch.randn(*shape, generator=g) * s).to(device, dtype)
@@ -137,7 +142,7 @@ def make(name, p, g, device="cpu", sdpa=False, dtype=torch.float32):
         x, w, b = u(p["rows"], p["cols"]), u(p["cols"]), u(p["cols"])
         return lambda: torch.nn.functional.layer_norm(x, (p["cols"],), w, b, 1e-5), 0
     if name.endswith("-train"):
-        return make_training(name, p, g, device, dtype), 0
+        return make_training(name, p, g, device, dtype, compile_mode), 0
     if name == "mlp":
         x, weights = mlp_inputs(p, u, n)
         return lambda: mlp(x, weights), 0

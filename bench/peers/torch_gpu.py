@@ -51,7 +51,9 @@ ATTENTION_WORKLOADS = {"attention", "gpt2-block"}
 
 
 def add_arguments(ap):
-    ap.add_argument("--mode", choices=["eager", "compile", "reduce-overhead"], default="eager")
+    ap.add_argument("--mode", choices=["eager", "compile", "reduce-overhead", "compile-step"], default="eager",
+                    help="compile, reduce-overhead: a training step's forward compiled, its optimizer eager; "
+                         "compile-step: the whole step function compiled (where TorchDynamo captures it)")
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32", help="bf16: each step under torch.autocast")
     ap.add_argument("--attention", choices=["matmul", "sdpa"], default="matmul")
     ap.add_argument("--inputs", choices=["f32", "bf16"], default="f32", help="the dtype inputs and weights are in")
@@ -77,13 +79,18 @@ def main():
         if name not in DEFAULTS or (args.attention == "sdpa" and name not in ATTENTION_WORKLOADS):
             print(f"{name:12s} not defined for torch {pipeline}: left out")
             continue
+        training = name.endswith("-train")
+        if args.mode == "compile-step" and not training:
+            print(f"{name:12s} compile-step is a training step's mode: left out")
+            continue
+        torch._dynamo.reset()
         g = torch.Generator().manual_seed(args.seed + i)
+        forward_mode = {"compile": "default", "reduce-overhead": "reduce-overhead"}.get(args.mode) if training else None
         step, ops = make(name, params[name], g, "cuda", sdpa=args.attention == "sdpa",
-                         dtype=torch.bfloat16 if args.inputs == "bf16" else torch.float32)
+                         dtype=torch.bfloat16 if args.inputs == "bf16" else torch.float32, compile_mode=forward_mode)
         if args.dtype == "bf16":
             step = autocast(step)
-        if args.mode != "eager":
-            torch._dynamo.reset()
+        if args.mode == "compile-step" or not training and args.mode != "eager":
             step = torch.compile(step, mode="reduce-overhead" if args.mode == "reduce-overhead" else "default")
         step_ms, first_ms = measure(step, args.warmup, args.runs)
         cell = {"workload": name, "pipeline": pipeline, "backend": "torch-cuda", "params": params[name],
