@@ -442,9 +442,7 @@ class ProgramSource {
     for (uint32_t i = 0; i < kernel.num_ops; ++i) {
       const lazylab_op& op = kernel.ops[i];
       if (program_.values[op.result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) needs_memory_.insert(op.result);
-      Launch launch;
-      code.source += op_function(program_, op, fmt::format("{}_{}", name, i), launch);
-      result.launches.push_back(std::move(launch));
+      code.source += op_function(program_, op, fmt::format("{}_{}", name, i), result.launches);
     }
     return result;
   }

@@ -37,6 +37,12 @@ struct Launch {
 };
 
 inline constexpr uint32_t kNoValue = ~uint32_t{0};
+// In Launch::values: the device's scratch memory instead of a value's (the
+// cuBLASLt workspace: products and launches run one after another on the
+// device's one stream, so a launch may leave partial results there for the
+// next launch of its kernel), of kScratchBytes.
+inline constexpr uint32_t kScratchValue = ~uint32_t{0} - 1;
+inline constexpr uint64_t kScratchBytes = uint64_t{32} << 20;
 
 struct KernelCode {
   bool product = false;  // a cuBLASLt product (the kernel's contraction) runs before the launches

@@ -28,7 +28,7 @@ namespace lazylab::cuda {
 // operand is transposed, the bias epilogue, TF32 and the dtype.
 using ProductKey = std::array<int64_t, 9>;
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device (and launches', codegen.h)
 
 // A graph replays the launches of a step with one call, but its parameters
 // and outputs move through staging memory at fixed addresses (a copy each

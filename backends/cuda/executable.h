@@ -359,7 +359,7 @@ class CudaExecutable : public plugin::Executable {
     for (const LoadedLaunch& l : kernel.launches) {
       if (l.launch.work == 0) continue;
       std::vector<CUdeviceptr> pointers;
-      for (uint32_t v : l.launch.values) pointers.push_back(address(v));
+      for (uint32_t v : l.launch.values) pointers.push_back(v == kScratchValue ? device_.workspace : address(v));
       long long work = l.launch.work;
       std::vector<void*> args;
       for (CUdeviceptr& p : pointers) args.push_back(&p);

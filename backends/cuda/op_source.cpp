@@ -39,6 +39,14 @@ namespace {
 // otherwise, whose reads of neighbouring outputs' elements coalesce).
 constexpr int64_t kBlockReductionMin = 256;
 constexpr int64_t kBlockReductionMaxOutputs = 16384;
+// Where outputs x kSplitElements exceed the elements, a block per output
+// leaves the device idle (a loss's mean, 8.4M elements into one: 11 ms in
+// one block on an H200): each output's elements are split into chunks of
+// at least kSplitElements, each chunk a block's, their partial results
+// left in the device's scratch (kScratchValue) and combined by a second
+// launch, a block per output, in chunk order (the same sums every run).
+constexpr int64_t kSplitElements = 16384;
+constexpr int64_t kMaxChunks = 1024;
 
 // One op of an opaque kernel, as its own launch; its operands and result
 // are in memory.
@@ -46,7 +54,16 @@ class OpSource {
  public:
   explicit OpSource(const lazylab_program& program) : program_(program) {}
 
-  std::string generate(const lazylab_op& op, const std::string& name, Launch& launch) const {
+  std::string generate(const lazylab_op& op, const std::string& name, std::vector<Launch>& launches) const {
+    if (ops::category(op.op) == ops::Category::Reduction) return reduction(op, name, launches);
+    Launch launch;
+    std::string source = generate_one(op, name, launch);
+    launches.push_back(std::move(launch));
+    return source;
+  }
+
+ private:
+  std::string generate_one(const lazylab_op& op, const std::string& name, Launch& launch) const {
     const lazylab_value& out = program_.values[op.result];
     switch (ops::category(op.op)) {
       case ops::Category::Layout:
@@ -56,7 +73,6 @@ class OpSource {
         if (op.op == LAZYLAB_OP_Pad) return pad(op, name, launch);
         return layout(op, name, launch);
       case ops::Category::Window: return window(op, name, launch);
-      case ops::Category::Reduction: return reduction(op, name, launch);
       case ops::Category::Contraction: return matmul(op, name, launch);
       case ops::Category::Leaf:
         if (op.op == LAZYLAB_OP_Iota) return iota(op, name, launch);
@@ -331,14 +347,19 @@ class OpSource {
         name, storage_type(out.dtype), op.result, op.result, storage_type(out.dtype), inner, out.shape[axis]);
   }
 
-  // A thread per output element, looping over the reduced elements.
-  std::string reduction(const lazylab_op& op, const std::string& name, Launch& launch) const {
+  // A thread per output element, looping over the reduced elements; a
+  // block per output where each has many; chunks of an output to blocks of
+  // their own, then combined, where the outputs are too few to fill the device.
+  std::string reduction(const lazylab_op& op, const std::string& name, std::vector<Launch>& launches) const {
     const lazylab_value &in = program_.values[op.operands[0]], &out = program_.values[op.result];
     std::vector<int64_t> shape = shape_of(in), strides = ops::row_major_strides(shape);
     std::vector<bool> reduced(shape.size());
     for (uint32_t a = 0; a < op.attrs[0].num_ints; ++a) reduced[op.attrs[0].ints[a]] = true;
     std::string kept = "    long long rest = t, base = 0;\n", inner = "      long long r = k, at = base;\n";
     int64_t count = 1;
+    // Where the reduced axes are the innermost (each one's stride the count
+    // of those inside it), an output's elements are contiguous: at = base + k.
+    bool trailing = true;
     auto step = [](const char* index, const char* offset, int64_t size, int64_t stride) {
       return fmt::format("{{ const long long c = {0} % {2}LL; {0} /= {2}LL; {1} += c * {3}LL; }}\n", index, offset,
                          size, stride);
@@ -348,10 +369,12 @@ class OpSource {
       if (reduced[d]) {
         inner += "      " + step("r", "at", shape[d], strides[d]);
         count *= shape[d];
+        trailing = trailing && strides[d] == count / shape[d];
       } else {
         kept += "    " + step("rest", "base", shape[d], strides[d]);
       }
     }
+    if (trailing) inner = "      const long long at = base + k;\n";
     uint32_t type = in.dtype;
     bool integer = !is_float(type);
     bool sums = ops::combiner(op.op) == LAZYLAB_OP_Add;
@@ -372,13 +395,19 @@ class OpSource {
                          : op.op == LAZYLAB_OP_ReduceMean ? (integer ? fmt::format("(long long)acc / {}LL", count)
                                                                      : fmt::format("acc / {}.0", count))
                                                           : "acc";
-    launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
-    if (count >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs) {
+    const int64_t outputs = elements_of(out);
+    const ReductionParts parts{
+        name, storage_type(type), op.operands[0], op.result, kept, acc, init, count, inner, functor, result};
+    if (count >= kBlockReductionMin && outputs < kBlockReductionMaxOutputs) {
+      int64_t chunks = std::min({kMaxChunks, count / kSplitElements,
+                                 static_cast<int64_t>(kScratchBytes / 8) / std::max<int64_t>(outputs, 1)});
+      if (chunks > 1) return split_reduction(parts, outputs, chunks, launches);
       // A block per output element, its threads striding over the reduced
       // elements: batch norm's statistics are 16-128 sums of 512-16,384
       // elements each, which a thread apiece summed one after another (ResNet-18's
       // training step at 32x32: 79 kernels, 4.8 of its 8.6 ms on an H100).
-      launch.block_per_item = true;
+      launches.push_back(Launch{name, {op.operands[0], op.result}, outputs});
+      launches.back().block_per_item = true;
       return fmt::format(
           "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
           "  __shared__ {5} shared[32];\n"
@@ -387,15 +416,60 @@ class OpSource {
           "      acc = {9}()(acc, ({5})p{2}[at]);\n    }}\n"
           "    acc = lazylab_block_reduce(acc, shared, {9}());\n"
           "    if (threadIdx.x == 0) p{3}[t] = ({1})({10});\n  }}\n}}\n",
-          name, storage_type(type), op.operands[0], op.result, kept, acc, init, count, inner, functor, result);
+          name, parts.storage, parts.in, parts.out, kept, acc, init, count, inner, functor, result);
     }
+    launches.push_back(Launch{name, {op.operands[0], op.result}, outputs});
     return fmt::format(
         "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {1}* __restrict__ p{3}, long long work) {{\n"
         "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
         "       t += (long long)blockDim.x * gridDim.x) {{\n{4}"
         "    {5} acc = {6};\n    for (long long k = 0; k < {7}LL; ++k) {{\n{8}"
         "      acc = {9}()(acc, ({5})p{2}[at]);\n    }}\n    p{3}[t] = ({1})({10});\n  }}\n}}\n",
-        name, storage_type(type), op.operands[0], op.result, kept, acc, init, count, inner, functor, result);
+        name, parts.storage, parts.in, parts.out, kept, acc, init, count, inner, functor, result);
+  }
+
+  // What a reduction's functions are made of (reduction()).
+  struct ReductionParts {
+    std::string name;
+    const char* storage;
+    uint32_t in, out;
+    std::string kept, acc, init;
+    int64_t count;
+    std::string inner, functor, result;
+  };
+
+  // Two launches: a block per (output, chunk) leaves the chunk's combined
+  // value at scratch[output * chunks + chunk]; a block per output combines
+  // its chunks in order and stores the result.
+  static std::string split_reduction(const ReductionParts& p, int64_t outputs, int64_t chunks,
+                                     std::vector<Launch>& launches) {
+    const int64_t per_chunk = (p.count + chunks - 1) / chunks;
+    launches.push_back(Launch{p.name, {p.in, kScratchValue}, outputs * chunks});
+    launches.back().block_per_item = true;
+    launches.push_back(Launch{p.name + "_finish", {kScratchValue, p.out}, outputs});
+    launches.back().block_per_item = true;
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ p{2}, {4}* __restrict__ scratch, long long work) "
+        "{{\n"
+        "  __shared__ {4} shared[32];\n"
+        "  for (long long item = blockIdx.x; item < work; item += gridDim.x) {{\n"
+        "    const long long t = item / {10}LL, chunk = item % {10}LL;\n{3}"
+        "    {4} acc = {5};\n"
+        "    const long long end = min({6}LL, (chunk + 1) * {11}LL);\n"
+        "    for (long long k = chunk * {11}LL + threadIdx.x; k < end; k += blockDim.x) {{\n{7}"
+        "      acc = {8}()(acc, ({4})p{2}[at]);\n    }}\n"
+        "    acc = lazylab_block_reduce(acc, shared, {8}());\n"
+        "    if (threadIdx.x == 0) scratch[item] = acc;\n  }}\n}}\n"
+        "extern \"C\" __global__ void {0}_finish(const {4}* __restrict__ scratch, {1}* __restrict__ p{12}, "
+        "long long work) {{\n"
+        "  __shared__ {4} shared[32];\n"
+        "  for (long long t = blockIdx.x; t < work; t += gridDim.x) {{\n"
+        "    {4} acc = {5};\n"
+        "    for (long long c = threadIdx.x; c < {10}LL; c += blockDim.x) acc = {8}()(acc, scratch[t * {10}LL + c]);\n"
+        "    acc = lazylab_block_reduce(acc, shared, {8}());\n"
+        "    if (threadIdx.x == 0) p{12}[t] = ({1})({9});\n  }}\n}}\n",
+        p.name, p.storage, p.in, p.kept, p.acc, p.init, p.count, p.inner, p.functor, p.result, chunks, per_chunk,
+        p.out);
   }
 
   // Matmuls cuBLASLt does not run (integer or f64, or in an opaque kernel):
@@ -425,8 +499,9 @@ class OpSource {
 
 }  // namespace
 
-std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name, Launch& launch) {
-  return OpSource(program).generate(op, name, launch);
+std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name,
+                        std::vector<Launch>& launches) {
+  return OpSource(program).generate(op, name, launches);
 }
 
 }  // namespace lazylab::cuda

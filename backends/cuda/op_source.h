@@ -13,8 +13,11 @@
 
 namespace lazylab::cuda {
 
-// `op`'s function, named `name`; `launch` says how to run it.
-std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name, Launch& launch);
+// `op`'s functions, named `name` (and `name` + "_finish"), appending to
+// `launches` how to run them (a reduction of many elements into few outputs
+// takes two).
+std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name,
+                        std::vector<Launch>& launches);
 
 // A strided copy: element t of `shape` reads operand element offset +
 // sum_d coordinate_d * strides[d].

@@ -750,6 +750,32 @@ TEST_CASE("a reduction of many elements into few outputs takes a block per outpu
   CHECK(compiled.cubin.size() > 100);
 }
 
+TEST_CASE("a reduction of millions of elements into few outputs splits into chunks, and compiles") {
+  // A loss's mean: 8M elements into one took 11 ms in one block on an
+  // H200. Chunks of blocks leave partial sums in the device's scratch; a
+  // second launch combines each output's in order. The reduced axes
+  // innermost: an output's elements are read contiguously.
+  Context ctx;
+  Tensor x = ctx.from_vector(std::vector<float>(4096 * 2048, 1.0f), {4096, 2048});
+  Tensor loss = mean(x * x);
+  Tensor columns = sum(reshape(x, {1048576, 8}), {0});  // eight outputs, strided
+  Module module = lowered(ctx.capture(), "lower");
+  cuda::ProgramCode code = generated(module);
+  int splits = 0;
+  for (const cuda::KernelCode& kernel : code.kernels)
+    for (size_t l = 0; l + 1 < kernel.launches.size(); ++l)
+      if (kernel.launches[l].values.back() == cuda::kScratchValue) {
+        CHECK(kernel.launches[l + 1].values.front() == cuda::kScratchValue);
+        CHECK(kernel.launches[l + 1].function == kernel.launches[l].function + "_finish");
+        ++splits;
+      }
+  CHECK(splits == 2);
+  CHECK(count(code.source, "const long long at = base + k;") == 1);    // the mean's, not the columns'
+  CHECK(count(code.source, "8388608LL, (chunk + 1) * 16384LL") == 1);  // 512 chunks of 16,384
+  cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}
+
 // mlp with its inputs and weights stored in bf16, under autocast: two
 // products, each with its bias, the first with gelu.
 Module autocast_mlp_in_bf16() {

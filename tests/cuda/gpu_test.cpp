@@ -441,15 +441,31 @@ TEST_CASE("reductions of many elements into few outputs match the interpreter") 
   auto cuda = cuda_backend();
   auto interp = interp_backend();
   auto program = [](Context& ctx) {
-    std::vector<float> wave(16 * 8 * 32 * 32), tall(4096 * 8);
+    std::vector<float> wave(16 * 8 * 32 * 32), tall(4096 * 8), large(600 * 4096);
     for (size_t i = 0; i < wave.size(); ++i) wave[i] = static_cast<float>((i * 37) % 101) * 0.03f - 1.4f;
+    for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<float>((i * 7) % 113) * 0.01f - 0.5f;
     for (size_t i = 0; i < tall.size(); ++i) tall[i] = static_cast<float>((i * 13) % 29) - 14.0f;
     wave[5000] = NAN;               // channel 0
     wave[3 * 1024 + 7] = INFINITY;  // channel 3
     Tensor x = ctx.from_vector(wave, {16, 8, 32, 32});
     Tensor column = ctx.from_vector(tall, {4096, 8});
     Tensor whole = cast(column, DType::I64);
+    // Few outputs of millions of elements: split into chunks, combined by a
+    // second launch (a loss's mean); the reduced axes innermost or not.
+    Tensor big = ctx.from_vector(large, {600, 4096});
+    large[1234567] = NAN;
+    Tensor with_nan = ctx.from_vector(large, {600, 4096});
     return std::vector<Tensor>{
+        sum(big, {0, 1}),
+        mean(big, {0, 1}),
+        max(big, {0, 1}),
+        min(big, {0, 1}),
+        sum(reshape(big, {3, 819200}), {1}),
+        mean(reshape(big, {819200, 3}), {0}),
+        cast(sum(cast(big * 100.0, DType::I64), {0, 1}), DType::F32),
+        cast(max(gt(big, ctx.full(0.6, big.type())), {0, 1}), DType::F32),
+        max(with_nan, {0, 1}),
+        sum(with_nan, {0, 1}),
         sum(x, {0, 2, 3}),
         mean(x, {0, 2, 3}, true),
         max(x, {0, 2, 3}),
