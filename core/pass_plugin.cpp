@@ -86,6 +86,7 @@ Expected<LoadedPlugin> load_pass_plugin(const std::string& path) {
   if (free) free = check_names_free(registrar.schedulers(), "scheduler");
   if (free) free = check_names_free(registrar.planners(), "memory planner");
   if (free) free = check_names_free(registrar.policies(), "precision policy");
+  if (free) free = check_names_free(registrar.remat_strategies(), "rematerialization strategy");
   if (!free)
     return make_error(fmt::format("pass plugin {} ({} {}): {}; nothing of it was registered", path, info->name,
                                   info->version, free.error().message));
@@ -96,6 +97,7 @@ Expected<LoadedPlugin> load_pass_plugin(const std::string& path) {
   add_all(registrar.schedulers(), "scheduler", provenance, loaded);
   add_all(registrar.planners(), "memory planner", provenance, loaded);
   add_all(registrar.policies(), "precision policy", provenance, loaded);
+  add_all(registrar.remat_strategies(), "rematerialization strategy", provenance, loaded);
   plugins().push_back(loaded);
   return loaded;
 }

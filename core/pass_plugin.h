@@ -5,11 +5,11 @@
 //   extern "C" LAZYLAB_PLUGIN_EXPORT lazylab::PassPluginInfo lazylab_pass_plugin_info();
 //
 // returning its API version, name, version and a function that registers
-// what it provides: passes, fusion strategies, schedulers, memory planners, precision policies. The host calls that
-// function only when the API version is this library's: the plugin shares C++ types with liblazylab, so another version
-// is refused, naming both. What a plugin registers carries its name and version into every pipeline that uses it
-// (Pipeline::provenance and the fingerprint), so the cache and the reports know what ran. A plugin stays loaded until
-// the process ends.
+// what it provides: passes, fusion strategies, schedulers, memory planners, precision policies, rematerialization
+// strategies. The host calls that function only when the API version is this library's: the plugin shares C++ types
+// with liblazylab, so another version is refused, naming both. What a plugin registers carries its name and version
+// into every pipeline that uses it (Pipeline::provenance and the fingerprint), so the cache and the reports know what
+// ran. A plugin stays loaded until the process ends.
 #pragma once
 
 #include <cstdint>
@@ -21,13 +21,15 @@
 #include "memory_planner.h"
 #include "pass.h"
 #include "precision_policy.h"
+#include "remat_strategy.h"
 #include "scheduler.h"
 
 // Version of the C++ interface a pass plugin compiles against (PassInfo,
 // FusionStrategyInfo, Module, ...): raised on any change to it. 3: Graph
 // keeps the last trace's nodes for reuse (its layout and nodes() changed).
-// 4: precision policies (PluginRegistrar::add_precision_policy).
-#define LAZYLAB_PASS_PLUGIN_API_VERSION 4u
+// 4: precision policies (PluginRegistrar::add_precision_policy). 5:
+// rematerialization strategies (add_remat_strategy).
+#define LAZYLAB_PASS_PLUGIN_API_VERSION 5u
 #define LAZYLAB_PASS_PLUGIN_ENTRY "lazylab_pass_plugin_info"
 #define LAZYLAB_PLUGIN_EXPORT __attribute__((visibility("default")))
 
@@ -42,12 +44,14 @@ class PluginRegistrar {
   void add_scheduler(SchedulerInfo info) { schedulers_.push_back(std::move(info)); }
   void add_memory_planner(MemoryPlannerInfo info) { planners_.push_back(std::move(info)); }
   void add_precision_policy(PrecisionPolicyInfo info) { policies_.push_back(std::move(info)); }
+  void add_remat_strategy(RematStrategyInfo info) { remat_strategies_.push_back(std::move(info)); }
 
   std::vector<PassInfo>& passes() { return passes_; }
   std::vector<FusionStrategyInfo>& strategies() { return strategies_; }
   std::vector<SchedulerInfo>& schedulers() { return schedulers_; }
   std::vector<MemoryPlannerInfo>& planners() { return planners_; }
   std::vector<PrecisionPolicyInfo>& policies() { return policies_; }
+  std::vector<RematStrategyInfo>& remat_strategies() { return remat_strategies_; }
 
  private:
   std::vector<PassInfo> passes_;
@@ -55,6 +59,7 @@ class PluginRegistrar {
   std::vector<SchedulerInfo> schedulers_;
   std::vector<MemoryPlannerInfo> planners_;
   std::vector<PrecisionPolicyInfo> policies_;
+  std::vector<RematStrategyInfo> remat_strategies_;
 };
 
 struct PassPluginInfo {

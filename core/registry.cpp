@@ -5,6 +5,7 @@
 #include "core/memory_planner.h"
 #include "core/pass.h"
 #include "core/precision_policy.h"
+#include "core/remat_strategy.h"
 #include "core/scheduler.h"
 
 namespace lazylab {
@@ -20,5 +21,6 @@ template class Registry<FusionStrategyInfo>;
 template class Registry<SchedulerInfo>;
 template class Registry<MemoryPlannerInfo>;
 template class Registry<PrecisionPolicyInfo>;
+template class Registry<RematStrategyInfo>;
 
 }  // namespace lazylab

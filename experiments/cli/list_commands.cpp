@@ -7,6 +7,7 @@
 #include "core/memory_planner.h"
 #include "core/pass.h"
 #include "core/precision_policy.h"
+#include "core/remat_strategy.h"
 #include "core/scheduler.h"
 #include "options.h"
 #include "runner/workload.h"
@@ -60,6 +61,7 @@ int passes_command(const Args& args) {
     if (info->name == "schedule") print_entries(SchedulerRegistry::global(), "scheduler");
     if (info->name == "plan-memory") print_entries(MemoryPlannerRegistry::global(), "planner");
     if (info->name == "autocast") print_entries(PrecisionPolicyRegistry::global(), "policy");
+    if (info->name == "remat") print_entries(RematStrategyRegistry::global(), "strategy");
   }
   return kExitOk;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/fusion_strategy.h"
+#include "core/remat_strategy.h"
 #include "integer_edges.h"
 #include "random_program.h"
 #include "runner/workload.h"
@@ -40,6 +41,9 @@ TEST_CASE("every workload x pass agrees with the reference") {
                                         "decompose,lower,plan-memory{algo=linear-scan}"};
   for (const std::string& strategy : FusionStrategyRegistry::global().names())
     pipelines.push_back("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower");
+  for (const std::string& strategy : RematStrategyRegistry::global().names())
+    pipelines.push_back("decompose,canonicalize,cse,dce,remat{strategy=" + strategy +
+                        "},fuse{strategy=gemm-epilogue},lower,plan-memory");
   auto interp = interp_backend();
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));

@@ -1,0 +1,49 @@
+// remat{strategy=NAME,of=N}: what the forward of a joint graph keeps for its
+// backward, by a rematerialization strategy (core/remat_strategy.h):
+// `save-all` keeps everything the backward reads, `recompute-cheap`
+// recomputes elementwise and layout ops there, `min-cut` keeps the fewest
+// bytes from which the backward can recompute the rest, or one a plugin
+// adds. Root `of` is the loss: its ancestors are the forward. Run after cse
+// (which would merge the recomputed copies back) and before fuse.
+#include <fmt/format.h>
+
+#include "core/remat_strategy.h"
+
+namespace lazylab {
+namespace {
+
+class Remat : public Pass {
+ public:
+  explicit Remat(PassOptions options) : options_(std::move(options)) {}
+
+  Expected<bool> run(Module& module) override {
+    const std::string& name = options_.get("strategy");
+    const RematStrategyInfo* info = RematStrategyRegistry::global().find(name);
+    if (!info) return make_error(fmt::format("unknown rematerialization strategy '{}'", name));
+    auto split = split_joint(module.graph, static_cast<size_t>(options_.get_int("of")));
+    if (!split) return split.error();
+    auto recompute = info->create(options_)->recompute(module.graph, *split);
+    if (!recompute)
+      return make_error(fmt::format("rematerialization strategy '{}': {}", name, recompute.error().message));
+    bool any = false;
+    for (NodeId id : split->saved) any = any || (*recompute)[id];
+    if (!any) return false;
+    replace_graph(module, rematerialize(module.graph, *split, *recompute));
+    return true;
+  }
+
+ private:
+  PassOptions options_;
+};
+
+LAZYLAB_REGISTER_PASS(PassInfo{
+    "remat",
+    "Choose what a joint graph's forward keeps for its backward and what the backward recomputes",
+    {registry_option<RematStrategyInfo>("strategy", "save-all", "the rematerialization strategy"),
+     {"of", OptionKind::Int, "0", "the loss: the root whose ancestors are the forward", {}, {}, 0}},
+    [](const PassOptions& options) -> std::unique_ptr<Pass> { return std::make_unique<Remat>(options); },
+    PassStage::Graph,
+    registry_extension<RematStrategyInfo>("strategy")});
+
+}  // namespace
+}  // namespace lazylab

@@ -1,0 +1,77 @@
+// Rematerialization strategies (core/remat_strategy.h, remat{strategy=...}):
+// what each keeps for the backward of the training workloads, the minimum
+// cut keeping the fewest bytes, and a bad root an error. That each computes
+// what the joint graph computes: differential_test runs every workload
+// through every strategy.
+#include <doctest/doctest.h>
+
+#include "core/pass_manager.h"
+#include "core/remat_strategy.h"
+#include "runner/workload.h"
+#include "support.h"
+
+namespace lazylab::testing {
+namespace {
+
+// A training workload's joint graph, decomposed and cleaned as pipelines do.
+Graph joint_graph(const std::string& name, const WorkloadParams& params) {
+  auto workload = make_builtin_workload(name, params);
+  REQUIRE(workload.ok());
+  Context ctx;
+  std::vector<Tensor> outputs = (*workload)->step(ctx, bind_inputs(ctx, (*workload)->make_inputs(1)));
+  Module module;
+  module.graph = ctx.capture();
+  REQUIRE(run_pipeline(pipeline("decompose,canonicalize,cse,dce"), module).ok());
+  return std::move(module.graph);
+}
+
+// The bytes the forward keeps for the backward after `strategy`.
+uint64_t kept_bytes(const Graph& joint, const std::string& strategy) {
+  Module module;
+  module.graph = joint;
+  REQUIRE(run_pipeline(pipeline("remat{strategy=" + strategy + "}"), module).ok());
+  auto split = split_joint(module.graph, 0);
+  REQUIRE(split.ok());
+  uint64_t bytes = 0;
+  for (NodeId id : split->saved) bytes += module.graph.node(id).type.bytes();
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("the minimum cut keeps no more bytes for the backward than saving all or recomputing the cheap ops") {
+  const std::pair<const char*, WorkloadParams> cases[] = {
+      {"mlp-train", {{"batch", 16}, {"d", 8}, {"hidden", 32}}},
+      {"gpt2-block-train", {{"batch", 2}, {"seq", 8}, {"channels", 16}, {"heads", 2}}}};
+  for (const auto& [workload, params] : cases) {
+    const std::string name = workload;
+    CAPTURE(name);
+    Graph joint = joint_graph(name, params);
+    uint64_t all = kept_bytes(joint, "save-all"), cheap = kept_bytes(joint, "recompute-cheap"),
+             cut = kept_bytes(joint, "min-cut");
+    CHECK(cut <= all);
+    CHECK(cut <= cheap);
+    CHECK(cheap < all);  // the gelu's, layernorm's and softmax's elementwise steps are not kept
+    MESSAGE(name << ": kept bytes save-all " << all << ", recompute-cheap " << cheap << ", min-cut " << cut);
+  }
+}
+
+TEST_CASE("remat names a loss root the graph lacks, and leaves a forward alone") {
+  Context ctx;
+  Tensor x = ctx.placeholder(TensorType{DType::F32, {4}});
+  Tensor y = exp(x) * 2.0;
+  Module module;
+  module.graph = ctx.capture();
+  auto bad = run_pipeline(pipeline("remat{strategy=min-cut,of=1}"), module);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("the loss is root 1, but the graph has 1 root") != std::string::npos);
+  for (const char* strategy : {"save-all", "recompute-cheap", "min-cut"}) {
+    Module forward;
+    forward.graph = module.graph;
+    auto ran = run_pipeline(pipeline(std::string("remat{strategy=") + strategy + "}"), forward);
+    REQUIRE(ran.ok());
+    CHECK(forward.graph.size() == module.graph.size());  // no backward: nothing to keep or recompute
+  }
+}
+
+}  // namespace lazylab::testing
