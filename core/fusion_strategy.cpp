@@ -181,7 +181,22 @@ std::vector<int> KernelGroups::kernel_of() {
   return kernel;
 }
 
+const std::vector<bool>& KernelGroups::forward_of(size_t loss_root) {
+  if (!forward_) {
+    NodeId loss = graph_.roots()[loss_root];
+    forward_ = live_nodes(graph_, std::span<const NodeId>(&loss, 1));
+  }
+  return *forward_;
+}
+
 FusionDecision check_backend(const Module& module, KernelGroups& groups, NodeId producer, NodeId consumer) {
+  if (module.loss_root && *module.loss_root < module.graph.roots().size()) {
+    const std::vector<bool>& forward = groups.forward_of(*module.loss_root);
+    if (forward[producer] != forward[consumer])
+      return FusionDecision::no(RefusalCode::Cost,
+                                "a forward op and a backward one (after remat each keeps to its own kernels: a "
+                                "backward value made in the forward's kernel would be kept from the forward on)");
+  }
   const lazylab_capabilities* caps = module.capabilities;
   if (!caps) return FusionDecision::yes();
   for (NodeId id : {producer, consumer})

@@ -78,6 +78,9 @@ class KernelGroups {
   bool would_create_cycle(NodeId a, NodeId b);
   // Dense kernel ids in program order of each group's first node.
   std::vector<int> kernel_of();
+  // Per node: whether it is root `loss_root`'s ancestor (the forward of a
+  // joint graph; Module::loss_root), worked out once.
+  const std::vector<bool>& forward_of(size_t loss_root);
 
  private:
   struct GroupGraph;
@@ -90,10 +93,12 @@ class KernelGroups {
   };
   std::vector<Summary> summary_;  // by group root
   std::unique_ptr<GroupGraph> groups_;
+  std::optional<std::vector<bool>> forward_;  // forward_of's, once asked
 };
 
 // Shared checks: the backend runs both ops and fuses this kind of kernel,
-// and the merged group stays under the backend's size limit.
+// the merged group stays under the backend's size limit, and (after remat)
+// it does not join a joint graph's forward and backward.
 FusionDecision check_backend(const Module& module, KernelGroups& groups, NodeId producer, NodeId consumer);
 
 // Gives every constant one user, so fusing a splat into each consumer never

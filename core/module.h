@@ -54,6 +54,13 @@ struct Module {
   const lazylab_capabilities* capabilities = nullptr;
   // Candidate pairs a fusion strategy considered, with its decisions.
   std::vector<FusionCandidate> fusion_log;
+  // Set by remat: root `*loss_root` is a joint graph's loss, its ancestors
+  // the forward, every other node the backward. Fusion then keeps the two
+  // in kernels of their own, as Inductor compiles AOTAutograd's forward and
+  // backward apart: a backward value made in a forward kernel would be kept
+  // from the forward on, undoing what remat chose to recompute. Rewrites
+  // keep it (they keep the roots in order).
+  std::optional<size_t> loss_root;
 
   size_t num_kernels() const;
 };

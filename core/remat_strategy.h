@@ -15,6 +15,7 @@
 
 #include "graph.h"
 #include "pass.h"
+#include "registry.h"
 
 namespace lazylab {
 

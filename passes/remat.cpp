@@ -4,7 +4,9 @@
 // recomputes elementwise and layout ops there, `min-cut` keeps the fewest
 // bytes from which the backward can recompute the rest, or one a plugin
 // adds. Root `of` is the loss: its ancestors are the forward. Run after cse
-// (which would merge the recomputed copies back) and before fuse.
+// (which would merge the recomputed copies back) and before fuse, which it
+// tells to keep the forward and the backward in kernels of their own
+// (Module::loss_root), so a recomputation fuses into the backward's kernels.
 #include <fmt/format.h>
 
 #include "core/remat_strategy.h"
@@ -20,16 +22,18 @@ class Remat : public Pass {
     const std::string& name = options_.get("strategy");
     const RematStrategyInfo* info = RematStrategyRegistry::global().find(name);
     if (!info) return make_error(fmt::format("unknown rematerialization strategy '{}'", name));
-    auto split = split_joint(module.graph, static_cast<size_t>(options_.get_int("of")));
+    const size_t of = static_cast<size_t>(options_.get_int("of"));
+    auto split = split_joint(module.graph, of);
     if (!split) return split.error();
     auto recompute = info->create(options_)->recompute(module.graph, *split);
     if (!recompute)
       return make_error(fmt::format("rematerialization strategy '{}': {}", name, recompute.error().message));
     bool any = false;
     for (NodeId id : split->saved) any = any || (*recompute)[id];
-    if (!any) return false;
-    replace_graph(module, rematerialize(module.graph, *split, *recompute));
-    return true;
+    if (any) replace_graph(module, rematerialize(module.graph, *split, *recompute));
+    bool declared = module.loss_root != of;
+    module.loss_root = of;  // fusion keeps the forward's kernels and the backward's apart
+    return any || declared;
   }
 
  private:

@@ -308,7 +308,7 @@ check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in 
 experiment "$work/bad-pass-plugin.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \
   "plugins: [$test_build/lazylab-pass-wrong-api.so]"
 check "pass plugin for another API version" 1 \
-  "bad-pass-plugin.yaml:5: plugins\[0\]: pass plugin .*lazylab-pass-wrong-api.so: it was built for pass plugin API 45, this lazylab speaks 5" \
+  "bad-pass-plugin.yaml:5: plugins\[0\]: pass plugin .*lazylab-pass-wrong-api.so: it was built for pass plugin API 46, this lazylab speaks 5" \
   -- "$lazylab" run "$work/bad-pass-plugin.yaml"
 check "--load-plugin with a taken name" 1 "it registers pass 'cse', which a built-in provides already; nothing of it was registered" \
   -- "$lazylab" passes --load-plugin "$test_build/lazylab-pass-duplicate.so"

@@ -36,7 +36,7 @@ else
 fi
 
 data=$root/experiments/models/onnx-small
-strategies=$("$lazylab" passes | sed -n 's/.*strategy={\([^}]*\)}.*/\1/p' | tr '|' ' ')
+strategies=$("$lazylab" passes | sed -n 's/.*strategy={\([^}]*\)}.*: the fusion strategy$/\1/p' | tr '|' ' ')
 check() {  # check BACKEND PIPELINE
   local out
   out=$("$lazylab" onnx-test --data "$data" --filter '*' --atol 1e-4 -b "$1" -p "$2" 2>&1)
