@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "graph_builder.h"
 #include "op_info.h"
 
