@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "graph_builder.h"
@@ -102,6 +103,8 @@ class Backward {
             "grad: '{}' is differentiated through its decomposition: run decompose before grad", info.name));
       case OpCategory::Window:
         if (node.op == OpId::Conv2d) return convolution(node, g);
+        if (node.op == OpId::AvgPool2d) return average_pool(node, g);
+        if (node.op == OpId::MaxPool2d) return max_pool(id, node, g);
         break;
       default: break;
     }
@@ -298,19 +301,102 @@ class Backward {
     }
     if (needed_[x]) {
       NodeId grid = spread(spread(g, 2, strides[0]), 3, strides[1]);
-      Ints around(4);
-      for (int64_t a = 0; a < 2; ++a) {
-        int64_t extent = dilations[a] * (ws[2 + a] - 1), spread_size = (gs[2 + a] - 1) * strides[a] + 1;
-        around[a] = extent - pads[a];                       // top, left
-        around[2 + a] = xs[2 + a] - spread_size + pads[a];  // bottom, right
-        if (around[a] < 0 || around[2 + a] < 0)
-          return make_error("grad: no vector-Jacobian rule yet for a 'conv2d' padded past its window");
-      }
+      auto around = spread_pads(xs, gs, {ws[2], ws[3]}, strides, pads, dilations);
+      if (!around) return make_error("grad: no vector-Jacobian rule yet for a 'conv2d' padded past its window");
       NodeId swapped =
           regrouped(w, {groups, o / groups, ws[1], ws[2], ws[3]}, {0, 2, 1, 3, 4}, {c, o / groups, ws[2], ws[3]});
       NodeId turned = reversed(reversed(swapped, 2), 3);  // [C, O/G, KH, KW]
-      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, around, dilations, groups)));
+      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, *around, dilations, groups)));
     }
+    return {};
+  }
+
+  // The pads a convolution of `g` spread over its input's grid takes to
+  // make the input's extent again (conv2d's input rule): [top, left,
+  // bottom, right], or nullopt where a forward pad passed its window.
+  static std::optional<Ints> spread_pads(const Dims& xs, const Dims& gs, const Ints& kernel, const Ints& strides,
+                                         const Ints& pads, const Ints& dilations) {
+    Ints around(4);
+    for (int64_t a = 0; a < 2; ++a) {
+      int64_t extent = dilations[a] * (kernel[a] - 1), spread_size = (gs[2 + a] - 1) * strides[a] + 1;
+      around[a] = extent - pads[a];
+      around[2 + a] = xs[2 + a] - spread_size + pads[a];
+      if (around[a] < 0 || around[2 + a] < 0) return std::nullopt;
+    }
+    return around;
+  }
+
+  // y = avg_pool2d(x): each window's cotangent divided by its count (KH x
+  // KW, or without count_include_pad the input elements it covers: a
+  // convolution of ones) and summed back over the window: the spread
+  // cotangent convolved by ones, each channel its own group.
+  Status average_pool(const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    const Ints kernel = node.attrs[0].ints, strides = node.attrs[1].ints, pads = node.attrs[2].ints;
+    const Dims xs = type(x).shape, gs = type(g).shape;
+    const DType dtype = type(x).dtype;
+    auto around = spread_pads(xs, gs, kernel, strides, pads, {1, 1});
+    if (!around) return make_error("grad: no vector-Jacobian rule yet for an 'avg_pool2d' padded past its window");
+    NodeId share;
+    if (node.attrs[3].i) {
+      share = emit(OpId::Mul, {g, b_.constant(1.0 / static_cast<double>(kernel[0] * kernel[1]), type(g))});
+    } else {
+      NodeId ones = b_.constant(1, TensorType{dtype, {1, 1, xs[2], xs[3]}});
+      NodeId window = b_.constant(1, TensorType{dtype, {1, 1, kernel[0], kernel[1]}});
+      NodeId count = emit(OpId::Conv2d, {ones, window}, convolution_attrs(strides, pads, {1, 1}, 1));
+      share = emit(OpId::Div, {g, expanded(count, gs)});
+    }
+    NodeId grid = spread(spread(share, 2, strides[0]), 3, strides[1]);
+    NodeId ones = b_.constant(1, TensorType{dtype, {xs[1], 1, kernel[0], kernel[1]}});
+    accumulate(x, emit(OpId::Conv2d, {grid, ones}, convolution_attrs({1, 1}, *around, {1, 1}, xs[1])));
+    return {};
+  }
+
+  // y = max_pool2d(x): each window's cotangent goes to the first of its
+  // elements (row-major, as PyTorch's) equal to its maximum. For each offset
+  // (p, q) of the window, the element there in every window is a strided
+  // slice of x padded with -inf; where it is the maximum and no earlier
+  // offset was, the cotangent goes back to its place (spread over the grid,
+  // padded to the offset), the sum of the offsets' shares cut to x.
+  Status max_pool(NodeId y, const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    const Ints kernel = node.attrs[0].ints, strides = node.attrs[1].ints, pads = node.attrs[2].ints,
+               dilations = node.attrs[3].ints;
+    const Dims xs = type(x).shape, gs = type(g).shape;
+    const DType dtype = type(x).dtype;
+    const Dims padded_shape = {xs[0], xs[1], xs[2] + pads[0] + pads[2], xs[3] + pads[1] + pads[3]};
+    Attrs widen;
+    widen[0].ints = {0, 0, pads[0], pads[1]};
+    widen[1].ints = {0, 0, pads[2], pads[3]};
+    widen[2] = scalar_attr(dtype, -std::numeric_limits<double>::infinity());
+    NodeId padded = emit(OpId::Pad, {x}, widen);
+    const TensorType flags{DType::Bool, gs};
+    NodeId taken = b_.constant(0, flags), none = b_.constant(0, flags), zero = zeros_like(g);
+    NodeId total = kNoNode;
+    for (int64_t p = 0; p < kernel[0]; ++p)
+      for (int64_t q = 0; q < kernel[1]; ++q) {
+        const Ints at = {p * dilations[0], q * dilations[1]};
+        Attrs window;
+        window[0].ints = {0, 0, at[0], at[1]};
+        window[1].ints = {gs[0], gs[1], at[0] + (gs[2] - 1) * strides[0] + 1, at[1] + (gs[3] - 1) * strides[1] + 1};
+        window[2].ints = {1, 1, strides[0], strides[1]};
+        NodeId hit = emit(OpId::Eq, {emit(OpId::Slice, {padded}, window), y});
+        NodeId first = emit(OpId::Select, {taken, none, hit});
+        taken = emit(OpId::Select, {taken, taken, hit});
+        NodeId grid = spread(spread(emit(OpId::Select, {first, g, zero}), 2, strides[0]), 3, strides[1]);
+        Attrs place;
+        place[0].ints = {0, 0, at[0], at[1]};
+        place[1].ints = {0, 0, padded_shape[2] - at[0] - type(grid).shape[2],
+                         padded_shape[3] - at[1] - type(grid).shape[3]};
+        place[2] = scalar_attr(dtype, 0);
+        NodeId placed = emit(OpId::Pad, {grid}, place);
+        total = total == kNoNode ? placed : emit(OpId::Add, {total, placed});
+      }
+    Attrs crop;
+    crop[0].ints = {0, 0, pads[0], pads[1]};
+    crop[1].ints = {xs[0], xs[1], pads[0] + xs[2], pads[1] + xs[3]};
+    crop[2].ints = {1, 1, 1, 1};
+    accumulate(x, emit(OpId::Slice, {total}, crop));
     return {};
   }
 

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/fusion_strategy.h"
 #include "core/memory_planner.h"
@@ -68,10 +70,13 @@ int passes_command(const Args& args) {
 
 int workloads_command(const Args& args) {
   if (auto exit = parse_no_args(args, "usage: lazylab workloads")) return *exit;
+  size_t width = 0;
+  for (const WorkloadInfo& info : builtin_workloads()) width = std::max(width, info.name.size());
   for (const WorkloadInfo& info : builtin_workloads()) {
     std::vector<std::string> params;
     for (auto& [key, value] : info.defaults) params.push_back(fmt::format("{}={}", key, value));
-    std::cout << fmt::format("{:<12} {}\n             defaults: {}\n", info.name, info.summary, fmt::join(params, " "));
+    std::cout << fmt::format("{:<{}} {}\n{:{}} defaults: {}\n", info.name, width, info.summary, "", width,
+                             fmt::join(params, " "));
   }
   return kExitOk;
 }

@@ -182,6 +182,36 @@ TEST_CASE("grad: conv2d against central differences, strided, padded, dilated an
   }
 }
 
+TEST_CASE("grad: avg_pool2d and max_pool2d against central differences, strided, padded and dilated") {
+  struct Case {
+    bool max;
+    std::vector<int64_t> kernel;
+    Window2d window;
+    bool count_include_pad = false;
+  };
+  const std::vector<Case> cases = {
+      {false, {2, 2}, {{2, 2}, {0, 0, 0, 0}, {1, 1}}},
+      {false, {3, 2}, {{2, 1}, {1, 0, 1, 1}, {1, 1}}, false},  // windows over the padding count what they cover
+      {false, {3, 2}, {{2, 1}, {1, 0, 1, 1}, {1, 1}}, true},   // ... or the whole window
+      {true, {2, 2}, {{2, 2}, {0, 0, 0, 0}, {1, 1}}},
+      {true, {3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}}},  // ResNet-18's stem pool
+      {true, {2, 3}, {{1, 2}, {1, 1, 0, 0}, {2, 1}}},  // dilated
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.max);
+    CAPTURE(c.kernel[0]);
+    CAPTURE(c.window.strides[0]);
+    CAPTURE(c.window.pads[0]);
+    CAPTURE(c.count_include_pad);
+    Graph pooled = traced({{2, 3, 7, 6}}, [&](std::vector<Tensor>& in) {
+      Tensor y =
+          c.max ? max_pool2d(in[0], c.kernel, c.window) : avg_pool2d(in[0], c.kernel, c.window, c.count_include_pad);
+      return std::vector<Tensor>{weighted_sum(y)};
+    });
+    check_gradients(pooled, draws(pooled, 9));
+  }
+}
+
 TEST_CASE("grad: the mlp's squared error through decompose and the grad pass against central differences") {
   Graph forward = traced({{3, 4}, {4, 6}, {6}, {6, 4}, {4}, {3, 4}}, [](std::vector<Tensor>& in) {
     Tensor out = matmul(gelu(matmul(in[0], in[1]) + in[2]), in[3]) + in[4];
@@ -208,12 +238,13 @@ TEST_CASE("grad: the mlp's squared error through decompose and the grad pass aga
   auto undecomposed = differentiate(forward, GradRequest{});
   REQUIRE_FALSE(undecomposed.ok());
   CHECK(undecomposed.error().message.find("run decompose before grad") != std::string::npos);
-  Graph pooled = traced({{1, 1, 4, 4}}, [](std::vector<Tensor>& in) {
-    return std::vector<Tensor>{sum(max_pool2d(in[0], {2, 2}))};
+  Graph scattered = traced({{4}, {2}}, [](std::vector<Tensor>& in) {
+    Tensor indices = in[0].context().iota(TensorType{DType::I64, {2}}, 0);
+    return std::vector<Tensor>{sum(scatter_add(in[0], indices, in[1]))};
   });
-  auto no_rule = differentiate(pooled, GradRequest{});
+  auto no_rule = differentiate(scattered, GradRequest{});
   REQUIRE_FALSE(no_rule.ok());
-  CHECK(no_rule.error().message == "grad: no vector-Jacobian rule for 'max_pool2d' yet");
+  CHECK(no_rule.error().message == "grad: no vector-Jacobian rule for 'scatter_add' yet");
   auto not_scalar = differentiate(primitives, GradRequest{1, {}});
   REQUIRE_FALSE(not_scalar.ok());
   CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");
