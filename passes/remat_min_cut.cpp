@@ -23,7 +23,6 @@ using FlowGraph = boost::adjacency_list<
                     boost::property<boost::edge_residual_capacity_t, int64_t,
                                     boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
 
-constexpr int64_t kUnbounded = int64_t{1} << 60;  // above any graph's bytes
 constexpr size_t kSource = 0, kSink = 1;
 
 class FlowNetwork {
@@ -76,16 +75,30 @@ class MinCut : public RematStrategy {
       if (split.forward[id] && graph.node(id).op != OpId::Parameter) index[id] = static_cast<int64_t>(values++);
     auto computed = [&](NodeId id) { return 2 + 2 * static_cast<size_t>(index[id]); };
     auto result = [&](NodeId id) { return 3 + 2 * static_cast<size_t>(index[id]); };
+    // "Unbounded": more than every value's bytes together, so no minimum cut
+    // crosses such an edge; small enough that the flows pushed from the
+    // source (every unbounded edge's at most) add up within 64 bits (with
+    // 2^60 instead, UBSan caught push-relabel's sums overflowing).
+    int64_t bytes = 0, edges = 1;
+    for (NodeId id = 0; id < graph.size(); ++id) {
+      if (index[id] < 0) continue;
+      bytes += static_cast<int64_t>(graph.node(id).type.bytes());
+      edges += 2 + static_cast<int64_t>(graph.node(id).operands.size());
+    }
+    const int64_t unbounded = bytes + 1;
+    int64_t most = 0;
+    if (__builtin_mul_overflow(unbounded, edges, &most))
+      return make_error("min-cut: the forward's bytes are too many for 64-bit flows");
     FlowNetwork network(2 + 2 * values);
     for (NodeId id = 0; id < graph.size(); ++id) {
       if (index[id] < 0) continue;
       const Node& node = graph.node(id);
       network.add(computed(id), result(id), static_cast<int64_t>(node.type.bytes()));
-      if (!cheap_to_recompute(node)) network.add(kSource, computed(id), kUnbounded);
+      if (!cheap_to_recompute(node)) network.add(kSource, computed(id), unbounded);
       for (NodeId operand : node.operands)
-        if (index[operand] >= 0) network.add(result(operand), computed(id), kUnbounded);
+        if (index[operand] >= 0) network.add(result(operand), computed(id), unbounded);
     }
-    for (NodeId id : split.saved) network.add(result(id), kSink, kUnbounded);
+    for (NodeId id : split.saved) network.add(result(id), kSink, unbounded);
     std::vector<bool> source_side = network.source_side();
     std::vector<bool> again(graph.size(), false);
     for (NodeId id = 0; id < graph.size(); ++id) again[id] = index[id] >= 0 && !source_side[computed(id)];
