@@ -58,12 +58,24 @@ class Backward {
     total = total == kNoNode ? share : emit(OpId::Add, {total, share});
   }
 
-  // g times a partial derivative, skipping a factor of 1 or -1.
+  // g times a partial derivative, skipping a factor of 1 or -1; a partial
+  // that is 1 where a predicate holds and 0 elsewhere (relu's, max's)
+  // selects g or 0, as PyTorch's, so an infinite g past a kink (sqrt(relu(x))
+  // at x < 0) gives 0, not 0 x inf.
   NodeId times(NodeId g, NodeId partial) {
     const Node& p = b_.node(partial);
-    if (p.op == OpId::Constant && is_float(p.type.dtype) && p.attrs[0].f == 1) return g;
-    if (p.op == OpId::Constant && is_float(p.type.dtype) && p.attrs[0].f == -1) return emit(OpId::Neg, {g});
+    if (is_constant(partial, 1)) return g;
+    if (is_constant(partial, -1)) return emit(OpId::Neg, {g});
+    if (p.op == OpId::Select && is_constant(p.operands[1], 1) && is_constant(p.operands[2], 0)) {
+      NodeId predicate = p.operands[0];
+      return emit(OpId::Select, {predicate, g, zeros_like(g)});
+    }
     return emit(OpId::Mul, {g, partial});
+  }
+
+  bool is_constant(NodeId id, double value) const {
+    const Node& node = b_.node(id);
+    return node.op == OpId::Constant && is_float(node.type.dtype) && node.attrs[0].f == value;
   }
 
   NodeId zeros_like(NodeId id) { return b_.constant(0, type(id)); }
@@ -163,10 +175,19 @@ class Backward {
         return {};
       }
       case OpId::ReduceMax:
-      case OpId::ReduceMin: {  // every element equal to the extremum takes the whole gradient
+      case OpId::ReduceMin: {
+        // The elements equal to the extremum share its gradient evenly (as
+        // JAX's and PyTorch's amax): a tie that is no accident, the copies
+        // of a broadcast, then adds back up to the gradient of one value.
         NodeId extremum = expanded(reshaped(id, kept), shape);
         NodeId chosen = emit(OpId::Eq, {x, extremum});
-        accumulate(x, emit(OpId::Select, {chosen, spread, zeros_like(x)}));
+        Attrs sum;
+        sum[0].ints = node.attrs[0].ints;
+        sum[1].i = 1;  // keepdim
+        NodeId ones = emit(OpId::Select, {chosen, b_.constant(1, type(x)), zeros_like(x)});
+        NodeId count = emit(OpId::ReduceSum, {ones}, sum);
+        NodeId share = expanded(emit(OpId::Div, {reshaped(g, kept), count}), shape);
+        accumulate(x, emit(OpId::Select, {chosen, share, zeros_like(x)}));
         return {};
       }
       default: return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", op_info(node.op).name));
@@ -203,6 +224,13 @@ class Backward {
         Attrs axis;
         axis[0].i = node.attrs[0].i;
         accumulate(x, emit(OpId::ScatterAdd, {zeros_like(x), node.operands[1], g}, axis));
+        return {};
+      }
+      case OpId::ScatterAdd: {  // data's share passes through; the updates' is gathered back (ops.def)
+        accumulate(x, g);
+        Attrs axis;
+        axis[0].i = node.attrs[0].i;
+        if (needed_[node.operands[2]]) accumulate(node.operands[2], emit(OpId::Gather, {g, node.operands[1]}, axis));
         return {};
       }
       case OpId::Slice: return slice(node, g);
@@ -300,30 +328,45 @@ class Backward {
       accumulate(w, transposed(cut, swap));
     }
     if (needed_[x]) {
-      NodeId grid = spread(spread(g, 2, strides[0]), 3, strides[1]);
-      auto around = spread_pads(xs, gs, {ws[2], ws[3]}, strides, pads, dilations);
-      if (!around) return make_error("grad: no vector-Jacobian rule yet for a 'conv2d' padded past its window");
+      Ints around = spread_pads(xs, gs, {ws[2], ws[3]}, strides, pads, dilations);
+      NodeId grid = cropped(spread(spread(g, 2, strides[0]), 3, strides[1]), around);
       NodeId swapped =
           regrouped(w, {groups, o / groups, ws[1], ws[2], ws[3]}, {0, 2, 1, 3, 4}, {c, o / groups, ws[2], ws[3]});
       NodeId turned = reversed(reversed(swapped, 2), 3);  // [C, O/G, KH, KW]
-      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, *around, dilations, groups)));
+      accumulate(x, emit(OpId::Conv2d, {grid, turned}, convolution_attrs({1, 1}, around, dilations, groups)));
     }
     return {};
   }
 
   // The pads a convolution of `g` spread over its input's grid takes to
   // make the input's extent again (conv2d's input rule): [top, left,
-  // bottom, right], or nullopt where a forward pad passed its window.
-  static std::optional<Ints> spread_pads(const Dims& xs, const Dims& gs, const Ints& kernel, const Ints& strides,
-                                         const Ints& pads, const Ints& dilations) {
+  // bottom, right]; negative where a forward pad passed its window (the
+  // spread cotangent's rows there reach no input: cropped() cuts them).
+  static Ints spread_pads(const Dims& xs, const Dims& gs, const Ints& kernel, const Ints& strides, const Ints& pads,
+                          const Ints& dilations) {
     Ints around(4);
     for (int64_t a = 0; a < 2; ++a) {
       int64_t extent = dilations[a] * (kernel[a] - 1), spread_size = (gs[2 + a] - 1) * strides[a] + 1;
       around[a] = extent - pads[a];
       around[2 + a] = xs[2 + a] - spread_size + pads[a];
-      if (around[a] < 0 || around[2 + a] < 0) return std::nullopt;
     }
     return around;
+  }
+
+  // `grid` [N, C, H, W] without the rows and columns a negative pad of
+  // `around` cuts, those pads then 0.
+  NodeId cropped(NodeId grid, Ints& around) {
+    if (std::all_of(around.begin(), around.end(), [](int64_t p) { return p >= 0; })) return grid;
+    Dims shape = type(grid).shape;
+    Attrs window;
+    for (int64_t d = 0; d < 4; ++d) {
+      int64_t a = d - 2;
+      window[0].ints.push_back(d < 2 ? 0 : std::max<int64_t>(0, -around[a]));
+      window[1].ints.push_back(d < 2 ? shape[d] : shape[d] - std::max<int64_t>(0, -around[2 + a]));
+      window[2].ints.push_back(1);
+    }
+    for (int64_t& p : around) p = std::max<int64_t>(0, p);
+    return emit(OpId::Slice, {grid}, window);
   }
 
   // y = avg_pool2d(x): each window's cotangent divided by its count (KH x
@@ -335,8 +378,7 @@ class Backward {
     const Ints kernel = node.attrs[0].ints, strides = node.attrs[1].ints, pads = node.attrs[2].ints;
     const Dims xs = type(x).shape, gs = type(g).shape;
     const DType dtype = type(x).dtype;
-    auto around = spread_pads(xs, gs, kernel, strides, pads, {1, 1});
-    if (!around) return make_error("grad: no vector-Jacobian rule yet for an 'avg_pool2d' padded past its window");
+    Ints around = spread_pads(xs, gs, kernel, strides, pads, {1, 1});
     NodeId share;
     if (node.attrs[3].i) {
       share = emit(OpId::Mul, {g, b_.constant(1.0 / static_cast<double>(kernel[0] * kernel[1]), type(g))});
@@ -346,9 +388,9 @@ class Backward {
       NodeId count = emit(OpId::Conv2d, {ones, window}, convolution_attrs(strides, pads, {1, 1}, 1));
       share = emit(OpId::Div, {g, expanded(count, gs)});
     }
-    NodeId grid = spread(spread(share, 2, strides[0]), 3, strides[1]);
+    NodeId grid = cropped(spread(spread(share, 2, strides[0]), 3, strides[1]), around);
     NodeId ones = b_.constant(1, TensorType{dtype, {xs[1], 1, kernel[0], kernel[1]}});
-    accumulate(x, emit(OpId::Conv2d, {grid, ones}, convolution_attrs({1, 1}, *around, {1, 1}, xs[1])));
+    accumulate(x, emit(OpId::Conv2d, {grid, ones}, convolution_attrs({1, 1}, around, {1, 1}, xs[1])));
     return {};
   }
 
@@ -423,26 +465,29 @@ class Backward {
     return reshaped(total, from);
   }
 
+  // A slice's adjoint puts g's elements back where they were read, zeros
+  // elsewhere: spread along each strided dim, then padded to x's shape.
   Status slice(const Node& node, NodeId g) {
     NodeId x = node.operands[0];
-    const Ints &start = node.attrs[0].ints, &limit = node.attrs[1].ints, &stride = node.attrs[2].ints;
+    const Ints start = node.attrs[0].ints, stride = node.attrs[2].ints;
+    const Dims shape = type(x).shape;
+    for (size_t d = 0; d < start.size(); ++d) g = spread(g, static_cast<int64_t>(d), stride[d]);
     Attrs pad;
     for (size_t d = 0; d < start.size(); ++d) {
-      if (stride[d] != 1) return make_error("grad: no vector-Jacobian rule for a strided 'slice' yet");
       pad[0].ints.push_back(start[d]);
-      pad[1].ints.push_back(type(x).shape[d] - limit[d]);
+      pad[1].ints.push_back(shape[d] - start[d] - type(g).shape[d]);
     }
     pad[2] = scalar_attr(type(x).dtype, 0);
     accumulate(x, emit(OpId::Pad, {g}, pad));
     return {};
   }
 
+  // A pad's adjoint: g where x was, its padding dropped.
   Status pad(const Node& node, NodeId g) {
     NodeId x = node.operands[0];
-    const Ints &low = node.attrs[0].ints, &high = node.attrs[1].ints;
+    const Ints& low = node.attrs[0].ints;
     Attrs window;
     for (size_t d = 0; d < low.size(); ++d) {
-      if (low[d] < 0 || high[d] < 0) return make_error("grad: no vector-Jacobian rule for a cropping 'pad' yet");
       window[0].ints.push_back(low[d]);
       window[1].ints.push_back(low[d] + type(x).shape[d]);
       window[2].ints.push_back(1);

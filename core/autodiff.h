@@ -3,10 +3,12 @@
 // loss, the joint forward-backward graph that also returns the loss's
 // gradient with respect to chosen parameters. Each op's vector-Jacobian
 // rule is in autodiff.cpp, the elementwise ones written from op_formulas.hpp's
-// derivatives beside each op's formula. Ops without a rule (pools,
-// scatter_add, strided slices, and composites not yet decomposed) are an
-// error naming the op; the `grad` pass (passes/grad.cpp) runs it in a
-// pipeline.
+// derivatives beside each op's formula. Every op has a rule but the
+// composites (softmax, layernorm, gelu: differentiated through their
+// decompositions, so `decompose` runs first), conv2d and avg_pool2d padded
+// past their window, and comparisons and integer values (no gradient flows
+// through them); the ones without are an error naming the op. The `grad`
+// pass (passes/grad.cpp) runs it in a pipeline.
 #pragma once
 
 #include <cstdint>

@@ -18,10 +18,11 @@ int fuzz_command(const Args& args) {
       "backends", po::value(&backends)->default_value("interp,cpu"), "backends to check, comma-separated")(
       "output-dir,o", po::value(&fuzz.out_dir),
       "write each failure here, reduced, as .lzir with an experiment that reproduces it")(
-      "quiet,q", "print failures and the summary only");
+      "quiet,q", "print failures and the summary only")(
+      "no-grad", "skip the gradient check (each graph made f64 and differentiated, against central differences)");
   po::variables_map vm;
   if (auto exit = parse_args(args,
-                             "usage: lazylab fuzz [--graphs N] [--seed S] [--backends a,b] [-o DIR]\n"
+                             "usage: lazylab fuzz [--graphs N] [--seed S] [--backends a,b] [-o DIR] [--no-grad]\n"
                              "exit status: 0 no failure, 6 a failure was found, 1 error",
                              options, {}, vm))
     return *exit;
@@ -30,6 +31,7 @@ int fuzz_command(const Args& args) {
     return kExitUsage;
   }
   fuzz.quiet = vm.count("quiet") > 0;
+  fuzz.gradients = vm.count("no-grad") == 0;
   fuzz.backends.clear();
   std::stringstream list(backends);
   for (std::string name; std::getline(list, name, ',');)
@@ -39,8 +41,12 @@ int fuzz_command(const Args& args) {
     std::cerr << "lazylab: " << report.error().message << "\n";
     return kExitError;
   }
-  std::cout << fmt::format("fuzz: {} graphs ({} refused by the reference), {} checks, {} failures in {:.1f} s\n",
+  std::cout << fmt::format("fuzz: {} graphs ({} refused by the reference), {} checks, {} failures in {:.1f} s",
                            report->graphs, report->rejected, report->checks, report->failures.size(), report->seconds);
+  if (fuzz.gradients)
+    std::cout << fmt::format("; {} differentiated, {} gradient elements against central differences",
+                             report->differentiated, report->gradient_elements);
+  std::cout << "\n";
   return report->failures.empty() ? kExitOk : kExitFuzzFailure;
 }
 

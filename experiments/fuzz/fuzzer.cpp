@@ -12,6 +12,7 @@
 #include "core/pipeline.h"
 #include "core/text_format.h"
 #include "core/verifier.h"
+#include "gradient_check.h"
 #include "graph_generator.h"
 #include "precise_evaluator.h"
 #include "reducer.h"
@@ -25,6 +26,8 @@ constexpr const char* kReferencePipeline = "lower";
 // evaluator; `lazylab run` cannot replay it, so its failure is written as a
 // .lzir only.
 constexpr const char* kPreciseCheck = "precise-evaluator";
+// Likewise for the gradient check (gradient_check.h).
+constexpr const char* kGradientCheck = "grad";
 
 struct Target {
   std::string pipeline_name, pipeline_text, backend_name;
@@ -92,11 +95,11 @@ Status write_failure(const FuzzOptions& options, const Graph& reduced, FuzzFailu
   std::string backend = fs::path(failure.backend).stem().string();
   std::string stem = fmt::format("fuzz-{}-{}-{}", failure.graph_seed, failure.pipeline, backend);
   fs::path lzir = fs::path(options.out_dir) / (stem + ".lzir"), yaml = fs::path(options.out_dir) / (stem + ".yaml");
-  bool replayable = failure.pipeline != kPreciseCheck;
-  std::ofstream(lzir) << fmt::format("// lazylab fuzz --seed {}: {} on {}: {}\n// {}\n", failure.graph_seed,
-                                     failure.pipeline, failure.backend, failure.problem,
-                                     replayable ? "reproduce: lazylab run " + yaml.string()
-                                                : "the interpreter's result is checked by lazylab fuzz only")
+  bool replayable = failure.pipeline != kPreciseCheck && failure.pipeline != kGradientCheck;
+  std::ofstream(lzir) << fmt::format(
+                             "// lazylab fuzz --seed {}: {} on {}: {}\n// {}\n", failure.graph_seed, failure.pipeline,
+                             failure.backend, failure.problem,
+                             replayable ? "reproduce: lazylab run " + yaml.string() : "checked by lazylab fuzz only")
                       << print_graph(reduced, "reduced");
   failure.lzir_path = lzir.string();
   if (!replayable) return fs::exists(lzir) ? Status{} : make_error(fmt::format("{}: cannot write", lzir.string()));
@@ -196,6 +199,15 @@ Expected<FuzzReport> run_fuzz(const FuzzOptions& options, std::ostream* progress
       };
       if (std::string problem = target_on(graph); !problem.empty())
         LAZYLAB_TRY(record(problem, target.pipeline_name, target.pipeline_text, target.backend_name, target_on));
+    }
+    if (options.gradients) {
+      ++report.checks;
+      GradientCheck check = check_gradient(graph, seed, **reference_backend);
+      report.differentiated += check.differentiated;
+      report.gradient_elements += check.elements;
+      auto gradient_on = [&](const Graph& g) { return check_gradient(g, seed, **reference_backend).problem; };
+      if (!check.problem.empty())
+        LAZYLAB_TRY(record(check.problem, kGradientCheck, "decompose,grad", "interp", gradient_on));
     }
     if (progress && !options.quiet && (g + 1) % 500 == 0)
       *progress << fmt::format("  {} graphs, {} checks, {} failures, {:.0f} s\n", report.graphs, report.checks,

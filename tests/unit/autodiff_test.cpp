@@ -156,6 +156,21 @@ TEST_CASE("grad: layout ops against central differences") {
   check_gradients(layout, draws(layout, 6));
 }
 
+TEST_CASE("grad: strided slices and scatter_add against central differences") {
+  Graph strided = traced({{5, 7, 4}, {5, 3, 4}}, [](std::vector<Tensor>& in) {
+    Tensor x = in[0], u = in[1];
+    // Strides that end on x's last element and short of it, and a stride past the extent.
+    Tensor a = slice(x, {0, 1, 0}, {5, 7, 4}, {2, 3, 1});  // [3, 2, 4]
+    Tensor b = slice(x, {1, 0, 1}, {4, 6, 4}, {2, 4, 5});  // [2, 2, 1]
+    // Indices repeated, so updates add up at a row, and rows no update reaches.
+    std::vector<Tensor> rows;
+    for (int64_t row : {6, 2, 6}) rows.push_back(x.context().full_integer(row, TensorType{DType::I64, {1}}));
+    Tensor scattered = scatter_add(x * x, concat(rows, 0), exp(u), 1);  // [5, 7, 4]
+    return std::vector<Tensor>{weighted_sum(a * a) + weighted_sum(exp(b)) + weighted_sum(scattered * scattered)};
+  });
+  check_gradients(strided, draws(strided, 7));
+}
+
 TEST_CASE("grad: conv2d against central differences, strided, padded, dilated and grouped") {
   struct Case {
     Dims x, w;
@@ -169,6 +184,7 @@ TEST_CASE("grad: conv2d against central differences, strided, padded, dilated an
       {{2, 3, 7, 6}, {4, 3, 3, 2}, {{3, 2}, {2, 1, 2, 0}, {1, 1}}, 1},
       {{2, 4, 7, 6}, {6, 2, 3, 2}, {{2, 1}, {1, 1, 1, 0}, {1, 1}}, 2},  // two groups
       {{2, 3, 6, 5}, {3, 1, 3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}}, 3},  // depthwise, as MobileNetV2's
+      {{1, 2, 4, 5}, {3, 2, 1, 2}, {{1, 2}, {2, 1, 3, 2}, {1, 1}}, 1},  // pads past the window
   };
   for (const Case& c : cases) {
     CAPTURE(c.window.strides[0]);
@@ -194,8 +210,9 @@ TEST_CASE("grad: avg_pool2d and max_pool2d against central differences, strided,
       {false, {3, 2}, {{2, 1}, {1, 0, 1, 1}, {1, 1}}, false},  // windows over the padding count what they cover
       {false, {3, 2}, {{2, 1}, {1, 0, 1, 1}, {1, 1}}, true},   // ... or the whole window
       {true, {2, 2}, {{2, 2}, {0, 0, 0, 0}, {1, 1}}},
-      {true, {3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}}},  // ResNet-18's stem pool
-      {true, {2, 3}, {{1, 2}, {1, 1, 0, 0}, {2, 1}}},  // dilated
+      {true, {3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}}},         // ResNet-18's stem pool
+      {true, {2, 3}, {{1, 2}, {1, 1, 0, 0}, {2, 1}}},         // dilated
+      {false, {1, 2}, {{1, 1}, {0, 1, 0, 1}, {1, 1}}, true},  // a pad past the window, counted
   };
   for (const Case& c : cases) {
     CAPTURE(c.max);
@@ -234,17 +251,10 @@ TEST_CASE("grad: the mlp's squared error through decompose and the grad pass aga
   REQUIRE(joint.graph.roots().size() == forward.roots().size() + 2);
   CHECK(joint.graph.node(joint.graph.roots()[3]).type == forward.node(forward.parameters()[1]).type);
   CHECK(joint.graph.node(joint.graph.roots()[4]).type == forward.node(forward.parameters()[3]).type);
-  // Composites must be decomposed first, and other ops say they have no rule yet.
+  // Composites must be decomposed first.
   auto undecomposed = differentiate(forward, GradRequest{});
   REQUIRE_FALSE(undecomposed.ok());
   CHECK(undecomposed.error().message.find("run decompose before grad") != std::string::npos);
-  Graph scattered = traced({{4}, {2}}, [](std::vector<Tensor>& in) {
-    Tensor indices = in[0].context().iota(TensorType{DType::I64, {2}}, 0);
-    return std::vector<Tensor>{sum(scatter_add(in[0], indices, in[1]))};
-  });
-  auto no_rule = differentiate(scattered, GradRequest{});
-  REQUIRE_FALSE(no_rule.ok());
-  CHECK(no_rule.error().message == "grad: no vector-Jacobian rule for 'scatter_add' yet");
   auto not_scalar = differentiate(primitives, GradRequest{1, {}});
   REQUIRE_FALSE(not_scalar.ok());
   CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");

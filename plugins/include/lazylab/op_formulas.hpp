@@ -133,18 +133,14 @@ constexpr bool binary_derivatives(M& m, uint32_t op, typename M::Value a, typena
       da = m.mul(b, m.pow(a, m.sub(b, m.constant(1))));
       db = m.mul(y, m.log(a));
       return true;
-    case LAZYLAB_OP_Max: {
-      auto first = m.ge(a, b);
-      da = m.from_predicate(first);
-      db = m.sub(m.constant(1), da);
+    case LAZYLAB_OP_Max:
+      da = m.from_predicate(m.ge(a, b));
+      db = m.from_predicate(m.lt(a, b));
       return true;
-    }
-    case LAZYLAB_OP_Min: {
-      auto first = m.le(a, b);
-      da = m.from_predicate(first);
-      db = m.sub(m.constant(1), da);
+    case LAZYLAB_OP_Min:
+      da = m.from_predicate(m.le(a, b));
+      db = m.from_predicate(m.gt(a, b));
       return true;
-    }
     default: return false;
   }
 }
