@@ -20,6 +20,14 @@ uint64_t contraction_flops(const Graph& graph, const Node& node) {
   return 2 * elements * static_cast<uint64_t>(w[1] * w[2] * w[3]);
 }
 
+uint64_t elementwise_operations(const Graph& graph, const Node& node) {
+  switch (op_info(node.op).category) {
+    case OpCategory::Elementwise: return static_cast<uint64_t>(node.type.num_elements());
+    case OpCategory::Reduction: return static_cast<uint64_t>(graph.node(node.operands[0]).type.num_elements());
+    default: return 0;
+  }
+}
+
 // An attention kernel's two products over the (query, key) pairs that count:
 // with a causal mask, row i sees keys 0..i only, and the masked scores are
 // neither needed nor computed (a dense count would put a causal kernel past
@@ -54,6 +62,10 @@ uint64_t minimum_flops(const Program& program, const Graph& graph) {
 
 }  // namespace
 
+uint64_t node_operations(const Graph& graph, const Node& node) {
+  return contraction_flops(graph, node) + elementwise_operations(graph, node);
+}
+
 ProgramCost program_cost(const Program& program, const Graph& graph) {
   ProgramCost cost;
   for (const Kernel& kernel : program.kernels) {
@@ -64,13 +76,8 @@ ProgramCost program_cost(const Program& program, const Graph& graph) {
     cost.total_bytes += bytes;
     uint64_t flops = 0, elementwise = 0;
     for (NodeId id : kernel.ops) {
-      const Node& node = graph.node(id);
-      auto elements = static_cast<uint64_t>(node.type.num_elements());
-      OpCategory category = op_info(node.op).category;
-      if (category == OpCategory::Elementwise) elementwise += elements;
-      if (category == OpCategory::Reduction)
-        elementwise += static_cast<uint64_t>(graph.node(node.operands[0]).type.num_elements());
-      flops += contraction_flops(graph, node);
+      flops += contraction_flops(graph, graph.node(id));
+      elementwise += elementwise_operations(graph, graph.node(id));
     }
     if (kernel.description.kind == KernelKind::Attention) flops = attention_flops(kernel.description.attention);
     cost.flops += flops;

@@ -29,4 +29,7 @@ struct ProgramCost {
 
 ProgramCost program_cost(const Program& program, const Graph& graph);
 
+// One node's share of a kernel's operations, counted as above.
+uint64_t node_operations(const Graph& graph, const Node& node);
+
 }  // namespace lazylab

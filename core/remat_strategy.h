@@ -60,4 +60,18 @@ using RematStrategyRegistrar = Registrar<RematStrategyInfo>;
 // first backward node needs it); nodes in the original order otherwise.
 Graph rematerialize(const Graph& graph, const JointSplit& split, const std::vector<bool>& recompute);
 
+// What rematerialize's graph would hold, without building it: its arena's
+// peak, the most bytes of values alive at once running its nodes in order
+// (each from its node to its last reader; the outputs and parameters,
+// which live outside the arena, aside), an estimate before fusion and
+// memory planning that counts no value fusion would keep in registers (an
+// elementwise op's, a splat's, a broadcast's or reshape's, read only by
+// such ops and reductions, and not kept); and the forward values the
+// backward or a recomputation reads (parameters aside): the kept ones.
+struct RematSchedule {
+  uint64_t peak_bytes = 0;
+  std::vector<bool> kept;  // per node of the joint graph
+};
+RematSchedule remat_schedule(const Graph& graph, const JointSplit& split, const std::vector<bool>& recompute);
+
 }  // namespace lazylab

@@ -303,6 +303,10 @@ check "unknown pass in a pipeline" 1 "pipelines.p: pipeline 'cse,bogus,lower': u
 check "no report after a pipeline error" 1 "" -- test -e "$work/out2/r.json"
 experiment "$work/bad-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: 'fuse{strategy=magic},lower'}" "backends: [interp]"
 check "bad pass option" 1 "option 'strategy' expects one of \{dominator, flash-attention, gemm-epilogue, greedy-elementwise, horizontal, none, producer-consumer\}, got 'magic'" -- "$lazylab" run "$work/bad-option.yaml"
+check "a memory budget below what recomputation reaches" 1 \
+  "remat\{bytes=0,of=0,percent=30,strategy=memory-budget\}: rematerialization strategy 'memory-budget': a budget of 120 bytes is below the lowest peak it reaches, 128 bytes \(save-all's estimate: 400 bytes\)" -- \
+  "$lazylab" show "$src/tests/passes/remat-memory-budget.lzir" \
+  --pipeline 'decompose,grad{wrt=1:2},canonicalize,cse,dce,remat{strategy=memory-budget,percent=30}'
 experiment "$work/bad-backend.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [nope]"
 check "missing backend plugin" 1 "backend 'nope': no lazylab-backend-nope.so in the plugin path" -- "$lazylab" run "$work/bad-backend.yaml"
 experiment "$work/bad-pass-plugin.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backends: [interp]" \

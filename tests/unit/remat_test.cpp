@@ -4,6 +4,7 @@
 // what the joint graph computes: differential_test runs every workload
 // through every strategy.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "core/pass_manager.h"
 #include "core/remat_strategy.h"
@@ -37,13 +38,23 @@ uint64_t kept_bytes(const Graph& joint, const std::string& strategy) {
   return bytes;
 }
 
+// The estimated peak (remat_schedule) of a rematerialized graph: its own
+// nodes in order, nothing more to recompute.
+uint64_t estimated_peak(const Graph& graph) {
+  auto split = split_joint(graph, 0);
+  REQUIRE(split.ok());
+  return remat_schedule(graph, *split, std::vector<bool>(graph.size(), false)).peak_bytes;
+}
+
+// The training workloads at sizes small enough for a unit test.
+const std::pair<const char*, WorkloadParams> kTrainingSteps[] = {
+    {"mlp-train", {{"batch", 16}, {"d", 8}, {"hidden", 32}}},
+    {"gpt2-block-train", {{"batch", 2}, {"seq", 8}, {"channels", 16}, {"heads", 2}}}};
+
 }  // namespace
 
 TEST_CASE("the minimum cut keeps no more bytes for the backward than saving all or recomputing the cheap ops") {
-  const std::pair<const char*, WorkloadParams> cases[] = {
-      {"mlp-train", {{"batch", 16}, {"d", 8}, {"hidden", 32}}},
-      {"gpt2-block-train", {{"batch", 2}, {"seq", 8}, {"channels", 16}, {"heads", 2}}}};
-  for (const auto& [workload, params] : cases) {
+  for (const auto& [workload, params] : kTrainingSteps) {
     const std::string name = workload;
     CAPTURE(name);
     Graph joint = joint_graph(name, params);
@@ -56,6 +67,37 @@ TEST_CASE("the minimum cut keeps no more bytes for the backward than saving all 
   }
 }
 
+TEST_CASE("memory-budget recomputes until the estimated peak fits, and names a budget it cannot reach") {
+  for (const auto& [workload, params] : kTrainingSteps) {
+    const std::string name = workload;
+    CAPTURE(name);
+    Graph joint = joint_graph(name, params);
+    const uint64_t saving_all = estimated_peak(joint);
+    CHECK(kept_bytes(joint, "memory-budget,percent=100") == kept_bytes(joint, "save-all"));
+    uint64_t lowest = saving_all;
+    for (int percent : {90, 80, 70, 60, 50}) {
+      Module module;
+      module.graph = joint;
+      auto ran = run_pipeline(pipeline(fmt::format("remat{{strategy=memory-budget,percent={}}}", percent)), module);
+      if (!ran.ok()) {
+        CHECK(ran.error().message.find("is below the lowest peak it reaches") != std::string::npos);
+        break;
+      }
+      uint64_t peak = estimated_peak(module.graph);
+      CHECK(peak <= saving_all * percent / 100);
+      lowest = peak;
+      MESSAGE(name << ": memory-budget percent=" << percent << " peak " << peak << " of save-all's " << saving_all);
+    }
+    CHECK(lowest <= saving_all * 80 / 100);  // a fifth off at least, by recomputing
+    Module module;
+    module.graph = joint;
+    auto unreachable = run_pipeline(pipeline("remat{strategy=memory-budget,bytes=1}"), module);
+    REQUIRE_FALSE(unreachable.ok());
+    CHECK(unreachable.error().message.find("a budget of 1 bytes is below the lowest peak it reaches") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("remat names a loss root the graph lacks, and leaves a forward alone") {
   Context ctx;
   Tensor x = ctx.placeholder(TensorType{DType::F32, {4}});
@@ -65,7 +107,7 @@ TEST_CASE("remat names a loss root the graph lacks, and leaves a forward alone")
   auto bad = run_pipeline(pipeline("remat{strategy=min-cut,of=1}"), module);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message.find("the loss is root 1, but the graph has 1 root") != std::string::npos);
-  for (const char* strategy : {"save-all", "recompute-cheap", "min-cut"}) {
+  for (const char* strategy : {"save-all", "recompute-cheap", "min-cut", "memory-budget"}) {
     Module forward;
     forward.graph = module.graph;
     auto ran = run_pipeline(pipeline(std::string("remat{strategy=") + strategy + "}"), forward);
