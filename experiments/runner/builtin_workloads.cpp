@@ -7,9 +7,9 @@
 #include <functional>
 #include <limits>
 
-#include "core/optimizers.h"
 #include "core/suggest.h"
 #include "core/tensor_ops.h"
+#include "training_step.h"
 #include "workload_inputs.h"
 
 namespace lazylab {
@@ -175,16 +175,9 @@ Definition training(Definition forward, std::string name, std::string summary) {
   d.step = [step = d.step](const std::vector<Tensor>& in, const WorkloadParams& p) {
     const size_t weights = (in.size() - 4) / 3;
     std::vector<Tensor> forward_inputs(in.begin(), in.begin() + 1 + weights);
-    Tensor diff = step(forward_inputs, p)[0] - in[1 + weights];
-    std::span<const Tensor> params(in.data() + 1, weights);
-    auto loss = value_and_grad(mean(diff * diff), params);
-    if (!loss) return std::vector<Tensor>{in[0].context().error_tensor(loss.error())};
-    auto next = adamw_step(params, loss->gradients, std::span(in.data() + 2 + weights, weights),
-                           std::span(in.data() + 2 + 2 * weights, weights), in[2 + 3 * weights], in[3 + 3 * weights]);
-    if (!next) return std::vector<Tensor>{in[0].context().error_tensor(next.error())};
-    std::vector<Tensor> outputs{loss->value};
-    for (auto* list : {&next->params, &next->m, &next->v}) outputs.insert(outputs.end(), list->begin(), list->end());
-    return outputs;
+    return training_step(TrainingSpec{"mse", "adamw"}, step(forward_inputs, p)[0], in[1 + weights],
+                         std::span(in.data() + 1, weights), std::span(in.data() + 2 + weights, 2 * weights),
+                         in[2 + 3 * weights], in[3 + 3 * weights]);
   };
   d.ops_per_step = nullptr;
   return d;

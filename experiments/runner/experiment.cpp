@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -17,6 +18,7 @@
 #include "core/source_file.h"
 #include "core/suggest.h"
 #include "pipeline_sweep.h"
+#include "training_step.h"
 
 namespace lazylab {
 namespace {
@@ -112,11 +114,37 @@ Expected<std::vector<WorkloadParams>> read_param_grid(const Reader& r, const YAM
   return grid;
 }
 
+// `train: {loss: L, optimizer: O}` (each optional: mse, adamw), the names
+// from training_step.h's lists.
+Status read_training(const Reader& r, const YAML::Node& item, const std::string& at, WorkloadEntry& entry) {
+  const YAML::Node& train = item["train"];
+  const std::string where = at + ".train";
+  if (item["torch"]) return r.error(train, where, "a PyTorch program ('torch') is a training step already");
+  if (!train.IsMap())
+    return r.error(train, where, "expected a mapping: {loss: cross-entropy|mse, optimizer: sgd|adamw}");
+  LAZYLAB_TRY(r.expect_keys(train, where, {"loss", "optimizer"}));
+  TrainingSpec defaults;
+  auto choose = [&](const char* key, std::span<const std::string_view> choices, std::string fallback,
+                    std::string& chosen) -> Status {
+    chosen = std::move(fallback);
+    if (!train[key]) return {};
+    auto value = r.scalar<std::string>(train[key], where + "." + key, "a name");
+    if (!value) return value.error();
+    if (std::find(choices.begin(), choices.end(), *value) == choices.end())
+      return r.error(train[key], where + "." + key,
+                     fmt::format("'{}': expected one of {}", *value, fmt::join(choices, ", ")));
+    chosen = *value;
+    return {};
+  };
+  LAZYLAB_TRY(choose("loss", kTrainingLosses, defaults.loss, entry.train_loss));
+  return choose("optimizer", kTrainingOptimizers, defaults.optimizer, entry.train_optimizer);
+}
+
 Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
   if (!list.IsSequence() || list.size() == 0) return r.error(list, "workloads", "expected a non-empty list");
   std::filesystem::path folder = std::filesystem::path(e.path).parent_path();
-  // (name, params, label, capture, inputs) -> line: the same entry twice is a mistake.
-  std::map<std::tuple<std::string, WorkloadParams, std::string, std::string, std::string>, int> seen;
+  // (name, params, label, capture, inputs, training) -> line: the same entry twice is a mistake.
+  std::map<std::tuple<std::string, WorkloadParams, std::string, std::string, std::string, std::string>, int> seen;
   for (size_t i = 0; i < list.size(); ++i) {
     std::string at = fmt::format("workloads[{}]", i);
     WorkloadEntry entry;
@@ -124,8 +152,8 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     if (item.IsScalar()) {
       entry.name = item.as<std::string>();
     } else {
-      LAZYLAB_TRY(r.expect_keys(item, at,
-                                {"name", "file", "onnx", "torch", "params", "label", "weights", "capture", "inputs"}));
+      LAZYLAB_TRY(r.expect_keys(
+          item, at, {"name", "file", "onnx", "torch", "params", "label", "weights", "capture", "inputs", "train"}));
       LAZYLAB_TRY(read_label(r, item, at, entry.label));
       int given =
           item["name"].IsDefined() + item["file"].IsDefined() + item["onnx"].IsDefined() + item["torch"].IsDefined();
@@ -145,6 +173,7 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
                          fmt::format("'{}': the f32 inputs are stored in bf16 or f16", *dtype));
         entry.inputs = *dtype;
       }
+      if (item["train"]) LAZYLAB_TRY(read_training(r, item, at, entry));
       if (item["onnx"]) {
         auto file = r.scalar<std::string>(item["onnx"], at + ".onnx", "a path to an .onnx model");
         if (!file) return file.error();
@@ -186,8 +215,9 @@ Status read_workloads(const Reader& r, const YAML::Node& list, Experiment& e) {
     }
     for (WorkloadParams& params : grid) {
       entry.params = std::move(params);
-      auto [earlier, inserted] =
-          seen.emplace(std::tuple(entry.name, entry.params, entry.label, entry.capture, entry.inputs), entry.line);
+      auto [earlier, inserted] = seen.emplace(
+          std::tuple(entry.name, entry.params, entry.label, entry.capture, entry.inputs, training_of(entry)),
+          entry.line);
       if (!inserted)
         return r.error(item, at,
                        fmt::format("the same workload and parameters ({}) as the entry on line {}; give one a "

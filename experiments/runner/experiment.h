@@ -19,8 +19,16 @@ struct WorkloadEntry {
   std::string weights;  // optional, for a .lzir file: a folder of N.npy bound to parameter N
   std::string capture;  // optional, for a PyTorch program: how its step is captured (empty: the lazy device)
   std::string inputs;   // optional: the 16-bit float dtype its f32 inputs are stored in (empty: f32)
-  int line = 0;         // in the experiment file, for errors
+  // optional: trained (training_step.h) with this loss and optimizer (empty: not a training step)
+  std::string train_loss, train_optimizer;
+  int line = 0;  // in the experiment file, for errors
 };
+
+// A training step's "LOSS/OPTIMIZER", as a peer's cell names it; "" for a
+// forward.
+inline std::string training_of(const WorkloadEntry& w) {
+  return w.train_loss.empty() ? "" : w.train_loss + "/" + w.train_optimizer;
+}
 
 struct PipelineEntry {
   std::string name;  // templated pipelines: "name[option=value,...]"

@@ -38,6 +38,7 @@ class OnnxWorkload : public Workload {
   std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const override {
     return graph_->step(context, inputs);
   }
+  size_t data_inputs() const override { return model_.inputs.size(); }  // then the initializers
 
  private:
   OnnxModel model_;

@@ -69,7 +69,8 @@ std::string read_report(const fs::path& file, PeerResult& result) {
                               ms.at("min").get<double>(),
                               ms.at("max").get<double>(),
                               {},
-                              cell.value("inputs", std::string())});
+                              cell.value("inputs", std::string()),
+                              cell.value("train", std::string())});
     }
   } catch (const nlohmann::json::exception& ex) {
     result.cells.clear();

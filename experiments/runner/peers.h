@@ -41,6 +41,10 @@ struct PeerCell {
   // optional "inputs"; empty: f32): it compares with the workload's entry
   // of the same `inputs`.
   std::string inputs = {};
+  // The training step the peer timed (its cell's optional "train",
+  // "LOSS/OPTIMIZER"; empty: the forward): it compares with the workload's
+  // entry of the same `train`.
+  std::string train = {};
 };
 
 struct PeerResult {

@@ -62,6 +62,7 @@ nlohmann::json peers_json(const ExperimentResult& result) {
            {{"median", row.peer_cell->median_ms}, {"min", row.peer_cell->min_ms}, {"max", row.peer_cell->max_ms}}}};
       if (!row.peer_cell->round_ms.empty()) cell["rounds_ms"] = row.peer_cell->round_ms;
       if (!row.peer_cell->inputs.empty()) cell["inputs"] = row.peer_cell->inputs;
+      if (!row.peer_cell->train.empty()) cell["train"] = row.peer_cell->train;
       if (row.best)
         cell["best_lazylab"] = {{"pipeline", row.best->pipeline},
                                 {"backend", row.best->backend},
@@ -141,7 +142,9 @@ nlohmann::json entries_json(const Experiment& e) {
                          {"label", w.label},
                          {"weights", w.weights},
                          {"capture", w.capture},
-                         {"inputs", w.inputs}});
+                         {"inputs", w.inputs},
+                         {"train_loss", w.train_loss},
+                         {"train_optimizer", w.train_optimizer}});
   for (const PipelineEntry& p : e.pipelines) pipelines.push_back({{"name", p.name}, {"text", p.text}});
   for (const BackendEntry& b : e.backends)
     backends.push_back({{"name", b.name}, {"options", b.options}, {"label", b.label}});
@@ -151,7 +154,8 @@ nlohmann::json entries_json(const Experiment& e) {
 void read_entries(const nlohmann::json& experiment, Experiment& e) {
   for (const nlohmann::json& w : experiment.value("workloads", nlohmann::json::array()))
     e.workloads.push_back({w.value("name", ""), w.value("params", WorkloadParams{}), w.value("label", ""),
-                           w.value("weights", ""), w.value("capture", ""), w.value("inputs", ""), 0});
+                           w.value("weights", ""), w.value("capture", ""), w.value("inputs", ""),
+                           w.value("train_loss", ""), w.value("train_optimizer", ""), 0});
   for (const nlohmann::json& p : experiment.value("pipelines", nlohmann::json::array()))
     e.pipelines.push_back({p.value("name", ""), p.value("text", ""), 0});
   for (const nlohmann::json& b : experiment.value("backends", nlohmann::json::array()))
@@ -415,7 +419,7 @@ Expected<LoadedReport> report_from_json(const nlohmann::json& json, const std::s
         nlohmann::json step = c.value("step_ms", nlohmann::json::object());
         peer.cells.push_back({c.value("workload", ""), step.value("median", 0.0), step.value("min", 0.0),
                               step.value("max", 0.0), c.value("rounds_ms", std::vector<double>{}),
-                              c.value("inputs", "")});
+                              c.value("inputs", ""), c.value("train", "")});
       }
       report.peers.push_back(std::move(peer));
     }

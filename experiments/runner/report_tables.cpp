@@ -108,13 +108,14 @@ std::vector<double> round_ratios(const PeerCell& peer, const CellResult& cell, b
 std::vector<PeerComparison> peer_comparisons(const ExperimentResult& result) {
   // Peers are given each workload's first entry (peers.h), so only that
   // entry's cells compare with them: the first of those with the peer's
-  // stored inputs.
+  // stored inputs and training step.
   std::vector<PeerComparison> rows;
   const std::vector<WorkloadEntry>& entries = result.experiment.workloads;
   for (const PeerResult& peer : result.peers)
     for (const PeerCell& pc : peer.cells) {
-      auto first = std::find_if(entries.begin(), entries.end(),
-                                [&](const WorkloadEntry& w) { return w.name == pc.workload && w.inputs == pc.inputs; });
+      auto first = std::find_if(entries.begin(), entries.end(), [&](const WorkloadEntry& w) {
+        return w.name == pc.workload && w.inputs == pc.inputs && training_of(w) == pc.train;
+      });
       size_t entry = static_cast<size_t>(first - entries.begin());
       PeerComparison row{&peer, &pc, nullptr, 0, false, {}};
       for (const CellResult& c : result.cells) {

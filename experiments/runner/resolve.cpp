@@ -6,6 +6,7 @@
 #include "child_process.h"
 #include "core/pass_plugin.h"
 #include "footprint.h"
+#include "training_step.h"
 
 namespace lazylab {
 namespace {
@@ -127,6 +128,8 @@ Expected<Resolved> resolve(const Experiment& e, const RunOptions& options) {
     const WorkloadEntry& entry = e.workloads[w];
     auto workload = make_workload(entry.name, entry.params, entry.weights, entry.capture);
     if (!workload) return experiment_error(e, entry.line, fmt::format("workloads[{}]", w), workload.error().message);
+    if (!entry.train_loss.empty())
+      *workload = as_training_step(std::move(*workload), TrainingSpec{entry.train_loss, entry.train_optimizer});
     if (!entry.inputs.empty()) *workload = with_inputs_stored_in(std::move(*workload), *parse_dtype(entry.inputs));
     if (!(*workload)->failure()) {
       LAZYLAB_TRY(check_inputs(**workload, entry, engine_options(e)));

@@ -28,6 +28,8 @@ std::string workload_shown(const Experiment& e, size_t w) {
                   }) > 1;
   std::string shown = repeated ? fmt::format("{}[{}]", workload.name, describe_params(workload.params)) : workload.name;
   if (!workload.inputs.empty()) shown = fmt::format("{} ({} inputs)", shown, workload.inputs);
+  if (!workload.train_loss.empty())
+    shown = fmt::format("{} (train: {}, {})", shown, workload.train_loss, workload.train_optimizer);
   return workload.capture.empty() ? shown : fmt::format("{} ({})", shown, workload.capture);
 }
 

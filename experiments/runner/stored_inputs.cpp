@@ -50,6 +50,7 @@ class StoredInputs : public Workload {
     return inner_->step(context, widened);
   }
   int64_t ops_per_step() const override { return inner_->ops_per_step(); }
+  size_t data_inputs() const override { return inner_->data_inputs(); }
   const std::string* failure() const override { return inner_->failure(); }
 
  private:

@@ -35,6 +35,9 @@ class Workload {
   virtual std::vector<HostTensor> make_inputs(uint64_t seed) const = 0;
   // Traces one step; the outputs are the step's results.
   virtual std::vector<Tensor> step(Context& context, const std::vector<Tensor>& inputs) const = 0;
+  // How many of the first inputs are data rather than weights: a training
+  // step (training_step.h) trains the float inputs after them.
+  virtual size_t data_inputs() const { return 1; }
   // Ops a step records, for per-op figures (chain-tiny); 0 when not meaningful.
   virtual int64_t ops_per_step() const { return 0; }
   // A `torch:` workload's capture; null for every other kind.

@@ -3,7 +3,8 @@
 # MobileNetV2, BERT and GPT-2 at CI size), exported from PyTorch by the
 # experiment's prepare step: every cell correct against the interpreter,
 # PyTorch eager timed as a peer on every model, and each model's output
-# against PyTorch's own on interp and on cpu through every fusion strategy.
+# against PyTorch's own on interp and on cpu through every fusion strategy;
+# and the four as training steps (experiments/training-models.yaml).
 # usage: run_models.sh LAZYLAB SOURCE_ROOT
 set -uo pipefail
 lazylab=$1 root=$2
@@ -33,6 +34,24 @@ then
   ok "models-small: 24 cells correct against interp, PyTorch eager timed on all 4 models"
 else
   fail "models-small experiment" "$work/run.log"; cat "$work/check.log" 2>/dev/null
+fi
+
+# The four as lazylab training steps (loss, reverse mode, optimizer step):
+# every cell against the interpreter's step, with rematerialization.
+if "$lazylab" run "$root/experiments/training-models.yaml" --output-dir "$work/train" -q --set repeat.runs=1 \
+  --set repeat.warmup=0 --filter pipeline=min-cut/gemm-epilogue >"$work/train.log" 2>&1 &&
+  python3 - "$work/train/training-models.json" >"$work/train-check.log" 2>&1 <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+cells = r["cells"]
+assert len(cells) == 8, len(cells)
+assert r["all_correct"], [(c["workload_shown"], c["pipeline"], c.get("correctness")) for c in cells if not c.get("correct")]
+print("ok")
+PY
+then
+  ok "training-models: the 4 networks' training steps correct against interp, with min-cut"
+else
+  fail "training-models experiment" "$work/train.log"; cat "$work/train-check.log" 2>/dev/null
 fi
 
 data=$root/experiments/models/onnx-small

@@ -305,6 +305,28 @@ TEST_CASE("plugins are paths relative to the experiment file, loaded later by th
   CHECK(parsed->plugins[0].line == 10);
 }
 
+TEST_CASE("train: a workload as a training step, with a loss and an optimizer from the lists; mistakes named") {
+  auto e = parse_experiment(
+      "name: t\nworkloads: [mlp, {name: mlp, train: {}}, {name: mlp, train: {loss: cross-entropy, optimizer: sgd}}]\n"
+      "pipelines: {p: lower}\nbackends: [interp]\n",
+      "x.yaml");
+  REQUIRE(e.ok());
+  CHECK(e->workloads[0].train_loss.empty());
+  CHECK(e->workloads[1].train_loss == "mse");
+  CHECK(e->workloads[1].train_optimizer == "adamw");
+  CHECK(e->workloads[2].train_loss == "cross-entropy");
+  CHECK(e->workloads[2].train_optimizer == "sgd");
+  CHECK(error_of("name: t\nworkloads: [{name: mlp, train: {loss: hinge}}]\npipelines: {p: lower}\nbackends: "
+                 "[interp]\n") == "x.yaml:2: workloads[0].train.loss: 'hinge': expected one of cross-entropy, mse");
+  CHECK(error_of("name: t\nworkloads: [{name: mlp, train: {optimiser: sgd}}]\npipelines: {p: lower}\nbackends: "
+                 "[interp]\n")
+            .find("workloads[0].train.optimiser: unknown key (did you mean 'optimizer'?)") != std::string::npos);
+  CHECK(error_of("name: t\nworkloads: [{torch: a.py, train: {}}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0].train: a PyTorch program ('torch') is a training step already");
+  CHECK(error_of("name: t\nworkloads: [{name: mlp, train: sgd}]\npipelines: {p: lower}\nbackends: [interp]\n") ==
+        "x.yaml:2: workloads[0].train: expected a mapping: {loss: cross-entropy|mse, optimizer: sgd|adamw}");
+}
+
 TEST_CASE("inputs stored in bf16 or f16: one workload listed with each, other values are refused") {
   auto e = parse_experiment(
       "name: t\nworkloads: [mlp, {name: mlp, inputs: bf16}, {name: mlp, inputs: f16}]\npipelines: {p: lower}\n"
