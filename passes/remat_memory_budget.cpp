@@ -1,12 +1,13 @@
 // memory-budget: keep everything, then recompute until the peak fits. The
-// peak is remat_schedule's estimate (values alive at once, nodes in order,
-// before fusion and memory planning); the budget is `bytes`, or `percent`
-// of save-all's peak when `bytes` is 0. Each round recomputes one kept value
-// from what is kept already (with the forward values between them that
-// nothing keeps), the one that lowers the peak most per operation spent
-// (core/program_cost.h's count), products and reductions too where nothing
-// cheaper lowers it: Chen et al.'s checkpointing, greedily. A budget below
-// the lowest peak it reaches is an error naming both; a graph with no
+// peak is remat_schedule's estimate of the arena's (values alive at once,
+// nodes in order, before fusion and memory planning, what fusion keeps in
+// registers aside); the budget is `bytes`, or `percent` of save-all's peak
+// when `bytes` is 0. Each round recomputes one kept value from what is kept
+// already (with the forward values between them that nothing keeps), the
+// one that lowers the peak most per operation spent (core/program_cost.h's
+// count, so a product or a reduction, many operations, comes after cheaper
+// choices of like effect): Chen et al.'s checkpointing, greedily. A budget
+// below the lowest peak it reaches is an error naming both; a graph with no
 // backward is left as it is.
 #include <fmt/format.h>
 
