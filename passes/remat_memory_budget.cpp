@@ -28,7 +28,10 @@ class MemoryBudget : public RematStrategy {
     if (split.saved.empty()) return again;  // no backward: nothing kept for it
     RematSchedule schedule = remat_schedule(graph, split, again);
     const uint64_t saving_all = schedule.peak_bytes;
-    const uint64_t budget = bytes_ > 0 ? bytes_ : saving_all * static_cast<uint64_t>(percent_) / 100;
+    // A percentage of 100 or more asks for nothing (and would overflow the product).
+    const uint64_t budget = bytes_ > 0        ? bytes_
+                            : percent_ >= 100 ? saving_all
+                                              : saving_all * static_cast<uint64_t>(percent_) / 100;
     while (schedule.peak_bytes > budget) {
       auto better = lower_peak(graph, split, again, schedule);
       if (!better)

@@ -74,6 +74,7 @@ TEST_CASE("memory-budget recomputes until the estimated peak fits, and names a b
     Graph joint = joint_graph(name, params);
     const uint64_t saving_all = estimated_peak(joint);
     CHECK(kept_bytes(joint, "memory-budget,percent=100") == kept_bytes(joint, "save-all"));
+    CHECK(kept_bytes(joint, "memory-budget,percent=9223372036854775807") == kept_bytes(joint, "save-all"));
     uint64_t lowest = saving_all;
     for (int percent : {90, 80, 70, 60, 50}) {
       Module module;
