@@ -183,12 +183,15 @@ class RowCompiler {
       const lazylab_op& op = kernel_.ops[i];
       uint32_t result = values_[op.result].dtype;
       bool cast = op.op == LAZYLAB_OP_Cast;
-      bool makes_bool = op.op == LAZYLAB_OP_Broadcast || ops::is_comparison(op.op);
+      // Bools are 1s and 0s in floats: a comparison's, a constant's, a
+      // select's among them (max pooling's gradient: the first maximum).
+      bool makes_bool = op.op == LAZYLAB_OP_Broadcast || op.op == LAZYLAB_OP_Constant || op.op == LAZYLAB_OP_Select ||
+                        ops::is_comparison(op.op);
       if (!computes_in_f32(result) && !(result == LAZYLAB_BOOL && makes_bool) && !(result == LAZYLAB_I64 && cast))
         return &op;
       for (uint32_t k = 0; k < op.num_operands; ++k) {
         uint32_t operand = values_[op.operands[k]].dtype;
-        bool predicate = (op.op == LAZYLAB_OP_Select && k == 0) || op.op == LAZYLAB_OP_Broadcast;
+        bool predicate = op.op == LAZYLAB_OP_Select || op.op == LAZYLAB_OP_Broadcast;
         bool cast_back = cast && operand == LAZYLAB_I64 && computes_in_f32(result);
         if (!computes_in_f32(operand) && !(operand == LAZYLAB_BOOL && predicate) && !cast_back) return &op;
       }
@@ -279,6 +282,7 @@ class RowCompiler {
 
   // A constant of `dtype` as the loops hold it: rounded once from the double.
   static float constant_of(uint32_t dtype, double value) {
+    if (dtype == LAZYLAB_BOOL) return value != 0 ? 1.0f : 0.0f;  // held as 1s and 0s
     if (dtype == LAZYLAB_BF16) return static_cast<float>(BFloat16(value));
     if (dtype == LAZYLAB_F16) return static_cast<float>(Float16(value));
     return static_cast<float>(value);
@@ -351,6 +355,8 @@ class RowCompiler {
     if (op.op == LAZYLAB_OP_Constant) {
       Slot splat{Slot::Splat};
       splat.splat = constant_of(values_[op.result].dtype, op.attrs[0].f);
+      if (space_->leaves(op.result) && values_[op.result].dtype == LAZYLAB_BOOL)
+        return fail("a constant of bools leaving the kernel");
       if (space_->leaves(op.result)) return materialize(op.result, splat, index, plan);
       slots_[op.result] = splat;
       return true;
@@ -449,8 +455,20 @@ class RowCompiler {
     auto kind = layout_of(op.result);
     if (!predicate || !a || !b || !kind || !a->floats() || !b->floats())
       return why_.empty() ? fail("an operand or its result the loops cannot index") : false;
-    Slot out = place_result(op.result, *kind, index);
-    plan.instrs.push_back({InstrKind::Select, op.op, out, *predicate, *a, *b});
+    if (values_[op.result].dtype != LAZYLAB_BOOL) {
+      Slot out = place_result(op.result, *kind, index);
+      plan.instrs.push_back({InstrKind::Select, op.op, out, *predicate, *a, *b});
+      return true;
+    }
+    // A select of bools (1s and 0s here, as a comparison's) is held locally
+    // and stored as bytes where it leaves.
+    if (*kind != Slot::Full) return fail("a select of bools with a result per row");
+    Slot local = place_result(op.result, *kind, index, true);
+    plan.instrs.push_back({InstrKind::Select, op.op, local, *predicate, *a, *b});
+    if (!space_->leaves(op.result)) return true;
+    Slot bytes{Slot::Full, Slot::Memory, op.result};
+    bytes.byte = true;
+    plan.instrs.push_back({InstrKind::Materialize, 0, bytes, local, {}, {}});
     return true;
   }
 

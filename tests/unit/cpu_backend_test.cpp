@@ -807,6 +807,47 @@ TEST_CASE("a product whose epilogue compares runs in the row loops as the interp
   CHECK(values(got[1]) == values(want[1]));
 }
 
+// Max pooling's gradient picks each window's first maximum with bools: a
+// constant false, selects of bools ("taken", "first") and comparisons. The
+// row loops hold them as 1s and 0s (strict: nothing on the reference
+// kernels; in ResNet-18's training step a bool constant sent a whole
+// convolution and its epilogue there, 27 ms of a 58 ms step). The weight's
+// gradient only: the input's reverses the weights with i64 indices, which
+// the reference kernels compute.
+TEST_CASE("max pooling's gradient runs its bools in the row loops as the interpreter does") {
+  auto cpu = load_backend("cpu", "strict=1");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  auto program = [](Context& ctx) {
+    std::vector<float> x(2 * 3 * 9 * 9), w(4 * 3 * 3 * 3);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * 7 % 11) - 5.0f;  // ties in most windows
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+    Tensor input = ctx.from_vector(x, {2, 3, 9, 9});
+    Tensor weight = ctx.from_vector(w, {4, 3, 3, 3});
+    Tensor pooled =
+        max_pool2d(relu(conv2d(input, weight, {{1, 1}, {1, 1, 1, 1}, {1, 1}})), {3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}});
+    Tensor loss = sum(pooled * pooled);
+    auto gradients = grad(loss, std::vector<Tensor>{weight});
+    REQUIRE_MESSAGE(gradients.ok(), (gradients.ok() ? "" : gradients.error().message));
+    return *gradients;
+  };
+  const char* stages = "decompose,canonicalize,cse,dce,";
+  Engine reference_engine(pipeline(std::string(stages) + "lower"), *interp);
+  Context reference(reference_engine);
+  auto want = program(reference);
+  for (const char* strategy : {"greedy-elementwise", "gemm-epilogue"}) {
+    CAPTURE(strategy);
+    Engine engine(pipeline(std::string(stages) + "fuse{strategy=" + strategy + "},lower,plan-memory"), **cpu);
+    Context ctx(engine);
+    auto got = program(ctx);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::vector<float> expected = values(want[i]);
+      check_close(values(got[i]), std::vector<double>(expected.begin(), expected.end()), 1e-5);
+    }
+  }
+}
+
 // Products with no elements (no rows, or no batches), in f32 and bf16, and
 // one summing over nothing: they ran into a division by zero that killed
 // the process; now the empty ones are declined (the reference kernels

@@ -291,6 +291,17 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
          return std::vector<Tensor>{conv2d(many, w70, {{1, 1}, {1, 1, 1, 1}, {2, 2}}),    // [2, 70, 3, 3]
                                     conv2d(images, w8, {{1, 1}, {1, 1, 1, 1}, {2, 2}})};  // [16, 8, 3, 3]
        }},
+      {"one input channel and no groups (a one-image weight gradient: the channels are its batch): products, "
+       "not depthwise sums",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(6 * 1 * 9 * 9), {6, 1, 9, 9});
+         Tensor g = c.from_vector<float>(wavy(5 * 1 * 8 * 8), {5, 1, 8, 8});
+         Tensor g4 = c.from_vector<float>(wavy(5 * 1 * 4 * 4), {5, 1, 4, 4});
+         Tensor w = c.from_vector<float>(wavy(7 * 1 * 3 * 3), {7, 1, 3, 3});
+         return std::vector<Tensor>{conv2d(x, g, {{1, 1}, {1, 1, 1, 1}, {1, 1}}),         // [6, 5, 4, 4]
+                                    conv2d(x, g4, {{1, 1}, {0, 0, 0, 0}, {2, 2}}) * 2.0,  // [6, 5, 3, 3], dilated
+                                    relu(conv2d(x, w, {{2, 2}, {1, 1, 1, 1}, {1, 1}}))};  // [6, 7, 5, 5]
+       }},
       {"depthwise convs, summed directly: stride 2, asymmetric pads, dilation, a channel multiplier",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(2 * 3 * 11 * 10), {2, 3, 11, 10});
