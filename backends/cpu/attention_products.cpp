@@ -7,6 +7,8 @@
 #include <array>
 #include <utility>
 
+#include "register_transpose.h"
+
 namespace lazylab::cpu {
 namespace {
 
@@ -20,12 +22,6 @@ using Sum = float __attribute__((vector_size(64)));
 constexpr int kScoreRows = 6, kScoreVectors = 4;
 static_assert(kScoreVectors * kLanes == kKeyPanel, "a scores tile reads one panel of keys");
 constexpr int kValueRows = 6, kValueVectors = 4;
-
-// The first `count` lanes (none when count <= 0, all past 16).
-__mmask16 first_lanes(int64_t count) {
-  if (count <= 0) return 0;
-  return count >= kLanes ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1);
-}
 
 template <int Vectors>
 std::array<__mmask16, Vectors> column_masks(int64_t columns_left) {
@@ -109,33 +105,6 @@ constexpr auto kScoresTiles =
 template <bool Whole>
 constexpr auto kValuesTiles =
     tiles_by_rows<decltype(&values_tile<1, true>), ValuesTileOf, Whole>(std::make_integer_sequence<int, kValueRows>());
-
-// Row r of the result is column r of the 16 rows given.
-void transpose_16x16(__m512 rows[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved
-    t[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {  // then pairs of pairs, as doubles
-    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
-    __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
-    rows[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-    rows[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    rows[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-    rows[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-  }
-  for (int i = 0; i < 4; ++i) {  // then 128-bit quarters, twice
-    t[i] = _mm512_shuffle_f32x4(rows[i], rows[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(rows[i], rows[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(rows[i + 8], rows[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(rows[i + 8], rows[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 8; ++i) {
-    rows[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    rows[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
 
 }  // namespace
 

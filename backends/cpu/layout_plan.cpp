@@ -6,6 +6,7 @@
 
 #include "lazylab/dtype_table.hpp"
 #include "parallel.h"
+#include "register_transpose.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -89,6 +90,7 @@ class StridedCopy : public KernelPlan {
           rest /= shape_[d];
         }
         uint32_t* target = out + plane * height * width * unit;
+        if (unit == 1 && turn_in_registers(in + source, r0, r1, column_stride, width, target)) continue;
         for (int64_t c0 = 0; c0 < width; c0 += kTile)
           for (int64_t r = r0, c1 = std::min(width, c0 + kTile); r < r1; ++r)
             for (int64_t c = c0; c < c1; ++c) {
@@ -100,6 +102,33 @@ class StridedCopy : public KernelPlan {
     };
     if (rows_ * inner_ < 65536 || !arena_) return body(0, planes * bands);
     parallel_chunks(*arena_, 0, planes * bands, 1, body);
+  }
+
+  // Output rows [r0, r1) of a plane (width elements each, column c read
+  // from source + c * column_stride), 16 x 16 blocks turned over in AVX-512
+  // registers: element by element, a 1280 x 320 weight's transpose ran at
+  // 3 GB/s on a 2-core EPYC. False where the build has no AVX-512.
+  static bool turn_in_registers(const uint32_t* source, int64_t r0, int64_t r1, int64_t column_stride, int64_t width,
+                                uint32_t* target) {
+#if defined(__AVX512F__)
+    __mmask16 row_mask = first_lanes(r1 - r0);
+    auto* from = reinterpret_cast<const float*>(source);
+    auto* to = reinterpret_cast<float*>(target);
+    for (int64_t c0 = 0; c0 < width; c0 += kTile) {
+      int64_t columns = std::min(kTile, width - c0);
+      __m512 block[kTile];
+      for (int64_t c = 0; c < kTile; ++c)
+        block[c] =
+            c < columns ? _mm512_maskz_loadu_ps(row_mask, from + r0 + (c0 + c) * column_stride) : _mm512_setzero_ps();
+      transpose_16x16(block);
+      for (int64_t r = 0; r < r1 - r0; ++r)
+        _mm512_mask_storeu_ps(to + (r0 + r) * width + c0, first_lanes(columns), block[r]);
+    }
+    return true;
+#else
+    (void)source, (void)r0, (void)r1, (void)column_stride, (void)width, (void)target;
+    return false;
+#endif
   }
 
   // Adjacent dims that the source walks contiguously (the inner one's
