@@ -94,9 +94,10 @@ class CudaBackend : public plugin::Backend {
     caps.fuses_reduction_prologue = 1;
     caps.fuses_gemm_epilogue = 1;
     caps.fuses_layout_views = 1;
-    caps.attention_max_head_dim = 128;            // attention_kernel.h's and attention_tensor_core.h's tiles
-    caps.attention_16_bit = 1;                    // attention_tensor_core.h
-    caps.attention_masks = 1;                     // both attention kernels read a bool [m, n] mask
+    caps.fuses_window_epilogue = 1;     // convolution_source.h: the product, then the epilogue reading it back
+    caps.attention_max_head_dim = 128;  // attention_kernel.h's and attention_tensor_core.h's tiles
+    caps.attention_16_bit = 1;          // attention_tensor_core.h
+    caps.attention_masks = 1;           // both attention kernels read a bool [m, n] mask
     caps.reads_row_groups = row_groups_ ? 1 : 0;  // codegen.cpp: a per-channel value indexed by its row's group
     caps.gemm_epilogue_rereads = 1;  // codegen.cpp: cuBLASLt writes the product, a generated kernel reads it back
   }
@@ -206,7 +207,7 @@ class CudaBackend : public plugin::Backend {
   lazylab_ceilings measure_ceilings(int32_t index) override;
 
   std::string generated_code(const lazylab_program& program) override {
-    return annotated_source(program, generate(program, codegen_));
+    return annotated_source(generate(program, codegen_));
   }
 
  private:

@@ -12,6 +12,7 @@
 
 #include "attention_kernel.h"
 #include "attention_tensor_core.h"
+#include "convolution_source.h"
 #include "gelu_epilogue.h"
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/op_table.hpp"
@@ -223,6 +224,7 @@ class ProgramSource {
         result.op_by_op = c.k == 0 ? "a product over no depth (k = 0)" : "a product of no elements";
       }
     }
+    if (const lazylab_op* conv = convolution_of(kernel, kind)) return convolution(kernel, *conv, name, code);
     switch (kind) {
       case LAZYLAB_KERNEL_ELEMENTWISE:
       case LAZYLAB_KERNEL_ROW_REDUCTION: {
@@ -299,6 +301,7 @@ class ProgramSource {
       if (!skip.count(kernel.ops[i].result)) epilogue.push_back(&kernel.ops[i]);
     KernelCode result;
     result.product = true;
+    result.contraction = c;
     result.product_out = c.matmul;
     fold_reshape(kernel, epilogue, result);
     fuse_scale(kernel, epilogue, result);
@@ -306,6 +309,52 @@ class ProgramSource {
     fuse_gelu_bias(kernel, epilogue, result);
     if (result.product_out == c.matmul && program_.values[c.matmul].kind == LAZYLAB_VALUE_KERNEL_LOCAL)
       needs_memory_.insert(c.matmul);
+    if (epilogue.empty()) return result;
+    Launch launch;
+    code.source += elementwise_function(program_, row_space(kernel, std::move(epilogue)), name, launch,
+                                        /*from_the_end=*/true);
+    result.launches.push_back(std::move(launch));
+    return result;
+  }
+
+  // The convolution of a window kernel (its epilogue the other ops), or of
+  // a kernel that is the convolution alone; null for any other kernel.
+  static const lazylab_op* convolution_of(const lazylab_kernel& kernel, uint32_t kind) {
+    bool alone = kernel.num_ops == 1 && kernel.ops[0].op == LAZYLAB_OP_Conv2d;
+    if (kind != LAZYLAB_KERNEL_WINDOW && !alone) return nullptr;
+    for (uint32_t i = 0; i < kernel.num_ops; ++i)
+      if (kernel.ops[i].op == LAZYLAB_OP_Conv2d) return &kernel.ops[i];
+    return nullptr;
+  }
+
+  // A convolution on cuBLASLt (convolution_source.h): its windows unfolded
+  // (unless pointwise), the product, then the epilogue as one elementwise
+  // launch over the result's [N O, OH OW] rows, read from the end as a
+  // contraction's. One cuBLASLt does not take (groups: depthwise) runs as
+  // the direct kernel, a thread per output, with the epilogue after it.
+  KernelCode convolution(const lazylab_kernel& kernel, const lazylab_op& conv, const std::string& name,
+                         ProgramCode& code) {
+    std::vector<const lazylab_op*> epilogue;
+    for (uint32_t i = 0; i < kernel.num_ops; ++i)
+      if (&kernel.ops[i] != &conv) epilogue.push_back(&kernel.ops[i]);
+    KernelCode result;
+    if (program_.values[conv.result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) needs_memory_.insert(conv.result);
+    if (auto why = convolution_product_refusal(program_, conv)) {
+      code.source += op_function(program_, conv, name + "_direct", result.launches);
+      if (!epilogue.empty()) result.op_by_op = *why;
+    } else {
+      ConvolutionProduct product = convolution_product(program_, conv, program_.num_values);
+      result.product = true;
+      result.contraction = product.contraction;
+      result.shared_lhs = true;
+      result.product_out = conv.result;
+      if (product.columns_bytes) {
+        result.launches.emplace_back();
+        code.source += unfold_function(program_, conv, program_.num_values, name + "_unfold", result.launches.back());
+        result.launches_before_product = 1;
+        code.columns_bytes = std::max(code.columns_bytes, product.columns_bytes);
+      }
+    }
     if (epilogue.empty()) return result;
     Launch launch;
     code.source += elementwise_function(program_, row_space(kernel, std::move(epilogue)), name, launch,
@@ -462,21 +511,25 @@ ProgramCode generate(const lazylab_program& program, const CodegenOptions& optio
   return ProgramSource(program, options).run();
 }
 
-std::string annotated_source(const lazylab_program& program, const ProgramCode& code) {
+std::string annotated_source(const ProgramCode& code) {
   std::string text = kPrelude + code.templates;
   for (size_t k = 0; k < code.kernels.size(); ++k) {
     const KernelCode& kernel = code.kernels[k];
     text += fmt::format("\n// ---- kernel k{}\n", k);
-    if (kernel.product) {
-      const lazylab_contraction& c = program.kernels[k].contraction;
-      text += fmt::format("// cuBLASLt: {} x [{} x {}]{} x [{} x {}]{}{} -> %{}\n", c.batch, c.m, c.k,
-                          c.lhs_transposed ? "^T" : "", c.k, c.n, c.rhs_transposed ? "^T" : "",
-                          kernel.bias != kNoValue ? fmt::format(" + bias %{}", kernel.bias) : "", kernel.product_out);
-    }
-    for (const Launch& l : kernel.launches)
+    for (size_t i = 0; i <= kernel.launches.size(); ++i) {
+      if (kernel.product && i == kernel.launches_before_product) {
+        const lazylab_contraction& c = kernel.contraction;
+        text += fmt::format("// cuBLASLt: {} x [{} x {}]{}{} x [{} x {}]{}{} -> %{}\n", c.batch, c.m, c.k,
+                            c.lhs_transposed ? "^T" : "", kernel.shared_lhs ? " (one for every batch)" : "", c.k, c.n,
+                            c.rhs_transposed ? "^T" : "",
+                            kernel.bias != kNoValue ? fmt::format(" + bias %{}", kernel.bias) : "", kernel.product_out);
+      }
+      if (i == kernel.launches.size()) break;
+      const Launch& l = kernel.launches[i];
       text += fmt::format(
           "// launch {}: {} {}, {} threads a block{}\n", l.function, l.work, l.block_per_item ? "rows" : "work items",
           l.block, l.items_per_block > 1 ? fmt::format(", {} rows a block (a warp each)", l.items_per_block) : "");
+    }
     text += kernel.source;
   }
   return text;

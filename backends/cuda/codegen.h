@@ -45,7 +45,14 @@ inline constexpr uint32_t kScratchValue = ~uint32_t{0} - 1;
 inline constexpr uint64_t kScratchBytes = uint64_t{32} << 20;
 
 struct KernelCode {
-  bool product = false;  // a cuBLASLt product (the kernel's contraction) runs before the launches
+  // A cuBLASLt product runs after the first `launches_before_product`
+  // launches and before the others: the kernel's contraction, or a
+  // convolution's (its unfolded windows by its weights, which every image
+  // reads: `shared_lhs`).
+  bool product = false;
+  lazylab_contraction contraction{};
+  bool shared_lhs = false;
+  size_t launches_before_product = 0;
   // cuBLASLt's bias epilogue: the product + this [n] vector along each row,
   // written to `product_out` (the matmul's value, or the add's it replaced).
   uint32_t bias = kNoValue;
@@ -66,6 +73,10 @@ struct ProgramCode {
   // layers): they launch that kernel's functions, compiled once.
   size_t kernels_sharing_functions = 0;
   std::vector<uint32_t> needs_memory;  // kernel-local values this code keeps in memory (arena extension)
+  // Bytes of the convolutions' unfolded windows (the largest one's), at
+  // value id `program.num_values` in the launches and products: past the
+  // Program's values, kept after the arena (one at a time on the stream).
+  uint64_t columns_bytes = 0;
 };
 
 struct CodegenOptions {
@@ -88,6 +99,6 @@ ProgramCode generate(const lazylab_program& program, const CodegenOptions& optio
 // The source as a reader wants it: the helpers, then each kernel's functions
 // under a line saying what runs for it (the cuBLASLt product, each launch's
 // work and block).
-std::string annotated_source(const lazylab_program& program, const ProgramCode& code);
+std::string annotated_source(const ProgramCode& code);
 
 }  // namespace lazylab::cuda

@@ -25,8 +25,9 @@
 namespace lazylab::cuda {
 
 // A product as cuBLASLt's choice depends on it: batch, m, n, k, whether each
-// operand is transposed, the bias epilogue, TF32 and the dtype.
-using ProductKey = std::array<int64_t, 9>;
+// operand is transposed, the bias epilogue, TF32, the dtype and whether
+// every batch reads one lhs.
+using ProductKey = std::array<int64_t, 10>;
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's scratch, per device (and launches', codegen.h)
 

@@ -51,6 +51,7 @@ struct LoadedKernel {
   std::unique_ptr<Product> product;
   uint32_t product_out = kNoValue, bias = kNoValue;
   std::vector<LoadedLaunch> launches;
+  size_t launches_before_product = 0;
 };
 
 class CudaExecutable : public plugin::Executable {
@@ -68,6 +69,7 @@ class CudaExecutable : public plugin::Executable {
     }
     ProgramCode code = generate(program, codegen);
     place_local_values(program.arena_bytes, code.needs_memory);
+    place_columns(code.columns_bytes);
     size_t launches = 0;
     for (const KernelCode& kernel : code.kernels) launches += kernel.launches.size() + (kernel.product ? 1 : 0);
     if (graph.replays(launches, choose_in_place_parameters())) {
@@ -79,8 +81,7 @@ class CudaExecutable : public plugin::Executable {
     if (arena_bytes_) check(device.driver, device.driver.cuMemAlloc(&arena_, arena_bytes_), "cuMemAlloc (arena)");
     CompiledModule module = compile_cuda(code.source, compiler);
     check(device.driver, device.driver.cuModuleLoadData(&module_, module.cubin.data()), "cuModuleLoadData");
-    for (uint32_t k = 0; k < program.num_kernels; ++k)
-      kernels_.push_back(load(program.kernels[k], code.kernels[k], compiler, tf32));
+    for (uint32_t k = 0; k < program.num_kernels; ++k) kernels_.push_back(load(code.kernels[k], compiler, tf32));
     notes_ = compile_notes(module);
     if (code.kernels_sharing_functions)
       notes_ += fmt::format("{} of {} kernels launch another kernel's functions (the same code for other values)\n",
@@ -317,17 +318,27 @@ class CudaExecutable : public plugin::Executable {
     }
   }
 
+  // The convolutions' unfolded windows: one more value (id num_values, as
+  // codegen.h says), after the arena and the local values.
+  void place_columns(uint64_t bytes) {
+    if (!bytes) return;
+    arena_bytes_ = (arena_bytes_ + 255) / 256 * 256;
+    values_.push_back({LAZYLAB_U8, {static_cast<int64_t>(bytes)}, LAZYLAB_VALUE_ARENA, -1, arena_bytes_, bytes});
+    arena_bytes_ += bytes;
+  }
+
   static ProductEpilogue epilogue_of(const KernelCode& code) {
     if (code.bias == kNoValue) return ProductEpilogue::kNone;
     return code.gelu ? ProductEpilogue::kGeluBias : ProductEpilogue::kBias;
   }
 
-  LoadedKernel load(const lazylab_kernel& kernel, const KernelCode& code, const CompilerOptions& compiler, bool tf32) {
+  LoadedKernel load(const KernelCode& code, const CompilerOptions& compiler, bool tf32) {
     LoadedKernel loaded;
     if (code.product)
       loaded.product =
-          std::make_unique<Product>(device_, compiler, kernel.contraction, values_[kernel.contraction.matmul].dtype,
-                                    tf32, epilogue_of(code), static_cast<float>(code.alpha));
+          std::make_unique<Product>(device_, compiler, code.contraction, values_[code.contraction.matmul].dtype, tf32,
+                                    epilogue_of(code), static_cast<float>(code.alpha), code.shared_lhs);
+    loaded.launches_before_product = code.launches_before_product;
     loaded.product_out = code.product_out;
     loaded.bias = code.bias;
     for (const Launch& launch : code.launches) {
@@ -351,24 +362,29 @@ class CudaExecutable : public plugin::Executable {
 
   template <class Address>
   void run(const LoadedKernel& kernel, Address& address, CUstream stream) {
-    if (kernel.product) {
-      const lazylab_contraction& c = kernel.product->contraction();
-      kernel.product->run(stream, address(c.lhs), address(c.rhs), address(kernel.product_out),
-                          kernel.bias == kNoValue ? 0 : address(kernel.bias));
+    for (size_t i = 0; i <= kernel.launches.size(); ++i) {
+      if (kernel.product && i == kernel.launches_before_product) {
+        const lazylab_contraction& c = kernel.product->contraction();
+        kernel.product->run(stream, address(c.lhs), address(c.rhs), address(kernel.product_out),
+                            kernel.bias == kNoValue ? 0 : address(kernel.bias));
+      }
+      if (i < kernel.launches.size()) launch(kernel.launches[i], address, stream);
     }
-    for (const LoadedLaunch& l : kernel.launches) {
-      if (l.launch.work == 0) continue;
-      std::vector<CUdeviceptr> pointers;
-      for (uint32_t v : l.launch.values) pointers.push_back(v == kScratchValue ? device_.workspace : address(v));
-      long long work = l.launch.work;
-      std::vector<void*> args;
-      for (CUdeviceptr& p : pointers) args.push_back(&p);
-      args.push_back(&work);
-      check(device_.driver,
-            device_.driver.cuLaunchKernel(l.function, l.grid, l.launch.blocks_y, 1, l.launch.block, 1, 1,
-                                          l.launch.shared_bytes, stream, args.data(), nullptr),
-            "cuLaunchKernel");
-    }
+  }
+
+  template <class Address>
+  void launch(const LoadedLaunch& l, Address& address, CUstream stream) {
+    if (l.launch.work == 0) return;
+    std::vector<CUdeviceptr> pointers;
+    for (uint32_t v : l.launch.values) pointers.push_back(v == kScratchValue ? device_.workspace : address(v));
+    long long work = l.launch.work;
+    std::vector<void*> args;
+    for (CUdeviceptr& p : pointers) args.push_back(&p);
+    args.push_back(&work);
+    check(device_.driver,
+          device_.driver.cuLaunchKernel(l.function, l.grid, l.launch.blocks_y, 1, l.launch.block, 1, 1,
+                                        l.launch.shared_bytes, stream, args.data(), nullptr),
+          "cuLaunchKernel");
   }
 
   Device& device_;

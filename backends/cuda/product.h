@@ -50,16 +50,19 @@ class Product {
   // With a bias, cuBLASLt adds a vector of n (of the product's dtype) along
   // each row of the product (its BIAS epilogue: in D^T's column-major terms,
   // one value per row), and with kGeluBias applies gelu to the sum (its
-  // GELU_BIAS epilogue). `compiler` says where the disk cache keeps
-  // cuBLASLt's choices. Throws for a dtype product_types() has no entry for.
+  // GELU_BIAS epilogue). With `shared_lhs`, every batch reads the one
+  // [m, k] lhs (a convolution's weights, for every image). `compiler` says
+  // where the disk cache keeps cuBLASLt's choices. Throws for a dtype
+  // product_types() has no entry for.
   Product(const Device& device, const CompilerOptions& compiler, const lazylab_contraction& c, uint32_t dtype,
-          bool tf32, ProductEpilogue epilogue, float alpha = 1.0f)
+          bool tf32, ProductEpilogue epilogue, float alpha = 1.0f, bool shared_lhs = false)
       : device_(device),
         c_(c),
         dtype_(dtype),
         epilogue_(epilogue),
         bias_(epilogue != ProductEpilogue::kNone),
-        alpha_(alpha) {
+        alpha_(alpha),
+        shared_lhs_(shared_lhs) {
     std::optional<ProductTypes> types = product_types(dtype, tf32);
     if (!types) throw std::invalid_argument(fmt::format("cuBLASLt runs no product of {}", dtypes::name(dtype)));
     types_ = *types;
@@ -79,7 +82,7 @@ class Product {
     // B's memory: [k, n] row-major is column-major n x k (ld n); transposed,
     // [n, k] row-major is column-major k x n (ld k). Likewise for A.
     first_ = layout(c.rhs_transposed ? c.k : c.n, c.rhs_transposed ? c.n : c.k, c.k * c.n);
-    second_ = layout(c.lhs_transposed ? c.m : c.k, c.lhs_transposed ? c.k : c.m, c.m * c.k);
+    second_ = layout(c.lhs_transposed ? c.m : c.k, c.lhs_transposed ? c.k : c.m, shared_lhs ? 0 : c.m * c.k);
     out_ = layout(c.n, c.m, c.m * c.n);
     choice_ = choose_algo(compiler, tf32);
     algo_ = choice_.algo;
@@ -91,8 +94,8 @@ class Product {
   // per machine where the disk cache is on.
   AlgoChoice choose_algo(const CompilerOptions& compiler, bool tf32) {
     ProductKey key = {
-        c_.batch, c_.m,  c_.n, c_.k, c_.lhs_transposed, c_.rhs_transposed, static_cast<int64_t>(epilogue_),
-        tf32,     dtype_};
+        c_.batch, c_.m,   c_.n,       c_.k, c_.lhs_transposed, c_.rhs_transposed, static_cast<int64_t>(epilogue_),
+        tf32,     dtype_, shared_lhs_};
     std::lock_guard<std::mutex> lock(device_.algo_mutex);
     if (auto it = device_.algos.find(key); it != device_.algos.end()) {
       AlgoChoice again = it->second;
@@ -213,7 +216,8 @@ class Product {
     // Each operand 256-byte aligned, as the arena places them.
     const uint64_t element_bytes = dtypes::size(dtype_);
     auto aligned = [&](uint64_t elements) { return (elements * element_bytes + 255) / 256 * 256; };
-    const uint64_t lhs_bytes = aligned(c_.batch * c_.m * c_.k), rhs_bytes = aligned(c_.batch * c_.k * c_.n);
+    const uint64_t lhs_bytes = aligned((shared_lhs_ ? 1 : c_.batch) * c_.m * c_.k),
+                   rhs_bytes = aligned(c_.batch * c_.k * c_.n);
     const uint64_t out_bytes = aligned(c_.batch * c_.m * c_.n),
                    bytes = lhs_bytes + rhs_bytes + out_bytes + aligned(c_.n);
     AlgoChoice heuristic{candidates[0], 0, {}, AlgoChoice::Source::Heuristic};
@@ -293,6 +297,7 @@ class Product {
           "cublasLtMatmul");
   }
   const lazylab_contraction& contraction() const { return c_; }
+  bool shared_lhs() const { return shared_lhs_; }
   uint32_t dtype() const { return dtype_; }
   const AlgoChoice& choice() const { return choice_; }
   bool adds_bias() const { return bias_; }
@@ -316,6 +321,7 @@ class Product {
   ProductEpilogue epilogue_;
   bool bias_;
   float alpha_;
+  bool shared_lhs_;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, out_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};

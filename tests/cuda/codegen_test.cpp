@@ -221,7 +221,7 @@ TEST_CASE("the generated source has the shape the kernel descriptions ask for") 
     CHECK(count(code.source, "const long long t = work - 1 - s;") == 1);  // the product's last tiles first
     // What `lazylab show --code` prints: each kernel marked with what runs for it.
     ProgramView view(*module.program, module.graph);
-    std::string listing = cuda::annotated_source(view.get(), code);
+    std::string listing = cuda::annotated_source(code);
     CHECK(count(listing, "// ---- kernel k") == 2);
     CHECK(count(listing, "// cuBLASLt: 1 x [4 x 16] x [16 x 32] -> %") == 1);
     CHECK(count(listing, "// cuBLASLt: 1 x [4 x 32] x [32 x 16] + bias") == 1);
@@ -876,4 +876,55 @@ TEST_CASE("with gelu-epilogue, autocast's bias and gelu after a 16-bit product a
   CHECK(cuda::compile_cuda(gpt2_code.source, no_cache()).cubin.size() > 100);
   CHECK(generated(linear_gelu(0.045), on).kernels[0].product);
   CHECK_FALSE(generated(linear_gelu(0.045), on).kernels[0].gelu);
+}
+
+TEST_CASE("convolutions run as cuBLASLt products of their unfolded windows, epilogues after, and compile") {
+  // A 3x3 strided, padded convolution of two images with a per-channel
+  // bias, a residual and relu (ResNet's block) is one window kernel: its
+  // windows unfolded into [C KH KW, OH OW] columns, one product of every
+  // image's by the weights (one lhs for every batch), the epilogue after. A
+  // pointwise convolution multiplies its input as it is; a depthwise one
+  // (groups) runs as the direct kernel, its epilogue still one launch.
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    CAPTURE(dtype_name(dtype));
+    Context ctx;
+    Tensor x = cast(ctx.from_vector(std::vector<float>(2 * 8 * 9 * 9, 0.5f), {2, 8, 9, 9}), dtype);
+    Tensor w = cast(ctx.from_vector(std::vector<float>(16 * 8 * 3 * 3, 0.25f), {16, 8, 3, 3}), dtype);
+    Tensor bias = broadcast_to(reshape(cast(ctx.from_vector(std::vector<float>(16, 1.0f), {16}), dtype), {1, 16, 1, 1}),
+                               {2, 16, 5, 5});
+    Tensor skip = cast(ctx.from_vector(std::vector<float>(2 * 16 * 5 * 5, 2.0f), {2, 16, 5, 5}), dtype);
+    Tensor block = relu(conv2d(x, w, {{2, 2}, {1, 1, 1, 1}, {1, 1}}) + bias + skip);
+    Tensor pointwise = conv2d(block, cast(ctx.from_vector(std::vector<float>(4 * 16, 0.5f), {4, 16, 1, 1}), dtype));
+    Tensor depthwise = relu(conv2d(x, cast(ctx.from_vector(std::vector<float>(8 * 9, 0.5f), {8, 1, 3, 3}), dtype),
+                                   {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 8));
+    (void)pointwise, (void)depthwise;
+    Module module = lowered(ctx.capture(), "canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
+    cuda::ProgramCode code = generated(module);
+    int products = 0, unfolded = 0, direct = 0;
+    for (const cuda::KernelCode& kernel : code.kernels) {
+      if (kernel.product && kernel.shared_lhs) {
+        ++products;
+        CHECK(kernel.contraction.batch == 2);
+        unfolded += kernel.launches_before_product == 1;
+        if (kernel.launches_before_product == 1) {
+          CHECK(kernel.contraction.k == 8 * 3 * 3);
+          CHECK(kernel.contraction.n == 5 * 5);
+          CHECK(kernel.launches.size() == 2);  // the unfolding, then the bias, residual and relu
+        } else {
+          CHECK(kernel.contraction.k == 16);  // pointwise: the input is the matrix
+        }
+      }
+      if (kernel.launches.size() == 2 && kernel.launches[0].function.find("_direct") != std::string::npos) {
+        ++direct;
+        CHECK(kernel.op_by_op.find("8 groups") != std::string::npos);
+      }
+    }
+    CHECK(products == 2);
+    CHECK(unfolded == 1);
+    CHECK(direct == 1);
+    CHECK(code.columns_bytes == 2 * 72 * 25 * (dtype == DType::F32 ? 4 : 2));
+    CHECK(count(cuda::annotated_source(code), "(one for every batch)") == 2);
+    cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+    CHECK(compiled.cubin.size() > 100);
+  }
 }

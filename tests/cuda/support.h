@@ -14,7 +14,8 @@
 namespace lazylab::testing {
 
 // What the cuda backend declares: every op but parameters, every kind of
-// fusion, attention in 16 bits and with masks read from memory.
+// fusion (convolutions with their epilogues too), attention in 16 bits and
+// with masks read from memory.
 inline const lazylab_capabilities& cuda_capabilities() {
   static uint8_t supported[kNumOps];
   static const lazylab_capabilities caps = [] {
@@ -24,6 +25,7 @@ inline const lazylab_capabilities& cuda_capabilities() {
     c.supports_op = supported;
     for (int op = 0; op < kNumOps; ++op) supported[op] = op != LAZYLAB_OP_Parameter;
     c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = c.fuses_layout_views = 1;
+    c.fuses_window_epilogue = 1;
     c.attention_max_head_dim = 128;
     c.reads_row_groups = 1;
     c.gemm_epilogue_rereads = 1;
