@@ -246,6 +246,9 @@ class OpSource {
     int64_t group_in = conv ? w->shape[1] : 1, group_out = conv ? filters / op.attrs[3].i : 1;
     const char* type = storage_type(out.dtype);
     const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
+    int64_t taps = group_in * kernel[0] * kernel[1];
+    if (conv && taps >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs)
+      return window_by_blocks(op, name, launch, taps, kernel, dilation);
     std::string body;
     if (conv)
       body = fmt::format(
@@ -288,6 +291,46 @@ class OpSource {
         "    const long long top = i * {6}LL - {7}LL, left = j * {8}LL - {9}LL;\n{10}  }}\n}}\n",
         name, type, conv ? fmt::format("const {}* __restrict__ w, ", type) : "", ow, oh, filters, strides.ints[0],
         pads.ints[0], strides.ints[1], pads.ints[1], body);
+  }
+
+  // A convolution of few outputs over many taps (a depthwise weight's
+  // gradient: the cotangent's whole plane is the window, 12,544 taps at
+  // MobileNetV2's 112 x 112) takes a block per output, its threads striding
+  // over the taps, the sums combined by a block reduction: a thread apiece
+  // took 1.19 ms of MobileNetV2's 4.5 ms training step on an H200.
+  std::string window_by_blocks(const lazylab_op& op, const std::string& name, Launch& launch, int64_t taps,
+                               const int64_t kernel[2], const int64_t dilation[2]) const {
+    const lazylab_value &x = program_.values[op.operands[0]], &w = program_.values[op.operands[1]],
+                        &out = program_.values[op.result];
+    int64_t channels = x.shape[1], h = x.shape[2], width = x.shape[3];
+    int64_t filters = out.shape[1], oh = out.shape[2], ow = out.shape[3];
+    int64_t group_in = w.shape[1], group_out = filters / op.attrs[3].i;
+    const char* type = storage_type(out.dtype);
+    const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
+    launch = Launch{name, {op.operands[0], op.operands[1], op.result}, elements_of(out)};
+    launch.block_per_item = true;
+    return fmt::format(
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {1}* __restrict__ w, {1}* __restrict__ y, "
+        "long long work) {{\n"
+        "  __shared__ {2} shared[32];\n"
+        "  for (long long t = blockIdx.x; t < work; t += gridDim.x) {{\n"
+        "    const long long j = t % {3}LL, i = (t / {3}LL) % {4}LL, f = (t / ({3}LL * {4}LL)) % {5}LL,"
+        " n = t / ({3}LL * {4}LL * {5}LL);\n"
+        "    const long long top = i * {6}LL - {7}LL, left = j * {8}LL - {9}LL;\n"
+        "    const {1}* planes = x + (n * {10}LL + (f / {11}LL) * {12}LL) * {13}LL * {14}LL;\n"
+        "    const {1}* taps = w + f * {15}LL;\n"
+        "    {2} acc = 0;\n"
+        "    for (long long k = threadIdx.x; k < {15}LL; k += blockDim.x) {{\n"
+        "      const long long c = k / ({16}LL * {17}LL), p = (k / {17}LL) % {16}LL, q = k % {17}LL;\n"
+        "      const long long yy = top + p * {18}LL, xx = left + q * {19}LL;\n"
+        "      if (yy >= 0 && yy < {13}LL && xx >= 0 && xx < {14}LL)\n"
+        "        acc += ({2})planes[(c * {13}LL + yy) * {14}LL + xx] * ({2})taps[k];\n"
+        "    }}\n"
+        "    acc = lazylab_block_reduce(acc, shared, LazylabSum());\n"
+        "    if (threadIdx.x == 0) y[t] = ({1})acc;\n  }}\n}}\n",
+        name, type, acc, ow, oh, filters, op.attrs[0].ints[0], op.attrs[1].ints[0], op.attrs[0].ints[1],
+        op.attrs[1].ints[1], channels, group_out, group_in, h, width, taps, kernel[0], kernel[1], dilation[0],
+        dilation[1]);
   }
 
   // Composites left whole (the interpreter runs them; `decompose` makes them

@@ -897,7 +897,11 @@ TEST_CASE("convolutions run as cuBLASLt products of their unfolded windows, epil
     Tensor pointwise = conv2d(block, cast(ctx.from_vector(std::vector<float>(4 * 16, 0.5f), {4, 16, 1, 1}), dtype));
     Tensor depthwise = relu(conv2d(x, cast(ctx.from_vector(std::vector<float>(8 * 9, 0.5f), {8, 1, 3, 3}), dtype),
                                    {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 8));
-    (void)pointwise, (void)depthwise;
+    // A depthwise weight gradient's shape: 3 x 3 outputs over 16 x 16 taps, a block per output.
+    Tensor plane = cast(ctx.from_vector(std::vector<float>(2 * 8 * 18 * 18, 0.5f), {2, 8, 18, 18}), dtype);
+    Tensor gradient_like =
+        conv2d(plane, cast(ctx.from_vector(std::vector<float>(8 * 16 * 16, 0.5f), {8, 1, 16, 16}), dtype), {}, 8);
+    (void)pointwise, (void)depthwise, (void)gradient_like;
     Module module = lowered(ctx.capture(), "canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
     cuda::ProgramCode code = generated(module);
     int products = 0, unfolded = 0, direct = 0;
@@ -922,6 +926,7 @@ TEST_CASE("convolutions run as cuBLASLt products of their unfolded windows, epil
     CHECK(products == 2);
     CHECK(unfolded == 1);
     CHECK(direct == 1);
+    CHECK(count(code.source, "lazylab_block_reduce(acc, shared, LazylabSum())") == 1);
     CHECK(code.columns_bytes == 2 * 72 * 25 * (dtype == DType::F32 ? 4 : 2));
     CHECK(count(cuda::annotated_source(code), "(one for every batch)") == 2);
     cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());

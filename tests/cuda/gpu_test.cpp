@@ -863,8 +863,9 @@ TEST_CASE("per-channel values read as groups of rows match the interpreter on ev
 // Convolutions as cuBLASLt products of their unfolded windows, and the
 // direct kernel for groups, each with an epilogue (per-channel scale and
 // shift, a residual, relu): strided, padded unevenly, dilated, pointwise,
-// a 1x1 at stride 2 (a ResNet's shortcut), several images, and windows
-// reaching past the padding; f32 (cuBLASLt's sums of up to 300 products of
+// a 1x1 at stride 2 (a ResNet's shortcut), several images, windows
+// reaching past the padding, and a depthwise one of few outputs over many
+// taps (a block per output); f32 (cuBLASLt's sums of up to 300 products of
 // up to 0.5 in their own order: within 1e-4, or 1e-5 of values under 0.1;
 // measured 1.2e-6 off at -0.0102) and bf16 (within two steps), over two
 // steps each.
@@ -889,7 +890,9 @@ TEST_CASE("convolutions on cuBLASLt match the interpreter, their epilogues too, 
       Tensor depthwise = relu(conv2d(x, filled({24, 1, 3, 3}, 10), {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 12));
       Tensor one_image = conv2d(slice(x, {0, 0, 0, 0}, {1, 12, 11, 13}, {1, 1, 1, 1}), filled({7, 12, 5, 5}, 11),
                                 {{1, 1}, {2, 2, 2, 2}, {1, 1}});
-      std::vector<Tensor> outs{block, dilated, pointwise, shortcut, depthwise, one_image};
+      // A depthwise weight gradient's shape: few outputs over 400 taps each, a block per output.
+      Tensor few_outputs = conv2d(filled({2, 6, 22, 22}, 12), filled({6, 1, 20, 20}, 13), {}, 6);  // [2, 6, 3, 3]
+      std::vector<Tensor> outs{block, dilated, pointwise, shortcut, depthwise, one_image, few_outputs};
       for (Tensor& out : outs) out = cast(out, DType::F32);
       return outs;
     };
