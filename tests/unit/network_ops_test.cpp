@@ -302,13 +302,17 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
                                     conv2d(x, g4, {{1, 1}, {0, 0, 0, 0}, {2, 2}}) * 2.0,  // [6, 5, 3, 3], dilated
                                     relu(conv2d(x, w, {{2, 2}, {1, 1, 1, 1}, {1, 1}}))};  // [6, 7, 5, 5]
        }},
-      {"depthwise convs, summed directly: stride 2, asymmetric pads, dilation, a channel multiplier",
+      {"depthwise convs, summed directly: strides 2, 3 and past the row, asymmetric pads, dilation, a channel "
+       "multiplier",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(2 * 3 * 11 * 10), {2, 3, 11, 10});
          Tensor w = c.from_vector<float>(wavy(3 * 1 * 3 * 3), {3, 1, 3, 3});
          Tensor doubled = c.from_vector<float>(wavy(6 * 1 * 2 * 3), {6, 1, 2, 3});
+         Tensor narrow = c.from_vector<float>(wavy(2 * 3 * 6 * 5), {2, 3, 6, 5});
          return std::vector<Tensor>{conv2d(x, w, {{2, 2}, {1, 0, 2, 1}, {1, 1}}, 3),
-                                    conv2d(x, doubled, {{1, 3}, {0, 2, 1, 0}, {2, 1}}, 3)};
+                                    conv2d(x, doubled, {{1, 3}, {0, 2, 1, 0}, {2, 1}}, 3),
+                                    conv2d(x, w, {{3, 3}, {2, 1, 0, 2}, {1, 2}}, 3),        // columns in 3 phases
+                                    conv2d(narrow, w, {{2, 7}, {1, 1, 1, 1}, {1, 1}}, 3)};  // a stride past the row
        }},
       {"pointwise conv (the input is the matrix)",
        [](Context& c) {
