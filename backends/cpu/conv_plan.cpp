@@ -254,9 +254,10 @@ class ConvPlan : public KernelPlan {
           std::fill(line, line + s_.out_w, 0.0f);
           for (const DepthwiseTap& tap : depthwise_taps_) {
             if (i < tap.first_i || i >= tap.end_i) continue;
-            const float* row = source + tap.offset + i * tap.row_step;
+            // An index, not a pointer, before j: a row's start may lie before the plane (a left pad).
+            const int64_t row = tap.offset + i * tap.row_step;
             const float weight = weights[tap.index];
-            for (int64_t j = tap.first_j; j < tap.end_j; ++j) line[j] += weight * row[j];
+            for (int64_t j = tap.first_j; j < tap.end_j; ++j) line[j] += weight * source[row + j];
           }
         }
       }
