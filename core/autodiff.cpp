@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -55,7 +56,53 @@ class Backward {
   void accumulate(NodeId operand, NodeId share) {
     if (error_ || !needed_[operand]) return;
     NodeId& total = cotangent_[operand];
-    total = total == kNoNode ? share : emit(OpId::Add, {total, share});
+    if (total == kNoNode) {
+      total = share;
+    } else if (auto joined = side_by_side(total, share)) {
+      total = *joined;
+    } else {
+      total = emit(OpId::Add, {total, share});
+    }
+  }
+
+  // Two pads of zeros placing blocks side by side along one axis (the
+  // cotangents of slices cut next to each other: attention's q, k and v
+  // from one product) as one pad of the blocks concatenated, or the
+  // concatenation alone where it fills the shape: one kernel writing the
+  // whole instead of a pad each and adds. Nothing where they are not.
+  std::optional<NodeId> side_by_side(NodeId total, NodeId share) {
+    const Node a = b_.node(total), b = b_.node(share);  // copies: emit() may move the builder's nodes
+    auto zeros = [](const Node& n) { return n.op == OpId::Pad && n.attrs[2].f == 0 && !std::signbit(n.attrs[2].f); };
+    if (!zeros(a) || !zeros(b)) return std::nullopt;
+    const Ints &low_a = a.attrs[0].ints, &high_a = a.attrs[1].ints, &low_b = b.attrs[0].ints, &high_b = b.attrs[1].ints;
+    std::optional<size_t> axis;
+    for (size_t d = 0; d < low_a.size(); ++d) {
+      if (low_a[d] == low_b[d] && high_a[d] == high_b[d]) continue;
+      if (axis) return std::nullopt;
+      axis = d;
+    }
+    if (!axis) return std::nullopt;
+    const size_t d = *axis;
+    const int64_t extent = type(total).shape[d];
+    const bool a_first = extent - high_a[d] == low_b[d];
+    if (!a_first && extent - high_b[d] != low_a[d]) return std::nullopt;
+    const Node &first = a_first ? a : b, &second = a_first ? b : a;
+    Operands blocks;
+    for (const Node* n : {&first, &second}) {  // a concatenation along the axis joins flat
+      const Node& block = b_.node(n->operands[0]);
+      if (block.op == OpId::Concat && block.attrs[0].i == static_cast<int64_t>(d))
+        blocks.insert(blocks.end(), block.operands.begin(), block.operands.end());
+      else
+        blocks.push_back(n->operands[0]);
+    }
+    Attrs along;
+    along[0].i = static_cast<int64_t>(d);
+    NodeId joined = emit(OpId::Concat, std::move(blocks), along);
+    Attrs placement = first.attrs;
+    placement[1].ints[d] = second.attrs[1].ints[d];
+    const bool fills = std::ranges::all_of(placement[0].ints, [](int64_t v) { return v == 0; }) &&
+                       std::ranges::all_of(placement[1].ints, [](int64_t v) { return v == 0; });
+    return fills ? joined : emit(OpId::Pad, {joined}, placement);
   }
 
   // g times a partial derivative, skipping a factor of 1 or -1; a partial
@@ -111,8 +158,12 @@ class Backward {
       case OpCategory::Contraction: return product(node, g);
       case OpCategory::Layout: return layout(node, g);
       case OpCategory::Composite:
+        if (node.op == OpId::Softmax) return softmax(id, node, g);
+        if (node.op == OpId::Gelu) return gelu(node, g);
         return make_error(fmt::format(
-            "grad: '{}' is differentiated through its decomposition: run decompose before grad", info.name));
+            "grad: '{}' is differentiated through its decomposition: run decompose (decompose{{keep=fused-gradient}} "
+            "keeps softmax and gelu, whose rules are fused) before grad",
+            info.name));
       case OpCategory::Window:
         if (node.op == OpId::Conv2d) return convolution(node, g);
         if (node.op == OpId::AvgPool2d) return average_pool(node, g);
@@ -192,6 +243,47 @@ class Backward {
       }
       default: return make_error(fmt::format("grad: no vector-Jacobian rule for '{}' yet", op_info(node.op).name));
     }
+  }
+
+  // Softmax's rule, fused (PyTorch's softmax backward, JAX's custom JVP):
+  // dx = p (g - sum(g p)) along the axis, p the softmax's own result, in
+  // f32 for a 16-bit softmax as its decomposition computes. Through the
+  // decomposition the max it subtracts is differentiated too: a gradient
+  // that cancels to rounding, for which the backward keeps the input and the
+  // max and compares them, in attention the [b, h, t, t] scores kept and
+  // read again beside the probabilities.
+  Status softmax(NodeId id, const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    const TensorType out = type(id);
+    const DType wide = composite_dtype(out.dtype);
+    NodeId p = cast_to(id, wide), gw = cast_to(g, wide);
+    Attrs along;
+    along[0].ints = {node.attrs[0].i};
+    along[1].i = 1;  // keepdim
+    NodeId dot = expanded(emit(OpId::ReduceSum, {emit(OpId::Mul, {gw, p})}, along), out.shape);
+    accumulate(x, cast_to(emit(OpId::Mul, {p, emit(OpId::Sub, {gw, dot})}), out.dtype));
+    return {};
+  }
+
+  // Gelu's rule, fused: g times its derivative from x (op_formulas.hpp),
+  // in f32 for a 16-bit gelu as its decomposition computes. Through the
+  // decomposition the backward reads the forward's intermediates (its
+  // cube, exp, denominator), which the forward then keeps.
+  Status gelu(const Node& node, NodeId g) {
+    NodeId x = node.operands[0];
+    const DType dtype = type(x).dtype, wide = composite_dtype(dtype);
+    NodeId xw = cast_to(x, wide);
+    NodeMath<Backward> math{*this, xw};
+    NodeId partial = 0;
+    formulas::unary_derivative(math, LAZYLAB_OP_Gelu, xw, kNoNode, partial);
+    accumulate(x, cast_to(emit(OpId::Mul, {cast_to(g, wide), partial}), dtype));
+    return {};
+  }
+
+  // `v` as `dtype` (itself where it is already).
+  NodeId cast_to(NodeId v, DType dtype) {
+    TensorType to{dtype, type(v).shape};
+    return type(v).dtype == dtype ? v : emit(OpId::Cast, {v}, {}, &to);
   }
 
   // d(a b) = g b^T for a, a^T g for b, over the batch dims.
@@ -539,6 +631,8 @@ std::vector<bool> on_paths(const Graph& graph, const std::vector<NodeId>& source
 }
 
 }  // namespace
+
+bool has_fused_gradient(OpId op) { return op == OpId::Softmax || op == OpId::Gelu; }
 
 Expected<Graph> differentiate(const Graph& graph, const GradRequest& request) {
   if (request.of >= graph.roots().size())

@@ -92,6 +92,11 @@ inline const OpInfo& op_info(OpId op) { return detail::kOpTable[static_cast<int>
 inline bool fuses_as_elementwise(OpId op) {
   return op_info(op).category == OpCategory::Elementwise || op == OpId::Broadcast || op == OpId::Constant;
 }
+// The dtype a composite's primitives compute in, its decomposition's and
+// its fused gradient's: f32 for a 16-bit float, whose per-op rounding would
+// lose what the whole op keeps (a softmax's sum, a layernorm's variance; the
+// interpreter rounds the whole op once), else its own.
+inline DType composite_dtype(DType dtype) { return is_float(dtype) && dtype_size(dtype) < 4 ? DType::F32 : dtype; }
 std::optional<OpId> find_op(std::string_view name);
 std::string_view op_name(OpId op);
 // "int", "ints", "scalar", ...: the kind as ops.def's schemas spell it.

@@ -25,7 +25,9 @@ Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor
   if (!captured) return captured.error();
   Module module;
   module.graph = std::move(*captured);
-  auto decompose = parse_pipeline("decompose");
+  // Softmax and gelu stay whole: their gradients are fused (core/autodiff.h);
+  // the pipeline that compiles the step decomposes them.
+  auto decompose = parse_pipeline("decompose{keep=fused-gradient}");
   if (!decompose) return decompose.error();
   if (auto ran = run_pipeline(*decompose, module); !ran) return ran.error();
   // Each tensor asked for: an input of the loss's trace (by ordinal), or one

@@ -4,6 +4,7 @@
 //   layernorm    = (x - mean) * rsqrt(var + eps) * w + b     over the last axis
 //   gelu(x)      = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)), u = 0.7978845608(x + 0.044715x^3)
 // A composite of bf16 or f16 decomposes in f32, between casts.
+#include "core/autodiff.h"
 #include "core/graph_builder.h"
 #include "core/node_math.h"
 #include "core/pass.h"
@@ -85,19 +86,13 @@ Expected<std::optional<NodeId>> decompose_gelu(Emitter& e, NodeId x) {
   return e.result(out);
 }
 
-// The dtype a composite's primitives compute in: f32 for a 16-bit float,
-// whose per-op rounding would lose what the whole op keeps (a softmax's sum,
-// a layernorm's variance; the interpreter rounds the whole op once), else
-// its own.
-DType primitives_dtype(DType dtype) { return is_float(dtype) && dtype_size(dtype) < 4 ? DType::F32 : dtype; }
-
 Expected<std::optional<NodeId>> decompose_as(Emitter& e, GraphBuilder& builder, const Node& node,
                                              const Operands& operands);
 
 // The composite decomposed in f32 between casts, when its dtype is narrower.
 Expected<std::optional<NodeId>> decompose_node(GraphBuilder& builder, const Node& node, const Operands& operands) {
   Emitter e(builder);
-  DType wide = primitives_dtype(node.type.dtype);
+  DType wide = composite_dtype(node.type.dtype);
   if (wide == node.type.dtype || op_info(node.op).category != OpCategory::Composite)
     return decompose_as(e, builder, node, operands);
   auto cast = [&](NodeId x, DType to) {
@@ -123,18 +118,37 @@ Expected<std::optional<NodeId>> decompose_as(Emitter& e, GraphBuilder& builder, 
 
 class Decompose : public Pass {
  public:
+  explicit Decompose(bool keep_fused) : keep_fused_(keep_fused) {}
+
   Expected<bool> run(Module& module) override {
-    auto rebuilt = rebuild(module.graph, decompose_node);
+    auto rebuilt = rebuild(
+        module.graph,
+        [&](GraphBuilder& builder, const Node& node, const Operands& operands) -> Expected<std::optional<NodeId>> {
+          if (keep_fused_ && has_fused_gradient(node.op)) return std::optional<NodeId>{};
+          return decompose_node(builder, node, operands);
+        });
     if (!rebuilt) return rebuilt.error();
     if (rebuilt->changed) replace_graph(module, std::move(rebuilt->graph));
     return rebuilt->changed;
   }
+
+ private:
+  bool keep_fused_;
 };
 
+// keep=fused-gradient leaves the composites `grad` differentiates whole
+// (core/autodiff.h's has_fused_gradient: softmax, gelu) for grad, and a
+// later decompose: `decompose{keep=fused-gradient},grad,decompose`.
 LAZYLAB_REGISTER_PASS(PassInfo{
-    "decompose", "Rewrite composite ops (softmax, layernorm, gelu) into primitives", {}, [](const PassOptions&) {
-      return std::make_unique<Decompose>();
-    }});
+    "decompose",
+    "Rewrite composite ops (softmax, layernorm, gelu) into primitives",
+    {{"keep",
+      OptionKind::Enum,
+      "none",
+      "composites left whole: none, or fused-gradient (those grad differentiates whole)",
+      {"none", "fused-gradient"},
+      {}}},
+    [](const PassOptions& options) { return std::make_unique<Decompose>(options.get("keep") == "fused-gradient"); }});
 
 }  // namespace
 }  // namespace lazylab

@@ -207,7 +207,8 @@ Expected<FuzzReport> run_fuzz(const FuzzOptions& options, std::ostream* progress
       report.gradient_elements += check.elements;
       auto gradient_on = [&](const Graph& g) { return check_gradient(g, seed, **reference_backend).problem; };
       if (!check.problem.empty())
-        LAZYLAB_TRY(record(check.problem, kGradientCheck, "decompose,grad", "interp", gradient_on));
+        LAZYLAB_TRY(
+            record(check.problem, kGradientCheck, "decompose{keep=fused-gradient},grad", "interp", gradient_on));
     }
     if (progress && !options.quiet && (g + 1) % 500 == 0)
       *progress << fmt::format("  {} graphs, {} checks, {} failures, {:.0f} s\n", report.graphs, report.checks,

@@ -179,7 +179,7 @@ GradientCheck check_gradient(const Graph& graph, uint64_t seed, Backend& interp)
   if (loss_graph->size() == 0) return check;
   Module module;
   module.graph = std::move(*loss_graph);
-  if (auto decomposed = run_pipeline(*parse_pipeline("decompose"), module); !decomposed)
+  if (auto decomposed = run_pipeline(*parse_pipeline("decompose{keep=fused-gradient}"), module); !decomposed)
     return {false, 0, "decompose: " + decomposed.error().message};
   auto joint = differentiate(module.graph, GradRequest{});
   if (!joint) {

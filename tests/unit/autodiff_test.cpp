@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "core/autodiff.h"
@@ -171,6 +172,43 @@ TEST_CASE("grad: strided slices and scatter_add against central differences") {
   check_gradients(strided, draws(strided, 7));
 }
 
+// Slices side by side (attention's q, k and v cut from one product): their
+// cotangents join as one concatenation, or one pad of it where they leave a
+// margin; slices that overlap, leave a gap or differ on two axes add pads.
+TEST_CASE("grad: the cotangents of slices side by side are one concatenation") {
+  auto joins = [](const Graph& joint) {  // those the roots read
+    std::vector<bool> live = live_nodes(joint);
+    size_t concats = 0, pads = 0;
+    for (NodeId id = 0; id < joint.size(); ++id) {
+      concats += live[id] && joint.node(id).op == OpId::Concat;
+      pads += live[id] && joint.node(id).op == OpId::Pad;
+    }
+    return std::pair{concats, pads};
+  };
+  Graph thirds = traced({{2, 3, 12}}, [](std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    Tensor q = slice(x, {0, 0, 0}, {2, 3, 4}), k = slice(x, {0, 0, 4}, {2, 3, 8}), v = slice(x, {0, 0, 8}, {2, 3, 12});
+    return std::vector<Tensor>{weighted_sum(exp(v) * 0.5 + k * k + tanh(q))};
+  });
+  check_gradients(thirds, draws(thirds, 14));
+  auto joint = differentiate(thirds, GradRequest{});
+  REQUIRE(joint.ok());
+  CHECK(joins(*joint) == std::pair<size_t, size_t>{1, 0});
+  Graph margins = traced({{4, 9}}, [](std::vector<Tensor>& in) {
+    Tensor x = in[0];
+    // Overlapping, on two axes (traced first, so differentiated after a and b,
+    // which join: a share joins the cotangent so far where that is a pad).
+    Tensor c = slice(x, {0, 0}, {2, 2}), d = slice(x, {1, 1}, {4, 3});
+    Tensor a = slice(x, {1, 2}, {3, 5}), b = slice(x, {1, 5}, {3, 6});  // side by side, inside a margin
+    return std::vector<Tensor>{weighted_sum(a * a) + weighted_sum(exp(b)) + weighted_sum(c * 3.0) +
+                               weighted_sum(d * d)};
+  });
+  check_gradients(margins, draws(margins, 15));
+  joint = differentiate(margins, GradRequest{});
+  REQUIRE(joint.ok());
+  CHECK(joins(*joint) == std::pair<size_t, size_t>{1, 3});  // a and b's pad of their concatenation; c's, d's
+}
+
 TEST_CASE("grad: conv2d against central differences, strided, padded, dilated and grouped") {
   struct Case {
     Dims x, w;
@@ -229,6 +267,32 @@ TEST_CASE("grad: avg_pool2d and max_pool2d against central differences, strided,
   }
 }
 
+// Softmax kept whole has a fused rule, p (g - sum(g p)): along either axis,
+// masked to -inf as attention's causal scores are (a masked element's
+// gradient 0), evaluated whole and decomposed; no reduce_max in the joint
+// graph but the forward's.
+TEST_CASE("grad: softmax's fused rule against central differences, masked, along either axis") {
+  Graph forward = traced({{3, 5}, {3, 5}}, [](std::vector<Tensor>& in) {
+    Context& ctx = in[0].context();
+    TensorType type{DType::F64, {3, 5}};
+    Tensor causal = ge(ctx.iota(TensorType{DType::I32, {3, 5}}, 0), ctx.iota(TensorType{DType::I32, {3, 5}}, 1));
+    Tensor scores = where(causal, in[0] * in[1], full_like(in[0], -std::numeric_limits<double>::infinity()));
+    Tensor y = softmax(scores, 1) * 2.0 + softmax(in[0] + in[1], 0);
+    return std::vector<Tensor>{weighted_sum(y * y)};
+  });
+  check_gradients(forward, draws(forward, 12));
+  check_gradients(forward, draws(forward, 13), "decompose,lower");
+  auto joint = differentiate(forward, GradRequest{});
+  REQUIRE(joint.ok());
+  size_t maxima = 0, softmaxes = 0;
+  for (const Node& node : joint->nodes()) {
+    maxima += node.op == OpId::ReduceMax;
+    softmaxes += node.op == OpId::Softmax;
+  }
+  CHECK(maxima == 0);
+  CHECK(softmaxes == 2);
+}
+
 TEST_CASE("grad: the mlp's squared error through decompose and the grad pass against central differences") {
   Graph forward = traced({{3, 4}, {4, 6}, {6}, {6, 4}, {4}, {3, 4}}, [](std::vector<Tensor>& in) {
     Tensor out = matmul(gelu(matmul(in[0], in[1]) + in[2]), in[3]) + in[4];
@@ -251,10 +315,17 @@ TEST_CASE("grad: the mlp's squared error through decompose and the grad pass aga
   REQUIRE(joint.graph.roots().size() == forward.roots().size() + 2);
   CHECK(joint.graph.node(joint.graph.roots()[3]).type == forward.node(forward.parameters()[1]).type);
   CHECK(joint.graph.node(joint.graph.roots()[4]).type == forward.node(forward.parameters()[3]).type);
-  // Composites must be decomposed first.
-  auto undecomposed = differentiate(forward, GradRequest{});
+  // Layernorm must be decomposed first (softmax and gelu have fused rules).
+  Graph normalized = traced({{3, 4}, {4}, {4}}, [](std::vector<Tensor>& in) {
+    return std::vector<Tensor>{weighted_sum(layernorm(in[0], in[1], in[2]))};
+  });
+  auto undecomposed = differentiate(normalized, GradRequest{});
   REQUIRE_FALSE(undecomposed.ok());
-  CHECK(undecomposed.error().message.find("run decompose before grad") != std::string::npos);
+  CHECK(undecomposed.error().message ==
+        "grad: 'layernorm' is differentiated through its decomposition: run decompose "
+        "(decompose{keep=fused-gradient} keeps softmax and gelu, whose rules are fused) before grad");
+  // The mlp's gelu whole: its fused rule against central differences too.
+  check_gradients(forward, draws(forward, 8));
   auto not_scalar = differentiate(primitives, GradRequest{1, {}});
   REQUIRE_FALSE(not_scalar.ok());
   CHECK(not_scalar.error().message == "grad: root 1 is f64[3,4], not a float scalar to differentiate");

@@ -41,18 +41,21 @@ TEST_CASE("every workload x pass agrees with the reference") {
                                         "decompose,lower,plan-memory{algo=linear-scan}"};
   for (const std::string& strategy : FusionStrategyRegistry::global().names())
     pipelines.push_back("decompose,canonicalize,cse,dce,fuse{strategy=" + strategy + "},lower");
-  // memory-budget with a budget every small workload reaches (its default,
-  // half of save-all's peak, is below what mlp-train's can).
   for (const std::string& strategy : RematStrategyRegistry::global().names())
     pipelines.push_back("decompose,canonicalize,cse,dce,remat{strategy=" + strategy +
-                        (strategy == "memory-budget" ? ",percent=75" : "") +
+                        (strategy == "memory-budget" ? ",percent={budget}" : "") +
                         "},fuse{strategy=gemm-epilogue},lower,plan-memory");
   auto interp = interp_backend();
   for (const WorkloadInfo& info : builtin_workloads()) {
     auto workload = make_builtin_workload(info.name, kSmall.at(info.name));
     REQUIRE(workload.ok());
     auto reference = run_steps(*interp, **workload, "lower", 1, 7)[0];
-    for (const std::string& pipeline_text : pipelines) {
+    // memory-budget with a budget the workload reaches: the small
+    // mlp-train's save-all peak is already its lowest (its gelu's gradient
+    // reads x alone), gpt2-block-train's reaches 75%.
+    const std::string budget = info.name == "mlp-train" ? "100" : "75";
+    for (std::string pipeline_text : pipelines) {
+      if (size_t at = pipeline_text.find("{budget}"); at != std::string::npos) pipeline_text.replace(at, 8, budget);
       CAPTURE(info.name);
       CAPTURE(pipeline_text);
       check_steps(run_steps(*interp, **workload, pipeline_text, 3, 7), reference, 1e-4, 1e-5);

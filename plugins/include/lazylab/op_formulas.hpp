@@ -82,9 +82,9 @@ constexpr bool unary(M& m, uint32_t op, typename M::Value x, typename M::Value& 
 
 // The derivative of the unary ops with a formula, dy/dx, from x and y =
 // op(x) (what reverse-mode differentiation keeps from the forward); false
-// where the op has none (comparisons give no gradient, and a composite is
-// differentiated through its decomposition). At a kink (relu, abs at 0) the
-// derivative is 0, as PyTorch's.
+// where the op has none (comparisons give no gradient, and the other
+// composites are differentiated through their decompositions). At a kink
+// (relu, abs at 0) the derivative is 0, as PyTorch's.
 template <class M>
 constexpr bool unary_derivative(M& m, uint32_t op, typename M::Value x, typename M::Value y, typename M::Value& out) {
   switch (op) {
@@ -109,6 +109,21 @@ constexpr bool unary_derivative(M& m, uint32_t op, typename M::Value x, typename
     case LAZYLAB_OP_Erf: {  // 2 / sqrt(pi) exp(-x^2)
       auto square = m.mul(x, x);
       out = m.mul(m.constant(1.1283791670955126), m.exp(m.neg(square)));
+      return true;
+    }
+    // gelu = x s, s = 1 / (1 + exp(-2u)): s + x s (1 - s) 2u', from x alone.
+    // Its primitives are not the formula's (2u as x (2c + 2ca x^2), then
+    // neg and exp): cse leaves them apart, so the backward computes them
+    // again from x instead of the forward keeping its intermediates.
+    case LAZYLAB_OP_Gelu: {
+      auto square = m.mul(x, x);
+      auto twice_inner =
+          m.mul(x, m.add(m.constant(2 * kGeluScale), m.mul(m.constant(2 * kGeluScale * kGeluCubic), square)));
+      auto denominator = m.add(m.constant(1), m.exp(m.neg(twice_inner)));
+      auto s = m.div(m.constant(1), denominator);
+      auto slope = m.add(m.constant(2 * kGeluScale), m.mul(m.constant(6 * kGeluScale * kGeluCubic), square));
+      auto spread = m.mul(s, m.sub(m.constant(1), s));
+      out = m.add(s, m.mul(m.mul(x, slope), spread));
       return true;
     }
     default: return false;
