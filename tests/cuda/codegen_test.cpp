@@ -776,6 +776,69 @@ TEST_CASE("a reduction of millions of elements into few outputs splits into chun
   CHECK(compiled.cubin.size() > 100);
 }
 
+TEST_CASE("a column reduction reads each row's neighbouring outputs a warp at a time, and compiles") {
+  // A bias's gradient, [rows, columns] summed over the rows: 32 columns a
+  // block, 8 warps down the rows. 96 column groups fill the device in 11
+  // chunks of rows, combined in order by a second launch; 1,032 groups take
+  // one launch; 8 columns stay a block per output, split.
+  Context ctx;
+  Tensor rows = ctx.placeholder(TensorType{DType::F32, {16384, 3072}});
+  Tensor wide = ctx.placeholder(TensorType{DType::F32, {256, 33000}});
+  Tensor counts = ctx.placeholder(TensorType{DType::I32, {7, 300, 40}});
+  Tensor bias = sum(rows, {0});
+  Tensor peaks = max(wide, {0});
+  Tensor totals = sum(counts, {0, 1});
+  Tensor narrow = sum(reshape(rows, {6291456, 8}), {0});
+  Module module = lowered(ctx.capture(), "lower");
+  cuda::ProgramCode code = generated(module);
+  CHECK(count(code.source, "__shared__ double partial[8][33];") == 2);
+  CHECK(count(code.source, "__shared__ unsigned long long partial[8][33];") == 1);
+  CHECK(count(code.source, "[k * 3072LL + t]") == 1);  // a warp's 32 columns of one row
+  CHECK(count(code.source, "[k * 33000LL + t]") == 1);
+  CHECK(count(code.source, "[k * 40LL + t]") == 1);
+  CHECK(count(code.source, "const long long end = min(16384LL, (chunk + 1) * 1490LL);") == 1);  // 11 chunks
+  CHECK(count(code.source, "const long long t = item / 1LL * 32 + lane") == 1);                 // wide: one launch
+  std::vector<std::string> split;
+  for (const cuda::KernelCode& kernel : code.kernels)
+    for (const cuda::Launch& launch : kernel.launches)
+      if (launch.function.ends_with("_finish")) split.push_back(launch.function);
+  CHECK(split.size() == 3);  // rows, counts (2,100 rows in 32 chunks), narrow
+  cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}
+
+TEST_CASE("a copy keeping its innermost dim moves 16 bytes a thread, with 32-bit indices where they fit") {
+  // Attention's heads back in place ([b, h, t, d] -> [b, t, h, d]): d
+  // contiguous, four floats or eight bf16 a thread; a small transpose of
+  // the innermost dim copies an element a thread; dims the source runs
+  // through merge into one.
+  Context ctx;
+  Tensor heads = ctx.placeholder(TensorType{DType::F32, {16, 12, 1024, 64}});
+  Tensor halves = ctx.placeholder(TensorType{DType::BF16, {2, 3, 5, 16}});
+  Tensor square = ctx.placeholder(TensorType{DType::F32, {6, 7}});
+  Tensor huge = ctx.placeholder(TensorType{DType::F32, {2, 1, (1 << 30) + 1}});
+  Tensor keys = ctx.placeholder(TensorType{DType::F32, {16, 1024, 12, 64}});
+  std::vector<Tensor> roots = {permute(heads, {0, 2, 1, 3}), permute(halves, {0, 2, 1, 3}), transpose(square, 0, 1),
+                               permute(huge, {1, 0, 2}), permute(keys, {0, 2, 3, 1})};
+  Module module = lowered(ctx.capture(), "lower");
+  cuda::ProgramCode code = generated(module);
+  CHECK(count(code.source, "reinterpret_cast<uint4*>") == 2);
+  CHECK(count(code.source, "{ const unsigned c = rest % 16u; rest /= 16u; source += c * 1u; }") == 1);  // 64 / 4
+  CHECK(count(code.source, "{ const unsigned c = rest % 2u; rest /= 2u; source += c * 1u; }") == 1);    // 16 / 8
+  CHECK(count(code.source, "{ const unsigned c = rest % 6u; rest /= 6u; source += c * 7u; }") == 1);
+  // 2 x (2^30 + 1) elements, one dim (the unit dims dropped, the rest
+  // contiguous), not whole vectors: a float a thread, 64-bit indices.
+  CHECK(count(code.source, "long long rest = (long long)t, source = 0LL;\n      source += rest * 1LL;") == 1);
+  // k turned over ([b, t, h, d] -> [b, h, d, t]): the innermost dim moved (t,
+  // its stride 768), h and d contiguous in the source (merged, 768):
+  // 32 x 32 tiles through shared memory, 24 x 32 of them for each of 16 batches.
+  CHECK(count(code.source, "__shared__ float tile[32][33];") == 1);
+  CHECK(count(code.source, "(l0 + r) * 768LL];") == 1);
+  CHECK(count(code.source, "long long b = item / 768LL") == 1);
+  cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());
+  CHECK(compiled.cubin.size() > 100);
+}
+
 // mlp with its inputs and weights stored in bf16, under autocast: two
 // products, each with its bias, the first with gelu.
 Module autocast_mlp_in_bf16() {

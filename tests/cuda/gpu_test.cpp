@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "../unit/attention_variants.h"
 #include "../unit/integer_edges.h"
@@ -52,6 +53,25 @@ void check_outputs_near(const std::vector<Tensor>& got, const std::vector<Tensor
     REQUIRE(g.size() == w.size());
     for (size_t i = 0; i < w.size(); ++i) CHECK(g[i] == doctest::Approx(w[i]).epsilon(epsilon).scale(1e-1));
   }
+}
+
+// Each result of `program` as the interpreter and as cuda compute it, op by
+// op ("lower").
+struct BothWays {
+  std::vector<std::vector<float>> want, got;
+};
+BothWays on_interp_and_cuda(const std::function<std::vector<Tensor>(Context&)>& program) {
+  auto cuda = cuda_backend();
+  auto interp = interp_backend();
+  BothWays results;
+  for (Backend* backend : {interp.get(), cuda.get()}) {
+    Engine engine(pipeline("lower"), *backend);
+    Context ctx(engine);
+    auto& into = backend == interp.get() ? results.want : results.got;
+    for (const Tensor& t : program(ctx)) into.push_back(values(t));
+  }
+  REQUIRE(results.got.size() == results.want.size());
+  return results;
 }
 
 // A tensor of `shape` in a 16-bit `dtype`, of 23 values from -0.7 to 0.675
@@ -438,8 +458,6 @@ TEST_CASE("products of no elements or over no depth run as the interpreter's") {
 // NaN and infinities propagating as the reference's. Float sums accumulate
 // in double, as the reference's.
 TEST_CASE("reductions of many elements into few outputs match the interpreter") {
-  auto cuda = cuda_backend();
-  auto interp = interp_backend();
   auto program = [](Context& ctx) {
     std::vector<float> wave(16 * 8 * 32 * 32), tall(4096 * 8), large(600 * 4096);
     for (size_t i = 0; i < wave.size(); ++i) wave[i] = static_cast<float>((i * 37) % 101) * 0.03f - 1.4f;
@@ -455,7 +473,24 @@ TEST_CASE("reductions of many elements into few outputs match the interpreter") 
     Tensor big = ctx.from_vector(large, {600, 4096});
     large[1234567] = NAN;
     Tensor with_nan = ctx.from_vector(large, {600, 4096});
+    // Column reductions (the reduced axes outermost): chunks of rows
+    // combined by a second launch, or one launch where the columns are many.
+    Tensor rows = reshape(with_nan, {24576, 100});
+    Tensor stack = reshape(big, {30, 1024, 80});
+    Tensor many = reshape(big, {300, 8192});
+    TensorType grid{DType::F32, {256, 33000}};
+    Tensor columns = ctx.iota(grid, 1) * 0.001 - ctx.iota(grid, 0);  // 1,032 groups: one launch
     return std::vector<Tensor>{
+        sum(rows, {0}),
+        mean(reshape(big, {24576, 100}), {0}),
+        max(reshape(big, {24576, 100}), {0}),
+        sum(stack, {0, 1}),
+        min(stack, {0, 1}),
+        sum(many, {0}),
+        sum(columns, {0}),
+        max(columns, {0}),
+        cast(sum(cast(stack * 100.0, DType::I64), {0, 1}), DType::F32),
+        cast(max(gt(stack, ctx.full(0.6, stack.type())), {0, 1}), DType::F32),
         sum(big, {0, 1}),
         mean(big, {0, 1}),
         max(big, {0, 1}),
@@ -478,15 +513,10 @@ TEST_CASE("reductions of many elements into few outputs match the interpreter") 
         cast(min(gt(column, ctx.full(-14.5, column.type())), {0}), DType::F32),
     };
   };
-  Engine reference_engine(pipeline("lower"), *interp);
-  Context reference(reference_engine);
-  std::vector<Tensor> want = program(reference);
-  Engine engine(pipeline("lower"), *cuda);
-  Context ctx(engine);
-  std::vector<Tensor> got = program(ctx);
-  for (size_t o = 0; o < want.size(); ++o) {
+  BothWays results = on_interp_and_cuda(program);
+  for (size_t o = 0; o < results.want.size(); ++o) {
     CAPTURE(o);
-    auto g = values(got[o]), w = values(want[o]);
+    const std::vector<float>&g = results.got[o], &w = results.want[o];
     REQUIRE(g.size() == w.size());
     for (size_t k = 0; k < w.size(); ++k) {
       if (std::isnan(w[k]))
@@ -496,6 +526,39 @@ TEST_CASE("reductions of many elements into few outputs match the interpreter") 
       else  // a double sum in another order, rounded to f32: equal but where it lands on a tie
         CHECK(g[k] == doctest::Approx(w[k]).epsilon(1e-6));
     }
+  }
+}
+
+TEST_CASE("strided copies match the interpreter, 16 bytes a thread or an element at a time") {
+  auto program = [](Context& ctx) {
+    std::vector<float> wave(3 * 5 * 7 * 8);
+    for (size_t i = 0; i < wave.size(); ++i) wave[i] = static_cast<float>((i * 29) % 97) * 0.125f - 6.0f;
+    Tensor x = ctx.from_vector(wave, {3, 5, 7, 8});
+    Tensor odd = ctx.from_vector(std::vector<float>(wave.begin(), wave.begin() + 3 * 5 * 7 * 6), {3, 5, 7, 6});
+    Tensor half = cast(reshape(x, {3, 5, 4, 14}), DType::BF16);
+    std::vector<float> long_wave(4 * 40 * 3 * 36);
+    for (size_t i = 0; i < long_wave.size(); ++i) long_wave[i] = static_cast<float>((i * 31) % 89) - 44.0f;
+    Tensor wide = ctx.from_vector(long_wave, {4, 40, 3, 36});
+    return std::vector<Tensor>{
+        permute(x, {0, 2, 1, 3}),                                       // the head dim kept: float4s
+        permute(x, {3, 1, 0, 2}),                                       // the innermost moved: an element a thread
+        permute(odd, {0, 2, 1, 3}),                                     // 6 floats: not whole vectors
+        cast(permute(half, {1, 0, 2, 3}), DType::F32),                  // 14 bf16: not whole vectors
+        cast(permute(cast(x, DType::BF16), {2, 1, 0, 3}), DType::F32),  // 8 bf16: one uint4
+        slice(x, {0, 1, 2, 4}, {3, 4, 7, 8}),                           // an offset of whole vectors
+        slice(x, {1, 0, 0, 2}, {3, 5, 7, 6}),                           // an offset of two floats
+        slice(x, {0, 0, 0, 0}, {3, 5, 7, 8}, {2, 2, 3, 1}),             // strided outer dims, the innermost whole
+        broadcast_to(reshape(slice(x, {0, 0, 0, 0}, {1, 1, 1, 8}), {1, 8}), {6, 8}),
+        // The innermost dim moved, both dims past one tile, uneven: 32 x 32 tiles.
+        permute(wide, {0, 3, 2, 1}),
+        cast(permute(cast(wide, DType::BF16), {2, 3, 0, 1}), DType::F32),
+        slice(permute(wide, {1, 3, 0, 2}), {1, 2, 0, 0}, {40, 36, 4, 3}, {3, 1, 1, 1}),
+    };
+  };
+  BothWays results = on_interp_and_cuda(program);
+  for (size_t o = 0; o < results.want.size(); ++o) {
+    CAPTURE(o);
+    CHECK(results.got[o] == results.want[o]);
   }
 }
 
