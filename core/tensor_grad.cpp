@@ -1,6 +1,7 @@
-// grad() of traced tensors: the loss's graph captured, decomposed,
-// differentiated (core/autodiff.h) and recorded back on the same trace, so
-// the gradients are pending tensors like any other op's results.
+// grad() of traced tensors: the loss's graph captured, decomposed (softmax
+// and gelu after differentiating, by their fused rules: core/autodiff.h),
+// differentiated and recorded back on the same trace, so the gradients are
+// pending tensors like any other op's results.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,11 +26,12 @@ Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor
   if (!captured) return captured.error();
   Module module;
   module.graph = std::move(*captured);
-  // Softmax and gelu stay whole: their gradients are fused (core/autodiff.h);
-  // the pipeline that compiles the step decomposes them.
-  auto decompose = parse_pipeline("decompose{keep=fused-gradient}");
-  if (!decompose) return decompose.error();
-  if (auto ran = run_pipeline(*decompose, module); !ran) return ran.error();
+  // Softmax and gelu stay whole for their fused gradients (core/autodiff.h),
+  // decomposed with the joint graph: the trace holds primitives only, as
+  // a pipeline without decompose runs them on every backend.
+  auto keep_fused = parse_pipeline("decompose{keep=fused-gradient}");
+  if (!keep_fused) return keep_fused.error();
+  if (auto ran = run_pipeline(*keep_fused, module); !ran) return ran.error();
   // Each tensor asked for: an input of the loss's trace (by ordinal), or one
   // the loss does not read (a zero gradient); a pending result is no input.
   GradRequest request;
@@ -51,9 +53,14 @@ Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor
     for (const Tensor& x : wrt) zeros.gradients.push_back(full_like(x, 0));
     return zeros;
   }
-  auto joint = differentiate(module.graph, request);
-  if (!joint) return joint.error();
-  auto results = ctx.call(*joint, inputs);
+  auto differentiated = differentiate(module.graph, request);
+  if (!differentiated) return differentiated.error();
+  Module joint;
+  joint.graph = std::move(*differentiated);
+  auto decompose = parse_pipeline("decompose");
+  if (!decompose) return decompose.error();
+  if (auto ran = run_pipeline(*decompose, joint); !ran) return ran.error();
+  auto results = ctx.call(joint.graph, inputs);
   if (!results) return results.error();
   ValueAndGrad out{(*results)[0], {}};
   for (size_t i = 0; i < wrt.size(); ++i)

@@ -395,4 +395,26 @@ TEST_CASE("grad of traced tensors: the mlp's weights against central differences
         "respect to inputs (from_vector, from_buffer, or a result after sync)");
 }
 
+// grad() keeps softmax and gelu whole for their fused rules but records
+// primitives only: the gradient of a loss whose forward tensors are gone
+// runs on the cpu under a pipeline without decompose (which cannot run a
+// composite), as the interpreter computes it.
+TEST_CASE("grad of traced tensors records primitives only: the cpu runs it without decompose") {
+  auto gradient_on = [](Backend& backend) {
+    Engine engine(pipeline("lower"), backend);
+    Context ctx(engine);
+    Tensor x = ctx.from_vector<double>({0.5, -1.0, 2.0, 0.25, 1.5, -0.75}, {2, 3});
+    Tensor w = ctx.from_vector<double>({1.0, -0.5, 0.25, 0.75, 0.5, -1.25, 2.0, 0.125, -0.375}, {3, 3});
+    auto gradients = grad(sum(softmax(matmul(x, w), 1) * gelu(x) * 3.0), std::vector<Tensor>{w});
+    REQUIRE_MESSAGE(gradients.ok(), (gradients.ok() ? "" : gradients.error().message));
+    return values<double>((*gradients)[0]);
+  };
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  auto interp = interp_backend();
+  Values want = gradient_on(*interp), got = gradient_on(**cpu);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+}
+
 }  // namespace lazylab::testing
