@@ -13,6 +13,19 @@
 #include "tensor_ops.h"
 
 namespace lazylab {
+namespace {
+
+// `graph` through the pipeline `text` (decompose's two forms here).
+Expected<Graph> rewritten(Graph graph, std::string_view text) {
+  auto pipeline = parse_pipeline(text);
+  if (!pipeline) return pipeline.error();
+  Module module;
+  module.graph = std::move(graph);
+  if (auto ran = run_pipeline(*pipeline, module); !ran) return ran.error();
+  return std::move(module.graph);
+}
+
+}  // namespace
 
 Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor> wrt) {
   if (!loss.ok()) return *loss.error();
@@ -24,14 +37,11 @@ Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor
   std::vector<Tensor> inputs;
   auto captured = ctx.capture(std::span<const Tensor>(&loss, 1), inputs);
   if (!captured) return captured.error();
-  Module module;
-  module.graph = std::move(*captured);
   // Softmax and gelu stay whole for their fused gradients (core/autodiff.h),
   // decomposed with the joint graph: the trace holds primitives only, as
   // a pipeline without decompose runs them on every backend.
-  auto keep_fused = parse_pipeline("decompose{keep=fused-gradient}");
-  if (!keep_fused) return keep_fused.error();
-  if (auto ran = run_pipeline(*keep_fused, module); !ran) return ran.error();
+  auto forward = rewritten(std::move(*captured), "decompose{keep=fused-gradient}");
+  if (!forward) return forward.error();
   // Each tensor asked for: an input of the loss's trace (by ordinal), or one
   // the loss does not read (a zero gradient); a pending result is no input.
   GradRequest request;
@@ -53,14 +63,11 @@ Expected<ValueAndGrad> value_and_grad(const Tensor& loss, std::span<const Tensor
     for (const Tensor& x : wrt) zeros.gradients.push_back(full_like(x, 0));
     return zeros;
   }
-  auto differentiated = differentiate(module.graph, request);
+  auto differentiated = differentiate(*forward, request);
   if (!differentiated) return differentiated.error();
-  Module joint;
-  joint.graph = std::move(*differentiated);
-  auto decompose = parse_pipeline("decompose");
-  if (!decompose) return decompose.error();
-  if (auto ran = run_pipeline(*decompose, joint); !ran) return ran.error();
-  auto results = ctx.call(joint.graph, inputs);
+  auto joint = rewritten(std::move(*differentiated), "decompose");
+  if (!joint) return joint.error();
+  auto results = ctx.call(*joint, inputs);
   if (!results) return results.error();
   ValueAndGrad out{(*results)[0], {}};
   for (size_t i = 0; i < wrt.size(); ++i)
