@@ -5,8 +5,9 @@
 // bytes from which the backward can recompute the rest, or one a plugin
 // adds. Root `of` is the loss: its ancestors are the forward. Run after cse
 // (which would merge the recomputed copies back) and before fuse, which it
-// tells to keep the forward and the backward in kernels of their own
-// (Module::loss_root), so a recomputation fuses into the backward's kernels.
+// tells, where it computes anything again, to keep the forward and the
+// backward in kernels of their own (Module::loss_root), so a recomputation
+// fuses into the backward's kernels.
 #include <fmt/format.h>
 
 #include "core/remat_strategy.h"
@@ -30,10 +31,13 @@ class Remat : public Pass {
       return make_error(fmt::format("rematerialization strategy '{}': {}", name, recompute.error().message));
     bool any = false;
     for (NodeId id : split->saved) any = any || (*recompute)[id];
-    if (any) replace_graph(module, rematerialize(module.graph, *split, *recompute));
-    bool declared = module.loss_root != of;
+    // Computing nothing again, the graph stays as it was and fuses as it
+    // would without remat (mlp-train's min-cut on cuda, kernels apart,
+    // took 7.037 ms on an H200 against save-all's 7.020).
+    if (!any) return false;
+    replace_graph(module, rematerialize(module.graph, *split, *recompute));
     module.loss_root = of;  // fusion keeps the forward's kernels and the backward's apart
-    return any || declared;
+    return true;
   }
 
  private:

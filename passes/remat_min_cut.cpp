@@ -1,16 +1,19 @@
 // min-cut: AOTAutograd's partitioner. The forward keeps the fewest bytes
 // from which the backward can compute every forward value it reads, found
 // as a minimum cut: each forward value a pair of vertices joined by an edge
-// of its size in bytes, its readers after it (unbounded edges); values only
-// the forward can make (products, reductions, gathers: not cheap to
-// recompute) fed from the source, values the backward reads drained to the
-// sink. Cutting a value's edge keeps it; what lies past the cut the
-// backward computes again from the kept values and the parameters (always
-// at hand). Boost.Graph's push-relabel finds the maximum flow.
+// of its size in bytes, its readers after it (unbounded edges). Fed from
+// the source: values only the forward can make (products, reductions,
+// gathers: not cheap to recompute) and values the backward reads with an
+// op fusing no producer (materialized_in_backward); drained to the sink:
+// values the backward reads. Cutting a value's edge keeps it; what lies
+// past the cut the backward computes again from the kept values and the
+// parameters (always at hand). Boost.Graph's push-relabel finds the
+// maximum flow; of the minimum cuts, the one nearest the backward is taken.
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
 #include <deque>
 
+#include "core/op_info.h"
 #include "core/remat_strategy.h"
 
 namespace lazylab {
@@ -39,31 +42,77 @@ class FlowNetwork {
     reverse[backward] = forward;
   }
 
-  // The vertices on the source's side of a minimum cut: what the source
-  // still reaches through edges with capacity left once the flow is maximal.
-  std::vector<bool> source_side() {
+  // The vertices on the sink's side of the minimum cut nearest the sink:
+  // those that still reach the sink through edges with capacity left once
+  // the flow is maximal. Of the cuts of least bytes it keeps the latest
+  // values, so the backward computes the fewest again (gpt2-block-train's
+  // q, k and v in bf16, or the product they are cut from: the same bytes).
+  std::vector<bool> sink_side() {
     boost::push_relabel_max_flow(graph_, kSource, kSink);
     auto residual = boost::get(boost::edge_residual_capacity, graph_);
-    std::vector<bool> reached(boost::num_vertices(graph_), false);
-    std::deque<size_t> queue{kSource};
-    reached[kSource] = true;
+    auto reverse = boost::get(boost::edge_reverse, graph_);
+    std::vector<bool> reaches(boost::num_vertices(graph_), false);
+    std::deque<size_t> queue{kSink};
+    reaches[kSink] = true;
     while (!queue.empty()) {
       size_t at = queue.front();
       queue.pop_front();
+      // Every edge into `at` is the reverse of one out of it.
       for (auto [edge, end] = boost::out_edges(at, graph_); edge != end; ++edge) {
-        size_t next = boost::target(*edge, graph_);
-        if (!reached[next] && residual[*edge] > 0) {
-          reached[next] = true;
-          queue.push_back(next);
+        size_t from = boost::target(*edge, graph_);
+        if (!reaches[from] && residual[reverse[*edge]] > 0) {
+          reaches[from] = true;
+          queue.push_back(from);
         }
       }
     }
-    return reached;
+    return reaches;
   }
 
  private:
   FlowGraph graph_;
 };
+
+// Whether an op reads its operands from memory whole, fusing no producer:
+// products, convolutions, pools and gathers.
+bool reads_from_memory(const Node& node) {
+  switch (op_info(node.op).category) {
+    case OpCategory::Contraction:
+    case OpCategory::Window: return true;
+    default: return node.op == OpId::Gather || node.op == OpId::ScatterAdd;
+  }
+}
+
+// The forward values the backward reads, directly or through layout ops,
+// with an op that fuses no producer (a matmul's operand: gelu's output for
+// its weight's gradient, the probabilities for v's). Computed again, such a
+// value is written out in full in the backward anyway: keeping it costs the
+// same bytes of memory traffic and no computation (AOTAutograd's partitioner
+// bans recomputing them too). mlp-train's step on an H200 took 7.115 ms
+// computing gelu again against 7.037 keeping it (f32).
+std::vector<bool> materialized_in_backward(const Graph& graph, const JointSplit& split) {
+  std::vector<std::vector<NodeId>> users(graph.size());
+  for (NodeId id = 0; id < graph.size(); ++id)
+    if (split.live[id] && !split.forward[id])
+      for (NodeId operand : graph.node(id).operands) users[operand].push_back(id);
+  std::vector<bool> materialized(graph.size(), false);
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    if (!split.forward[id]) continue;
+    std::vector<NodeId> work{id};
+    while (!work.empty() && !materialized[id]) {
+      NodeId value = work.back();
+      work.pop_back();
+      for (NodeId user : users[value]) {
+        const Node& node = graph.node(user);
+        if (reads_from_memory(node))
+          materialized[id] = true;
+        else if (op_info(node.op).category == OpCategory::Layout)
+          work.push_back(user);
+      }
+    }
+  }
+  return materialized;
+}
 
 class MinCut : public RematStrategy {
  public:
@@ -89,19 +138,22 @@ class MinCut : public RematStrategy {
     int64_t most = 0;
     if (__builtin_mul_overflow(unbounded, edges, &most))
       return make_error("min-cut: the forward's bytes are too many for 64-bit flows");
+    std::vector<bool> materialized = materialized_in_backward(graph, split);
     FlowNetwork network(2 + 2 * values);
     for (NodeId id = 0; id < graph.size(); ++id) {
       if (index[id] < 0) continue;
       const Node& node = graph.node(id);
-      network.add(computed(id), result(id), static_cast<int64_t>(node.type.bytes()));
-      if (!cheap_to_recompute(node)) network.add(kSource, computed(id), unbounded);
+      // A constant costs nothing to keep: fusion folds it into its readers
+      // as a literal, no memory holds it (a copy only splits the kernels).
+      network.add(computed(id), result(id), node.op == OpId::Constant ? 0 : static_cast<int64_t>(node.type.bytes()));
+      if (!cheap_to_recompute(node) || materialized[id]) network.add(kSource, computed(id), unbounded);
       for (NodeId operand : node.operands)
         if (index[operand] >= 0) network.add(result(operand), computed(id), unbounded);
     }
     for (NodeId id : split.saved) network.add(result(id), kSink, unbounded);
-    std::vector<bool> source_side = network.source_side();
+    std::vector<bool> sink_side = network.sink_side();
     std::vector<bool> again(graph.size(), false);
-    for (NodeId id = 0; id < graph.size(); ++id) again[id] = index[id] >= 0 && !source_side[computed(id)];
+    for (NodeId id = 0; id < graph.size(); ++id) again[id] = index[id] >= 0 && sink_side[computed(id)];
     return again;
   }
 };

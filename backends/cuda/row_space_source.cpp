@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -65,6 +66,7 @@ class RowSpaceSource {
   std::string row_reduction(const std::string& name, Launch& launch, int block_threads) {
     plan_row_threads(block_threads);
     collect_memory();
+    if (cached_) held_ = value_to_hold();
     launch.function = name;
     launch.work = rows_;
     launch.block_per_item = true;
@@ -410,28 +412,23 @@ class RowSpaceSource {
     std::string acc_type = integer && sums ? "unsigned long long" : boolean ? "int" : register_type(type);
     std::string init = identity_literal(op.op, type, false);
     if (!warp_rows_) shared += fmt::format("  __shared__ {} s{}[32];\n", acc_type, op.result);
-    // The first reduction's operand, where the kernel computes it (a
-    // softmax's scaled, masked scores), is held in registers for the later
-    // passes over the row instead of computed again in each. Later ones'
-    // are not: an f32 softmax of 8,192 columns holding its exps as well
-    // took 0.165 ms on an H200 against 0.140 computing them again (the
-    // registers cost more than the exps).
+    // The first pass over the row holds value_to_hold()'s value in
+    // registers for the later passes instead of computing it again in each.
     uint32_t input = op.operands[0];
-    bool hold =
-        cached_ && first_reduction_ && space_.produced(input) && !row_known_.count(input) && !space_.per_row(input);
+    std::optional<uint32_t> hold = first_reduction_ ? held_ : std::nullopt;
     first_reduction_ = false;
     std::string lanes;
     for (int lane = 0; lane < vec_; ++lane) {
       open_lane(lane, lanes);
       lanes += column_value(input);
-      if (hold) lanes += fmt::format("      c{0}[k][{1}] = v{0}_{1};\n", input, lane);
+      if (hold) lanes += fmt::format("      c{0}[k][{1}] = v{0}_{1};\n", *hold, lane);
       lanes +=
           fmt::format("      a{1} = {0}()(a{1}, ({2}){3});\n", functor, op.result, acc_type, operand_in_loop(input));
     }
     std::string held;
     if (hold) {
-      held = fmt::format("    {} c{}[{}][{}];\n", register_type(dtype(input)), input, per_thread_, vec_);
-      computed_.insert(input);
+      held = fmt::format("    {} c{}[{}][{}];\n", register_type(dtype(*hold)), *hold, per_thread_, vec_);
+      computed_.insert(*hold);
     }
     std::string combine = warp_rows_ ? fmt::format("lazylab_warp_reduce(a{}, {}())", op.result, functor)
                                      : fmt::format("lazylab_block_reduce(a{0}, s{0}, {1}())", op.result, functor);
@@ -445,6 +442,64 @@ class RowSpaceSource {
     return held + fmt::format("    {0} a{1} = {2};\n{3}    a{1} = {4};\n    const {5} v{1} = {6};\n", acc_type,
                               op.result, init, row_loop(lanes), combine, register_type(type),
                               rounded(type, fmt::format("({})({})", register_type(type), result)));
+  }
+
+  // --- what the first pass over the row holds for the later ones.
+
+  // The values computed per element for `v` (itself, its operands, ...),
+  // stopping at per-row values and memory; at `stop`'s members, which are
+  // collected in `reached` instead of followed.
+  void needed_for(uint32_t v, std::set<uint32_t>& seen, const std::set<uint32_t>* stop,
+                  std::set<uint32_t>* reached) const {
+    if (!space_.produced(v) || space_.per_row(v) || !seen.insert(v).second) return;
+    if (stop && stop->count(v)) {
+      reached->insert(v);
+      return;
+    }
+    const lazylab_op& op = *space_.producer(v);
+    if (rows::is_view(op)) {
+      if (const lazylab_access& a = access(v); a.kind != LAZYLAB_ACCESS_SPLAT)
+        needed_for(a.source, seen, stop, reached);
+      return;
+    }
+    for (uint32_t k = 0; k < op.num_operands; ++k) needed_for(op.operands[k], seen, stop, reached);
+  }
+
+  // The arithmetic recomputing `v` would repeat: its ops among `computed`,
+  // views, constants and casts free (the loads stay in registers).
+  int64_t work_of(uint32_t v, const std::set<uint32_t>& computed) const {
+    std::set<uint32_t> seen;
+    needed_for(v, seen, nullptr, nullptr);
+    return std::count_if(seen.begin(), seen.end(), [&](uint32_t u) {
+      const lazylab_op& op = *space_.producer(u);
+      return computed.count(u) && !rows::is_view(op) && op.op != LAZYLAB_OP_Constant && op.op != LAZYLAB_OP_Cast;
+    });
+  }
+
+  // Of the values the first pass computes, the one the later passes would
+  // compute again at the most cost: a softmax's scaled, masked scores,
+  // which its sum and output read; its backward's probabilities (the
+  // exponential over the sum), which the first pass reads only inside the
+  // product it sums. One value at most: an f32 softmax of 8,192 columns
+  // holding its exps as well took 0.165 ms on an H200 against 0.140
+  // computing them again (the registers cost more than the exps). Nothing
+  // where recomputing costs no arithmetic.
+  std::optional<uint32_t> value_to_hold() const {
+    std::vector<uint32_t> later;  // what the passes after the first compute
+    const lazylab_op* first = nullptr;
+    for (const lazylab_op* op : space_.ops())
+      if (ops::is_reduction(op->op)) (first ? later.push_back(op->operands[0]) : void(first = op));
+    if (!first) return std::nullopt;
+    for (uint32_t v : space_.writes())
+      if (!stored_per_row(v)) later.push_back(v);
+    std::set<uint32_t> computed, seen, reached;
+    needed_for(first->operands[0], computed, nullptr, nullptr);
+    for (uint32_t v : later) needed_for(v, seen, &computed, &reached);
+    std::optional<uint32_t> best;
+    int64_t most = 0;
+    for (uint32_t v : reached)
+      if (int64_t work = work_of(v, computed); work > most) best = v, most = work;
+    return best;
   }
 
   std::string operand_in_loop(uint32_t v) const {
@@ -462,6 +517,7 @@ class RowSpaceSource {
   std::set<uint32_t> row_known_;  // declared once for the row
   std::set<uint32_t> computed_;   // computed in an earlier pass over the row, held in c<v>[k][lane]
   bool first_reduction_ = true;
+  std::optional<uint32_t> held_;  // value_to_hold()'s
   int vec_ = 1;
   int lane_ = 0;
   // Row reductions: a warp per row (else a block), block_ threads, each
