@@ -807,6 +807,27 @@ TEST_CASE("a column reduction reads each row's neighbouring outputs a warp at a 
   CHECK(compiled.cubin.size() > 100);
 }
 
+TEST_CASE("a row kernel's first pass holds what its later passes would compute again at most cost") {
+  // A softmax's backward with its probabilities computed again (min-cut's):
+  // p = exp(s) / z, t = sum(g p), out = p (g - t). The first pass sums g p,
+  // which no later pass reads; the last reads p, an exponential and a
+  // division an element: p is held, and the exponential computed once.
+  Context ctx;
+  Tensor s = ctx.placeholder(TensorType{DType::F32, {64, 256}});
+  Tensor g = ctx.placeholder(TensorType{DType::F32, {64, 256}});
+  Tensor z = ctx.placeholder(TensorType{DType::F32, {64, 1}});
+  Tensor p = exp(s) / broadcast_to(z, {64, 256});
+  Tensor t = sum(g * p, {1}, true);
+  Tensor out = p * (g - broadcast_to(t, {64, 256}));
+  Module module = lowered(ctx.capture(), "fuse{strategy=producer-consumer},lower");
+  cuda::ProgramCode code = generated(module);
+  REQUIRE(code.kernels.size() == 1);
+  CHECK(count(code.source, "expf(") == 4);  // in the first pass alone, a group of four elements
+  CHECK(count(code.source, "    float c") == 1);
+  CHECK(count(code.source, "[k][0];") == 1);  // and the last pass reads it
+  CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+}
+
 TEST_CASE("a copy keeping its innermost dim moves 16 bytes a thread, with 32-bit indices where they fit") {
   // Attention's heads back in place ([b, h, t, d] -> [b, t, h, d]): d
   // contiguous, four floats or eight bf16 a thread; a small transpose of
