@@ -8,27 +8,14 @@
 #include "direct_conv.h"
 #include "few_positions_conv.h"
 #include "large_kernel_conv.h"
+#include "lazylab/window_shape.hpp"
 #include "narrow_panels.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
 namespace {
 
-struct ConvShape {
-  int64_t images, channels, height, width;  // x
-  int64_t filters, kernel_h, kernel_w;      // w
-  int64_t out_h, out_w, groups;
-  int64_t stride[2], pad[4], dilation[2];
-
-  int64_t group_channels() const { return channels / groups; }
-  int64_t group_filters() const { return filters / groups; }
-  int64_t taps() const { return group_channels() * kernel_h * kernel_w; }  // rows of the unfolded matrix
-  int64_t positions() const { return out_h * out_w; }                      // its columns
-  bool pointwise() const {
-    return kernel_h == 1 && kernel_w == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0 &&
-           pad[2] == 0 && pad[3] == 0;
-  }
-};
+using windows::WindowShape;
 
 // [first, end) of the j in [0, count) whose column j * stride + shift lies
 // in a row of `width`.
@@ -40,7 +27,7 @@ std::pair<int64_t, int64_t> inside_row(int64_t shift, int64_t stride, int64_t wi
 
 class ConvPlan : public KernelPlan {
  public:
-  ConvPlan(const ConvShape& shape, uint32_t x, uint32_t w, uint32_t out, uint32_t dtype,
+  ConvPlan(const WindowShape& shape, uint32_t x, uint32_t w, uint32_t out, uint32_t dtype,
            std::unique_ptr<RowKernelPlan> epilogue, const RowPlanOptions& options, const openblas::Runtime& blas)
       : s_(shape),
         x_(x),
@@ -61,7 +48,7 @@ class ConvPlan : public KernelPlan {
     if (s_.groups > 1 && s_.group_channels() == 1) {
       path_ = Path::kDepthwise;
       prepare_depthwise();
-    } else if (s_.groups == 1 && s_.positions() < kFewPositions && s_.kernel_h * s_.kernel_w >= kLargeKernel &&
+    } else if (s_.groups == 1 && s_.positions() < kFewPositions && s_.kernel[0] * s_.kernel[1] >= kLargeKernel &&
                LargeKernelConv::takes(direct) && !(few_positions && FewPositionsConv::by_images(direct))) {
       // A stride-1 weight gradient: each output one dot product (ms on this
       // machine's EPYC, against packed windows, ResNet-18 at 32x32: 16x16
@@ -149,7 +136,7 @@ class ConvPlan : public KernelPlan {
   // The shape the direct convolutions take (each checks what else it
   // needs).
   DirectShape direct_shape() const {
-    DirectShape shape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel_h, s_.kernel_w,
+    DirectShape shape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel[0], s_.kernel[1],
                       s_.pad[0], s_.pad[1],   s_.pad[2], s_.pad[3], s_.out_h,   s_.out_w};
     for (int d = 0; d < 2; ++d) shape.stride[d] = s_.stride[d], shape.dilation[d] = s_.dilation[d];
     return shape;
@@ -167,7 +154,7 @@ class ConvPlan : public KernelPlan {
   // [64,16,4,4] * 4x4: 0.49 vs 0.55; [3,16,32,32] * 32x32: 0.57 vs 0.83.
   // But for small kernels (a 2x2 image's 2x2 gradient, a forward 3x3 at
   // 2x2) unfolding measured faster: hence few positions and a large kernel.
-  bool packs_windows() const { return s_.positions() < kFewPositions && s_.kernel_h * s_.kernel_w >= kLargeKernel; }
+  bool packs_windows() const { return s_.positions() < kFewPositions && s_.kernel[0] * s_.kernel[1] >= kLargeKernel; }
 
   // Every image's window at every position is a row of one matrix instead,
   // [images x positions, taps], packed a chunk of channels at a time (the
@@ -177,7 +164,7 @@ class ConvPlan : public KernelPlan {
   // an sgemm of their own per chunk, ran ResNet-18's weight gradients at
   // 31-37 GFLOP/s on a 2-core EPYC; one sgemm over all images at 69-128.)
   void run_packed_windows(const Memory& memory) {
-    int64_t window = s_.kernel_h * s_.kernel_w, rows = s_.images * s_.positions();
+    int64_t window = s_.kernel[0] * s_.kernel[1], rows = s_.images * s_.positions();
     for (int64_t c = 0; c < s_.channels; c += chunk_channels_) {
       int64_t last = std::min(s_.channels, c + chunk_channels_), taps = (last - c) * window;
       each_in_parallel(arena_, s_.images, [&](int64_t first, int64_t end) {
@@ -197,7 +184,7 @@ class ConvPlan : public KernelPlan {
   // of a window's taps fall inside is worked out once per position.
   void pack_windows(const float* x, int64_t first_image, int64_t end_image, int64_t first, int64_t end,
                     float* packed) const {
-    int64_t kh = s_.kernel_h, kw = s_.kernel_w, taps = (end - first) * kh * kw;
+    int64_t kh = s_.kernel[0], kw = s_.kernel[1], taps = (end - first) * kh * kw;
     for (int64_t at = 0; at < s_.positions(); ++at) {
       int64_t top = at / s_.out_w * s_.stride[0] - s_.pad[0], left = at % s_.out_w * s_.stride[1] - s_.pad[1];
       auto [first_p, end_p] = inside_row(top, s_.dilation[0], s_.height, kh);
@@ -239,7 +226,7 @@ class ConvPlan : public KernelPlan {
     const float* x = x_of(memory);
     const float* w = w_of(memory);
     float* out = out_of(memory);
-    const int64_t stride = s_.stride[1], window = s_.kernel_h * s_.kernel_w;
+    const int64_t stride = s_.stride[1], window = s_.kernel[0] * s_.kernel[1];
     each_in_parallel(arena_, s_.images * s_.filters, [&](int64_t first, int64_t end) {
       std::vector<float> phases(stride > 1 ? static_cast<size_t>(phase_planes() * s_.height * phase_width()) : 0);
       for (int64_t at = first; at < end; ++at) {
@@ -280,8 +267,8 @@ class ConvPlan : public KernelPlan {
   void prepare_depthwise() {
     const int64_t stride = s_.stride[1];
     const int64_t row_width = stride > 1 ? phase_width() : s_.width;
-    for (int64_t p = 0; p < s_.kernel_h; ++p)
-      for (int64_t q = 0; q < s_.kernel_w; ++q) {
+    for (int64_t p = 0; p < s_.kernel[0]; ++p)
+      for (int64_t q = 0; q < s_.kernel[1]; ++q) {
         int64_t top = p * s_.dilation[0] - s_.pad[0], shift = q * s_.dilation[1] - s_.pad[1];
         auto [first_i, end_i] = inside_row(top, s_.stride[0], s_.height, s_.out_h);
         auto [first_j, end_j] = inside_row(shift, stride, s_.width, s_.out_w);
@@ -290,7 +277,7 @@ class ConvPlan : public KernelPlan {
         int64_t phase = ((shift % stride) + stride) % stride;
         int64_t offset = (stride > 1 ? phase * s_.height * row_width : 0) + top * row_width + (shift - phase) / stride;
         depthwise_taps_.push_back(
-            {p * s_.kernel_w + q, first_i, end_i, first_j, end_j, offset, s_.stride[0] * row_width});
+            {p * s_.kernel[1] + q, first_i, end_i, first_j, end_j, offset, s_.stride[0] * row_width});
       }
   }
 
@@ -388,14 +375,14 @@ class ConvPlan : public KernelPlan {
   // columns of a tap fall inside the input is worked out once per tap.
   void unfold(const float* input, int64_t first, int64_t end, float* columns, int64_t stride) const {
     for (int64_t row = first; row < end; ++row) {
-      int64_t c = row / (s_.kernel_h * s_.kernel_w), p = row / s_.kernel_w % s_.kernel_h, q = row % s_.kernel_w;
+      int64_t c = row / (s_.kernel[0] * s_.kernel[1]), p = row / s_.kernel[1] % s_.kernel[0], q = row % s_.kernel[1];
       int64_t top = p * s_.dilation[0] - s_.pad[0], shift = q * s_.dilation[1] - s_.pad[1];
       auto [first_i, end_i] = inside_row(top, s_.stride[0], s_.height, s_.out_h);
       auto [first_j, end_j] = inside_row(shift, s_.stride[1], s_.width, s_.out_w);
       const float* channel = input + c * s_.height * s_.width;
       float* column = columns + row * stride;
       if (!tap_offsets_.empty()) {
-        const int32_t* offsets = tap_offsets_.data() + (p * s_.kernel_w + q) * s_.positions();
+        const int32_t* offsets = tap_offsets_.data() + (p * s_.kernel[1] + q) * s_.positions();
         for (int64_t at = 0; at < s_.positions(); ++at) column[at] = offsets[at] < 0 ? 0.0f : channel[offsets[at]];
         continue;
       }
@@ -442,10 +429,10 @@ class ConvPlan : public KernelPlan {
   // worked out once here and unfolding gathers by them. (ResNet-18's 2x2
   // weight gradients: 128 images x 64 taps x 3 lines of 3 floats.)
   void prepare_tap_offsets() {
-    if (s_.out_w >= kShortLine || s_.positions() * s_.kernel_h * s_.kernel_w > kMostTapOffsets) return;
-    tap_offsets_.reserve(static_cast<size_t>(s_.kernel_h * s_.kernel_w * s_.positions()));
-    for (int64_t p = 0; p < s_.kernel_h; ++p)
-      for (int64_t q = 0; q < s_.kernel_w; ++q)
+    if (s_.out_w >= kShortLine || s_.positions() * s_.kernel[0] * s_.kernel[1] > kMostTapOffsets) return;
+    tap_offsets_.reserve(static_cast<size_t>(s_.kernel[0] * s_.kernel[1] * s_.positions()));
+    for (int64_t p = 0; p < s_.kernel[0]; ++p)
+      for (int64_t q = 0; q < s_.kernel[1]; ++q)
         for (int64_t at = 0; at < s_.positions(); ++at) {
           int64_t y = at / s_.out_w * s_.stride[0] - s_.pad[0] + p * s_.dilation[0];
           int64_t x = at % s_.out_w * s_.stride[1] - s_.pad[1] + q * s_.dilation[1];
@@ -467,7 +454,7 @@ class ConvPlan : public KernelPlan {
   // Channels a chunk: as many as keep all images' packed rows within
   // kColumnFloats.
   void prepare_packing() {
-    int64_t window = s_.kernel_h * s_.kernel_w, rows = s_.images * s_.positions();
+    int64_t window = s_.kernel[0] * s_.kernel[1], rows = s_.images * s_.positions();
     chunk_channels_ =
         std::clamp<int64_t>(kColumnFloats / std::max<int64_t>(1, rows * window), 1, std::max<int64_t>(1, s_.channels));
     columns_.resize(static_cast<size_t>(rows * chunk_channels_ * window));
@@ -482,7 +469,7 @@ class ConvPlan : public KernelPlan {
   static constexpr int64_t kBatchedPositions = 32;
   static constexpr int64_t kShortLine = 8, kMostTapOffsets = int64_t{1} << 16;
 
-  ConvShape s_;
+  WindowShape s_;
   uint32_t x_, w_, out_;
   uint32_t narrow_;  // BF16 or F16: a 16-bit convolution, computed in f32 panels; F32: not
   std::unique_ptr<RowKernelPlan> epilogue_;
@@ -519,13 +506,7 @@ Planned<KernelPlan> make_conv_plan(const lazylab_kernel& kernel, const std::vect
   if (!computes_in_f32(x.dtype)) return decline("a convolution not of f32, bf16 or f16");
   if (w.dtype != x.dtype || out.dtype != x.dtype) return decline("a convolution of mixed dtypes");
   if (out.size() == 0) return decline("a convolution of no elements");
-  ConvShape s{x.shape[0],   x.shape[1],   x.shape[2],    x.shape[3], w.shape[0], w.shape[2], w.shape[3],
-              out.shape[2], out.shape[3], op.attrs[3].i, {},         {},         {}};
-  for (int d = 0; d < 2; ++d) {
-    s.stride[d] = op.attrs[0].ints[d];
-    s.dilation[d] = op.attrs[2].ints[d];
-  }
-  for (int d = 0; d < 4; ++d) s.pad[d] = op.attrs[1].ints[d];
+  WindowShape s = windows::window_shape(values, op);
   std::unique_ptr<RowKernelPlan> epilogue_plan;
   if (!epilogue.empty()) {
     lazylab_kernel part = kernel;  // the same description: the convolution's [N * O, OH * OW]

@@ -5,22 +5,21 @@
 #include <type_traits>
 #include <vector>
 
+#include "lazylab/window_shape.hpp"
 #include "narrow_floats.h"
 #include "parallel.h"
 
 namespace lazylab::cpu {
 namespace {
 
-struct PoolWindow {
-  int64_t kernel[2], strides[2], pads[2], dilations[2];
-};
+using windows::WindowShape;
 
 // out[plane, i, j] = the largest of the window's values inside the image
 // (padding takes no part; -inf where none is inside), NaN if one is NaN: the
 // reference's semantics.
 class MaxPool : public KernelPlan {
  public:
-  MaxPool(uint32_t in, uint32_t out, const ValueInfo& x, const ValueInfo& y, const PoolWindow& window,
+  MaxPool(uint32_t in, uint32_t out, const ValueInfo& x, const ValueInfo& y, const WindowShape& window,
           tbb::task_arena* arena)
       : in_(in),
         out_(out),
@@ -71,16 +70,16 @@ class MaxPool : public KernelPlan {
   // of equal values wins (+0 before -0) and a NaN read stays.
   template <class T>
   void pool_plane(const T* plane, float* out) const {
-    int64_t stride = w_.strides[1];
+    int64_t stride = w_.stride[1];
     for (int64_t i = 0; i < out_h_; ++i) {
       float* line = out + i * out_w_;
       std::fill(line, line + out_w_, -INFINITY);
       for (int64_t p = 0; p < w_.kernel[0]; ++p) {
-        int64_t y = i * w_.strides[0] - w_.pads[0] + p * w_.dilations[0];
+        int64_t y = i * w_.stride[0] - w_.pad[0] + p * w_.dilation[0];
         if (y < 0 || y >= height_) continue;
         const T* row = plane + y * width_;
         for (int64_t q = 0; q < w_.kernel[1]; ++q) {
-          int64_t shift = q * w_.dilations[1] - w_.pads[1];  // column j reads row[j * stride + shift]
+          int64_t shift = q * w_.dilation[1] - w_.pad[1];  // column j reads row[j * stride + shift]
           int64_t first = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
           int64_t end = width_ - shift <= 0 ? 0 : std::min(out_w_, (width_ - shift - 1) / stride + 1);
           for (int64_t j = first; j < end; ++j) {
@@ -94,7 +93,7 @@ class MaxPool : public KernelPlan {
 
   uint32_t in_, out_;
   int64_t planes_, height_, width_, out_h_, out_w_;
-  PoolWindow w_;
+  WindowShape w_;
   uint32_t dtype_;  // f32, bf16 or f16
   tbb::task_arena* arena_;
 };
@@ -110,13 +109,7 @@ Planned<KernelPlan> make_pool_plan(const lazylab_kernel& kernel, const std::vect
   if (!memory) return decline("the pool's input or result has no memory");
   if (!computes_in_f32(x.dtype)) return decline("a pool of values not f32, bf16 or f16");
   if (x.shape.size() != 4 || y.shape.size() != 4 || y.size() == 0) return decline("not a non-empty NCHW pool");
-  PoolWindow w{};
-  for (int d = 0; d < 2; ++d) {
-    w.kernel[d] = op.attrs[0].ints[d];
-    w.strides[d] = op.attrs[1].ints[d];
-    w.pads[d] = op.attrs[2].ints[d];  // top, left; bottom and right only bound the output's size
-    w.dilations[d] = op.attrs[3].ints[d];
-  }
+  WindowShape w = windows::window_shape(values, op);
   return std::make_unique<MaxPool>(op.operands[0], op.result, x, y, w, arena);
 }
 

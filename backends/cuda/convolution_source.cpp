@@ -3,40 +3,17 @@
 #include <fmt/format.h>
 
 #include "lazylab/dtype_table.hpp"
+#include "lazylab/window_shape.hpp"
 #include "product_types.h"
 #include "source_text.h"
 
 namespace lazylab::cuda {
 namespace {
 
-struct Window {
-  int64_t images, channels, height, width;
-  int64_t filters, kernel_h, kernel_w, out_h, out_w;
-  int64_t stride[2], pad[2], dilation[2], groups;
-
-  int64_t taps() const { return channels * kernel_h * kernel_w; }
-  int64_t positions() const { return out_h * out_w; }
-  bool pointwise() const {
-    return kernel_h == 1 && kernel_w == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0 &&
-           out_h == height && out_w == width;
-  }
-};
-
-Window window_of(const lazylab_program& program, const lazylab_op& op) {
-  const lazylab_value &x = program.values[op.operands[0]], &w = program.values[op.operands[1]],
-                      &out = program.values[op.result];
-  Window s{x.shape[0],   x.shape[1],   x.shape[2], x.shape[3], w.shape[0], w.shape[2],   w.shape[3],
-           out.shape[2], out.shape[3], {},         {},         {},         op.attrs[3].i};
-  for (int d = 0; d < 2; ++d) {
-    s.stride[d] = op.attrs[0].ints[d];
-    s.pad[d] = op.attrs[1].ints[d];  // top, left (bottom and right only bound the output)
-    s.dilation[d] = op.attrs[2].ints[d];
-  }
-  return s;
-}
+using windows::WindowShape;
 
 uint64_t columns_bytes_of(const lazylab_program& program, const lazylab_op& op) {
-  Window s = window_of(program, op);
+  WindowShape s = windows::window_shape(program.values, op);
   if (s.pointwise()) return 0;
   return static_cast<uint64_t>(s.images * s.taps() * s.positions()) * dtypes::size(program.values[op.result].dtype);
 }
@@ -44,7 +21,7 @@ uint64_t columns_bytes_of(const lazylab_program& program, const lazylab_op& op) 
 }  // namespace
 
 std::optional<std::string> convolution_product_refusal(const lazylab_program& program, const lazylab_op& op) {
-  Window s = window_of(program, op);
+  WindowShape s = windows::window_shape(program.values, op);
   uint32_t dtype = program.values[op.result].dtype;
   if (s.groups != 1) return fmt::format("a convolution in {} groups runs as the direct kernel", s.groups);
   if (!product_types(dtype, false))
@@ -60,7 +37,7 @@ std::optional<std::string> convolution_product_refusal(const lazylab_program& pr
 }
 
 ConvolutionProduct convolution_product(const lazylab_program& program, const lazylab_op& op, uint32_t columns) {
-  Window s = window_of(program, op);
+  WindowShape s = windows::window_shape(program.values, op);
   ConvolutionProduct product;
   product.columns_bytes = columns_bytes_of(program, op);
   lazylab_contraction& c = product.contraction;
@@ -76,7 +53,7 @@ ConvolutionProduct convolution_product(const lazylab_program& program, const laz
 
 std::string unfold_function(const lazylab_program& program, const lazylab_op& op, uint32_t columns,
                             const std::string& name, Launch& launch) {
-  Window s = window_of(program, op);
+  WindowShape s = windows::window_shape(program.values, op);
   const char* type = storage_type(program.values[op.result].dtype);
   launch = Launch{name, {op.operands[0], columns}, s.images * s.taps() * s.positions()};
   // Element t of image n's [taps, positions]: tap (c, r, q) at output
@@ -92,7 +69,7 @@ std::string unfold_function(const lazylab_program& program, const lazylab_op& op
       "    columns[t] = (y >= 0 && y < {13}LL && z >= 0 && z < {14}LL) ? x[((n * {15}LL + c) * {13}LL + y) * {14}LL "
       "+ z] : {1}(0.0f);\n"
       "  }}\n}}\n",
-      name, type, s.positions(), s.taps(), s.out_w, s.kernel_w, s.kernel_h, s.stride[0], s.pad[0], s.dilation[0],
+      name, type, s.positions(), s.taps(), s.out_w, s.kernel[1], s.kernel[0], s.stride[0], s.pad[0], s.dilation[0],
       s.stride[1], s.pad[1], s.dilation[1], s.height, s.width, s.channels);
 }
 

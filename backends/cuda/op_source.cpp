@@ -8,6 +8,7 @@
 #include "lazylab/op_formulas.hpp"
 #include "lazylab/op_table.hpp"
 #include "lazylab/row_space.hpp"
+#include "lazylab/window_shape.hpp"
 #include "row_space_source.h"
 #include "source_text.h"
 
@@ -332,23 +333,16 @@ class OpSource {
   // conv2d and the pools: a thread per result element, looping over its
   // window (ops.def gives the semantics).
   std::string window(const lazylab_op& op, const std::string& name, Launch& launch) const {
-    const lazylab_value &x = program_.values[op.operands[0]], &out = program_.values[op.result];
+    const lazylab_value& out = program_.values[op.result];
     bool conv = op.op == LAZYLAB_OP_Conv2d, max = op.op == LAZYLAB_OP_MaxPool2d;
-    const lazylab_attr &strides = op.attrs[conv ? 0 : 1], &pads = op.attrs[conv ? 1 : 2];
-    const lazylab_value* w = conv ? &program_.values[op.operands[1]] : nullptr;
-    int64_t kernel[2], dilation[2];
-    for (int d = 0; d < 2; ++d) {
-      kernel[d] = conv ? w->shape[2 + d] : op.attrs[0].ints[d];
-      dilation[d] = conv ? op.attrs[2].ints[d] : max ? op.attrs[3].ints[d] : 1;
-    }
-    int64_t channels = x.shape[1], h = x.shape[2], width = x.shape[3];
-    int64_t filters = out.shape[1], oh = out.shape[2], ow = out.shape[3];
-    int64_t group_in = conv ? w->shape[1] : 1, group_out = conv ? filters / op.attrs[3].i : 1;
+    const windows::WindowShape s = windows::window_shape(program_.values, op);
+    const int64_t *kernel = s.kernel, *dilation = s.dilation;
+    int64_t channels = s.channels, h = s.height, width = s.width, filters = s.filters;
+    int64_t group_in = conv ? s.group_channels() : 1, group_out = conv ? s.group_filters() : 1;
     const char* type = storage_type(out.dtype);
     const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
-    int64_t taps = group_in * kernel[0] * kernel[1];
-    if (conv && taps >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs)
-      return window_by_blocks(op, name, launch, taps, kernel, dilation);
+    if (conv && s.taps() >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs)
+      return window_by_blocks(op, name, launch, s);
     std::string body;
     if (conv)
       body = fmt::format(
@@ -375,10 +369,10 @@ class OpSource {
           dilation[1], max ? "LazylabMax()(acc, v)" : "acc + v",
           max ? ""
               : fmt::format("    acc /= ({})({});\n", acc,
-                            op.attrs[3].i ? fmt::format("((top + {0}LL < {1}LL ? top + {0}LL : {1}LL) - top) * "
-                                                        "((left + {2}LL < {3}LL ? left + {2}LL : {3}LL) - left)",
-                                                        kernel[0], h + pads.ints[2], kernel[1], width + pads.ints[3])
-                                          : std::string("inside")));
+                            s.count_include_pad ? fmt::format("((top + {0}LL < {1}LL ? top + {0}LL : {1}LL) - top) * "
+                                                              "((left + {2}LL < {3}LL ? left + {2}LL : {3}LL) - left)",
+                                                              kernel[0], h + s.pad[2], kernel[1], width + s.pad[3])
+                                                : std::string("inside")));
     launch = Launch{name, {}, elements_of(out)};
     launch.values = conv ? std::vector<uint32_t>{op.operands[0], op.operands[1], op.result}
                          : std::vector<uint32_t>{op.operands[0], op.result};
@@ -389,8 +383,8 @@ class OpSource {
         "    const long long j = t % {3}LL, i = (t / {3}LL) % {4}LL, f = (t / ({3}LL * {4}LL)) % {5}LL,"
         " n = t / ({3}LL * {4}LL * {5}LL);\n"
         "    const long long top = i * {6}LL - {7}LL, left = j * {8}LL - {9}LL;\n{10}  }}\n}}\n",
-        name, type, conv ? fmt::format("const {}* __restrict__ w, ", type) : "", ow, oh, filters, strides.ints[0],
-        pads.ints[0], strides.ints[1], pads.ints[1], body);
+        name, type, conv ? fmt::format("const {}* __restrict__ w, ", type) : "", s.out_w, s.out_h, filters, s.stride[0],
+        s.pad[0], s.stride[1], s.pad[1], body);
   }
 
   // A convolution of few outputs over many taps (a depthwise weight's
@@ -398,13 +392,9 @@ class OpSource {
   // MobileNetV2's 112 x 112) takes a block per output, its threads striding
   // over the taps, the sums combined by a block reduction: a thread apiece
   // took 1.19 ms of MobileNetV2's 4.5 ms training step on an H200.
-  std::string window_by_blocks(const lazylab_op& op, const std::string& name, Launch& launch, int64_t taps,
-                               const int64_t kernel[2], const int64_t dilation[2]) const {
-    const lazylab_value &x = program_.values[op.operands[0]], &w = program_.values[op.operands[1]],
-                        &out = program_.values[op.result];
-    int64_t channels = x.shape[1], h = x.shape[2], width = x.shape[3];
-    int64_t filters = out.shape[1], oh = out.shape[2], ow = out.shape[3];
-    int64_t group_in = w.shape[1], group_out = filters / op.attrs[3].i;
+  std::string window_by_blocks(const lazylab_op& op, const std::string& name, Launch& launch,
+                               const windows::WindowShape& s) const {
+    const lazylab_value& out = program_.values[op.result];
     const char* type = storage_type(out.dtype);
     const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
     launch = Launch{name, {op.operands[0], op.operands[1], op.result}, elements_of(out)};
@@ -428,9 +418,9 @@ class OpSource {
         "    }}\n"
         "    acc = lazylab_block_reduce(acc, shared, LazylabSum());\n"
         "    if (threadIdx.x == 0) y[t] = ({1})acc;\n  }}\n}}\n",
-        name, type, acc, ow, oh, filters, op.attrs[0].ints[0], op.attrs[1].ints[0], op.attrs[0].ints[1],
-        op.attrs[1].ints[1], channels, group_out, group_in, h, width, taps, kernel[0], kernel[1], dilation[0],
-        dilation[1]);
+        name, type, acc, s.out_w, s.out_h, s.filters, s.stride[0], s.pad[0], s.stride[1], s.pad[1], s.channels,
+        s.group_filters(), s.group_channels(), s.height, s.width, s.taps(), s.kernel[0], s.kernel[1], s.dilation[0],
+        s.dilation[1]);
   }
 
   // Composites left whole (the interpreter runs them; `decompose` makes them

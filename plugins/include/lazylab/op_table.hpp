@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "lazylab/backend_abi.h"
@@ -74,6 +75,19 @@ constexpr bool is_layout(uint32_t op) { return category(op) == Category::Layout;
 // An elementwise op with a bool result.
 constexpr bool is_comparison(uint32_t op) { return kTable[op].type_rule == TypeRule::Compare; }
 constexpr const char* name(uint32_t op) { return kTable[op].name; }
+
+// Where attribute `attribute` lies in an op's attrs (its schema's order),
+// or -1 where the op has none of that name.
+constexpr int attribute_index(uint32_t op, std::string_view attribute) {
+  std::string_view schema = kTable[op].schema;
+  for (int index = 0; !schema.empty(); ++index) {
+    size_t comma = schema.find(',');
+    std::string_view entry = schema.substr(0, comma);
+    if (entry.substr(0, entry.find(':')) == attribute) return index;
+    schema = comma == std::string_view::npos ? std::string_view{} : schema.substr(comma + 1);
+  }
+  return -1;
+}
 
 constexpr bool has_fact(uint32_t op, uint32_t fact) { return (kTable[op].facts & fact) == fact; }
 // Operands and result are floating: the type rules refuse integers.
