@@ -96,6 +96,7 @@ std::vector<bool> materialized_in_backward(const Graph& graph, const JointSplit&
     if (split.live[id] && !split.forward[id])
       for (NodeId operand : graph.node(id).operands) users[operand].push_back(id);
   std::vector<bool> materialized(graph.size(), false);
+  std::vector<NodeId> visited_from(graph.size(), kNoNode);  // each layout user once per value
   for (NodeId id = 0; id < graph.size(); ++id) {
     if (!split.forward[id]) continue;
     std::vector<NodeId> work{id};
@@ -106,8 +107,8 @@ std::vector<bool> materialized_in_backward(const Graph& graph, const JointSplit&
         const Node& node = graph.node(user);
         if (reads_from_memory(node))
           materialized[id] = true;
-        else if (op_info(node.op).category == OpCategory::Layout)
-          work.push_back(user);
+        else if (op_info(node.op).category == OpCategory::Layout && visited_from[user] != id)
+          visited_from[user] = id, work.push_back(user);
       }
     }
   }
