@@ -35,7 +35,8 @@ for file in "$lazylab" "$libdir/liblazylab.so" "$libdir/lazylab/lazylab-backend-
   "$libdir/lazylab/lazylab-backend-cpu.so" "$libdir/pkgconfig/lazylab.pc" "$libdir/pkgconfig/lazylab-plugin.pc" \
   "$libdir/cmake/lazylab/lazylabConfig.cmake" "$libdir/cmake/lazylab/lazylabConfigVersion.cmake" \
   "$prefix/include/lazylab/lazylab.h" "$prefix/include/lazylab/core/tensor.h" "$prefix/include/lazylab/backend_abi.h" \
-  "$prefix/include/lazylab/row_space.hpp" "$prefix/include/lazylab/reference/kernels.h" \
+  "$prefix/include/lazylab/row_space.hpp" "$prefix/include/lazylab/window_shape.hpp" \
+  "$prefix/include/lazylab/reference/kernels.h" \
   "$libdir/liblazylab-reference.a" "$libdir/pkgconfig/lazylab-reference.pc" \
   "$prefix/share/lazylab/experiments/quickstart.yaml" "$prefix/share/lazylab/experiments/workloads/axpy.lzir"; do
   [[ -e $file ]] || { fail "installed: ${file#"$stage"}"; missing=1; }

@@ -33,8 +33,10 @@ struct WindowShape {
   }
 };
 
-// Window op `op`'s geometry; `values[v].shape` indexes value v's shape (a
-// Program's lazylab_value array, a backend's own table).
+// Window op `op`'s geometry (a conv2d, max_pool2d or avg_pool2d whose
+// types the host has checked, as in every Program a backend receives);
+// `values[v].shape` indexes value v's shape (a Program's lazylab_value
+// array, a backend's own table).
 template <class Values>
 WindowShape window_shape(const Values& values, const lazylab_op& op) {
   const auto &x = values[op.operands[0]].shape, &out = values[op.result].shape;
