@@ -5,7 +5,9 @@
 // the scores and the probabilities, batch x m x n each, never reach memory.
 //
 // Legality: the whole pattern or none of it (a transpose of k that other
-// ops read too is left out, and the kernel reads it from memory); no value inside it read outside
+// ops read too is left out, and the kernel reads it from memory; a mask's
+// broadcast that other selects read too is made again for each select
+// first); no value inside it read outside
 // it (only the second product leaves); the backend runs attention kernels
 // with these head dims, in this dtype (16 bits: ABI 3.15's attention_16_bit),
 // with this mask (read from memory: ABI 3.15's attention_masks) and every op
@@ -20,6 +22,7 @@
 
 #include "core/attention_pattern.h"
 #include "core/fusion_strategy.h"
+#include "core/graph_builder.h"
 #include "fusion_decisions.h"
 
 namespace lazylab {
@@ -63,10 +66,48 @@ FusionDecision attention_decision(const Module& module, const AttentionPattern& 
   return FusionDecision::yes();
 }
 
+// A mask spread over the batches belongs to its attention pattern; several
+// layers of one traced model share it once cse has merged theirs (one
+// causal mask for every layer), and a pattern whose value another reads
+// fuses not. Each select of such a broadcast gets its own, as each reader
+// gets its own constant; the mask under it stays shared.
+void give_each_select_its_mask_view(Module& module) {
+  const Graph& graph = module.graph;
+  std::vector<size_t> other_readers(graph.size(), 0);  // readers other than a select's condition
+  std::vector<bool> shared_view(graph.size(), false);
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    for (size_t i = 0; i < node.operands.size(); ++i)
+      if (node.op != OpId::Select || i != 0) ++other_readers[node.operands[i]];
+    if (node.op == OpId::Select && graph.node(node.operands[0]).op == OpId::Broadcast)
+      shared_view[node.operands[0]] = user_count(graph, node.operands[0]) > 1;
+  }
+  for (NodeId root : graph.roots()) ++other_readers[root];
+  if (std::find(shared_view.begin(), shared_view.end(), true) == shared_view.end()) return;
+  GraphBuilder builder;
+  std::vector<NodeId> mapped(graph.size(), kNoNode);
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (shared_view[id] && !other_readers[id]) continue;  // made again for each select
+    Operands operands;
+    for (NodeId operand : node.operands) operands.push_back(mapped[operand]);
+    if (node.op == OpId::Select && shared_view[node.operands[0]]) {
+      const Node& view = graph.node(node.operands[0]);
+      operands[0] = builder.add_typed(OpId::Broadcast, view.type, {mapped[view.operands[0]]}, view.attrs);
+    }
+    mapped[id] = builder.add_typed(node.op, node.type, std::move(operands), node.attrs);
+  }
+  std::vector<NodeId> roots;
+  for (NodeId root : graph.roots()) roots.push_back(mapped[root]);
+  builder.graph().set_roots(std::move(roots));
+  replace_graph(module, std::move(builder.graph()));
+}
+
 class FlashAttention : public FusionStrategy {
  public:
   Status partition(Module& module) override {
     duplicate_constants(module);
+    give_each_select_its_mask_view(module);
     const Graph& graph = module.graph;
     KernelGroups groups(graph);
     std::set<NodeId> in_attention;
