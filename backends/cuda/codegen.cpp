@@ -148,22 +148,54 @@ class ProgramSource {
   ProgramCode run() {
     ProgramCode code;
     std::map<std::string, uint32_t> first_with;  // functions, their names made one, -> the kernel that has them
+    std::vector<uint32_t> functions_of(program_.num_kernels);  // the kernel whose functions it launches
+    std::vector<const char*> template_of(program_.num_kernels, nullptr);
     for (uint32_t k = 0; k < program_.num_kernels; ++k) {
       size_t start = code.source.size();
+      kernel_template_ = nullptr;
       code.kernels.push_back(kernel(k, code));
       KernelCode& generated = code.kernels.back();
       generated.source = code.source.substr(start);
+      functions_of[k] = k;
+      template_of[k] = kernel_template_;
       if (generated.source.empty()) continue;  // a product alone
       auto [first, fresh] = first_with.try_emplace(unnamed(generated, k), k);
       if (fresh) continue;
       code.source.resize(start);
       for (Launch& launch : generated.launches) launch.function = renamed(launch.function, k, first->second);
       generated.source = fmt::format("// the functions of k{}\n", first->second);
+      functions_of[k] = first->second;
       ++code.kernels_sharing_functions;
     }
     code.source = kPrelude + code.templates + code.source;
+    deal_units(code, functions_of, template_of);
     code.needs_memory.assign(needs_memory_.begin(), needs_memory_.end());
     return code;
+  }
+
+  // ProgramCode::units (codegen.h says how they are dealt).
+  static void deal_units(ProgramCode& code, const std::vector<uint32_t>& functions_of,
+                         const std::vector<const char*>& template_of) {
+    constexpr size_t kNone = ~size_t{0};
+    const size_t prelude = std::char_traits<char>::length(kPrelude);
+    size_t open = kNone;  // the unit taking the next kernel without a template
+    for (size_t k = 0; k < code.kernels.size(); ++k) {
+      KernelCode& kernel = code.kernels[k];
+      if (kernel.launches.empty()) continue;  // a product alone
+      if (functions_of[k] != k) {
+        kernel.unit = code.kernels[functions_of[k]].unit;
+      } else if (template_of[k]) {
+        kernel.unit = code.units.size();
+        code.units.push_back(kPrelude + std::string(template_of[k]) + kernel.source);
+      } else {
+        if (open == kNone || code.units[open].size() >= prelude + kUnitBytes) {
+          open = code.units.size();
+          code.units.emplace_back(kPrelude);
+        }
+        kernel.unit = open;
+        code.units[open] += kernel.source;
+      }
+    }
   }
 
   // Kernel k's functions (named k<k> and k<k>_<i>) with every name made of
@@ -249,6 +281,7 @@ class ProgramSource {
         if (dtype == LAZYLAB_F32) {
           if (!attention_template_) code.templates += kAttentionTemplate;
           attention_template_ = true;
+          kernel_template_ = kAttentionTemplate;
           code.source += attention_function(kernel, name, launch);
         } else if (auto why = attention16_refusal(kernel)) {
           result = opaque(kernel, name, code);
@@ -257,6 +290,7 @@ class ProgramSource {
         } else {
           if (!attention16_template_) code.templates += kAttention16Template;
           attention16_template_ = true;
+          kernel_template_ = kAttention16Template;
           code.source += attention16_function(kernel, dtype, name, launch);
         }
         result.launches.push_back(std::move(launch));
@@ -497,8 +531,9 @@ class ProgramSource {
   }
 
   const lazylab_program& program_;
-  bool attention_template_ = false;    // in the translation unit already
-  bool attention16_template_ = false;  // likewise
+  bool attention_template_ = false;        // in the translation unit already
+  bool attention16_template_ = false;      // likewise
+  const char* kernel_template_ = nullptr;  // the template the kernel being generated instantiates, if any
   std::set<uint32_t> needs_memory_;
   std::deque<std::vector<uint32_t>> renamed_operands_;  // deques: what they hold never moves
   std::deque<lazylab_op> renamed_ops_;

@@ -61,12 +61,19 @@ struct KernelCode {
   double alpha = 1.0;  // cuBLASLt's scale of the product (a constant factor the epilogue had)
   std::vector<Launch> launches;
   std::string source;  // this kernel's functions (part of ProgramCode::source)
+  size_t unit = 0;     // the ProgramCode::units entry that holds the functions it launches
   // Why a kernel described as more than that runs op by op; empty otherwise.
   std::string op_by_op;
 };
 
 struct ProgramCode {
-  std::string source;               // one translation unit for the whole Program
+  std::string source;  // one translation unit for the whole Program
+  // The same functions as translation units NVRTC compiles apart, at once:
+  // each the prelude, the templates its functions instantiate and a share
+  // of the kernels' functions. A kernel instantiating a template (attention)
+  // has a unit of its own, its template the most work NVRTC does; the other
+  // kernels' functions are dealt out in order, some kUnitBytes a unit.
+  std::vector<std::string> units;
   std::string templates;            // the device templates its functions instantiate (part of source)
   std::vector<KernelCode> kernels;  // by kernel index
   // Kernels whose functions are another's, but for their names (a model's
@@ -78,6 +85,8 @@ struct ProgramCode {
   // Program's values, kept after the arena (one at a time on the stream).
   uint64_t columns_bytes = 0;
 };
+
+inline constexpr size_t kUnitBytes = 4 << 10;
 
 struct CodegenOptions {
   // A product + bias vector with nothing after it: cuBLASLt adds the bias

@@ -1,12 +1,14 @@
 #include "compiler.h"
 
 #include <fmt/format.h>
+#include <oneapi/tbb/parallel_for.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -102,6 +104,21 @@ CompiledModule compile_cuda(const std::string& source, const CompilerOptions& op
   module.nvrtc_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (options.disk_cache) write_cache_entry(entry.string(), kMagic, module.cubin);
   return module;
+}
+
+std::vector<CompiledModule> compile_units(const std::vector<std::string>& units, const CompilerOptions& options) {
+  std::vector<CompiledModule> modules(units.size());
+  std::vector<std::exception_ptr> errors(units.size());
+  oneapi::tbb::parallel_for(size_t{0}, units.size(), [&](size_t i) {
+    try {
+      modules[i] = compile_cuda(units[i], options);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  return modules;
 }
 
 }  // namespace lazylab::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace lazylab::cuda {
 
@@ -29,5 +30,10 @@ std::string cache_directory(const CompilerOptions& options);
 // Throws std::runtime_error on a compile failure, with NVRTC's log and the
 // path where the source was saved.
 CompiledModule compile_cuda(const std::string& source, const CompilerOptions& options);
+
+// compile_cuda of each translation unit, the units compiled at once on the
+// host's cores (NVRTC compiles separate programs concurrently); in their
+// order. A failure throws the first unit's error, after every unit is done.
+std::vector<CompiledModule> compile_units(const std::vector<std::string>& units, const CompilerOptions& options);
 
 }  // namespace lazylab::cuda

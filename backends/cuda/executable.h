@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -79,10 +81,15 @@ class CudaExecutable : public plugin::Executable {
     }
     device.bind();
     if (arena_bytes_) check(device.driver, device.driver.cuMemAlloc(&arena_, arena_bytes_), "cuMemAlloc (arena)");
-    CompiledModule module = compile_cuda(code.source, compiler);
-    check(device.driver, device.driver.cuModuleLoadData(&module_, module.cubin.data()), "cuModuleLoadData");
+    auto start = std::chrono::steady_clock::now();
+    std::vector<CompiledModule> units = compile_units(code.units, compiler);
+    double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (const CompiledModule& unit : units) {
+      check(device.driver, device.driver.cuModuleLoadData(&modules_.emplace_back(), unit.cubin.data()),
+            "cuModuleLoadData");
+    }
     for (uint32_t k = 0; k < program.num_kernels; ++k) kernels_.push_back(load(code.kernels[k], compiler, tf32));
-    notes_ = compile_notes(module);
+    notes_ = compile_notes(units, compile_ms);
     if (code.kernels_sharing_functions)
       notes_ += fmt::format("{} of {} kernels launch another kernel's functions (the same code for other values)\n",
                             code.kernels_sharing_functions, code.kernels.size());
@@ -99,7 +106,8 @@ class CudaExecutable : public plugin::Executable {
     if (graph_exec_) device_.driver.cuGraphExecDestroy(graph_exec_);
     if (graph_) device_.driver.cuGraphDestroy(graph_);
     kernels_.clear();
-    if (module_) device_.driver.cuModuleUnload(module_);
+    for (CUmodule module : modules_)
+      if (module) device_.driver.cuModuleUnload(module);
     if (arena_) device_.driver.cuMemFree(arena_);
   }
 
@@ -256,10 +264,23 @@ class CudaExecutable : public plugin::Executable {
   }
 
   // How the generated code was had, and each product's cuBLASLt choice.
-  std::string compile_notes(const CompiledModule& module) const {
-    std::string notes = module.from_cache ? "generated kernels: from the disk cache\n"
-                                          : fmt::format("generated kernels: NVRTC, {:.0f} ms ({})\n", module.nvrtc_ms,
-                                                        module.cache_note);
+  std::string compile_notes(const std::vector<CompiledModule>& units, double compile_ms) const {
+    size_t cached = 0;
+    double nvrtc_ms = 0;
+    std::set<std::string> why_compiled;
+    for (const CompiledModule& unit : units) {
+      cached += unit.from_cache;
+      nvrtc_ms += unit.nvrtc_ms;
+      if (!unit.from_cache && !unit.cache_note.empty()) why_compiled.insert(unit.cache_note);
+    }
+    std::string notes =
+        units.empty() ? "generated kernels: none\n"
+        : cached == units.size()
+            ? "generated kernels: from the disk cache\n"
+            : fmt::format(
+                  "generated kernels: NVRTC, {:.0f} ms for {} of {} translation units at "
+                  "once ({:.0f} ms of NVRTC's, added up; {})\n",
+                  compile_ms, units.size() - cached, units.size(), nvrtc_ms, fmt::join(why_compiled, "; "));
     for (size_t k = 0; k < kernels_.size(); ++k) {
       const Product* product = kernels_[k].product.get();
       if (!product) continue;
@@ -343,7 +364,8 @@ class CudaExecutable : public plugin::Executable {
     loaded.bias = code.bias;
     for (const Launch& launch : code.launches) {
       CUfunction function = nullptr;
-      check(device_.driver, device_.driver.cuModuleGetFunction(&function, module_, launch.function.c_str()),
+      check(device_.driver,
+            device_.driver.cuModuleGetFunction(&function, modules_.at(code.unit), launch.function.c_str()),
             "cuModuleGetFunction");
       if (launch.shared_bytes > 48 * 1024)  // past the default, asked for explicitly
         check(device_.driver,
@@ -395,7 +417,7 @@ class CudaExecutable : public plugin::Executable {
   std::vector<int32_t> donors_;       // per output: lazylab_program's output_donors, or -1
   uint64_t arena_bytes_ = 0;
   CUdeviceptr arena_ = 0;
-  CUmodule module_ = nullptr;
+  std::vector<CUmodule> modules_;  // by translation unit
   std::vector<LoadedKernel> kernels_;
   std::string notes_;      // compile_notes()
   bool staged_ = false;    // replayed as a graph (unless a step's kernels are profiled)
