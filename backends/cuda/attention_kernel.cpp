@@ -87,9 +87,8 @@ __device__ __forceinline__ void attention(const float* __restrict__ q, const flo
   float* Vs = Ks + BC * QS;
   float* Ps = Vs + BC * VS;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const long long batch = blockIdx.x;
-  // The heaviest row tiles (causal: the last) start first.
-  const long long m0 = (long long)(gridDim.y - 1 - blockIdx.y) * BR;
+  long long batch, m0;
+  lazylab_attention_block(BR, batch, m0);
   q += batch * M * D + m0 * D;
   k += batch * N * D;
   v += batch * N * DV;

@@ -133,20 +133,9 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
   unsigned short* Ks = Qs + BR * QS;
   unsigned short* Vs = Ks + 2 * K_TILE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  // Blocks start in order of blockIdx.x + blockIdx.y * gridDim.x; taken in
-  // groups of GROUP batches, a group's row tiles start side by side, the
-  // heaviest (causal: the last) first, so that a batch's keys and values
-  // come from DRAM once and from L2 for its other tiles. (A batch a block
-  // column, the tiles of a batch started a wave apart, and its keys and
-  // values were read from DRAM again.)
-  constexpr long long GROUP = 16;
-  const long long tiles_per_batch = gridDim.y, batches = gridDim.x;
-  const long long linear = blockIdx.x + (long long)blockIdx.y * gridDim.x;
-  const long long group = linear / (GROUP * tiles_per_batch), first_batch = group * GROUP;
-  const long long in_group = batches - first_batch < GROUP ? batches - first_batch : GROUP;
-  const long long within = linear - first_batch * tiles_per_batch;
-  const long long batch = first_batch + within % in_group;
-  const int row_start = (int)(tiles_per_batch - 1 - within / in_group) * BR;
+  long long batch, first_row;
+  lazylab_attention_block(BR, batch, first_row);
+  const int row_start = (int)first_row;
   q += batch * M * D + (long long)row_start * D;
   k += batch * N * D;
   v += batch * N * DV;

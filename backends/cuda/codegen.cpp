@@ -115,6 +115,22 @@ struct LazylabMin {
     return (a != a || b != b) ? a + b : (a < b ? a : b);
   }
 };
+// Attention's blocks, a grid of batches (x) by row tiles (y), start in
+// order of blockIdx.x + blockIdx.y * gridDim.x. Taken in groups of 16
+// batches, a group's row tiles start side by side, the heaviest (causal:
+// the last) first, so that a batch's keys and values come from DRAM once
+// and from L2 for its other tiles (a batch a block column started its
+// tiles a wave apart, and read them again: 599 MB for 128 on an H200).
+// This block's batch and first row, for tiles of `rows` rows.
+__device__ __forceinline__ void lazylab_attention_block(long long rows, long long& batch, long long& first_row) {
+  const long long group_batches = 16, tiles = gridDim.y, batches = gridDim.x;
+  const long long linear = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+  const long long first_batch = linear / (group_batches * tiles) * group_batches;
+  const long long in_group = batches - first_batch < group_batches ? batches - first_batch : group_batches;
+  const long long within = linear - first_batch * tiles;
+  batch = first_batch + within % in_group;
+  first_row = (tiles - 1 - within / in_group) * rows;
+}
 __device__ __forceinline__ long long lazylab_to_integer(double v) {
   return (v > -9.2233720368547758e18 && v < 9.2233720368547758e18) ? (long long)v : 0;
 }
