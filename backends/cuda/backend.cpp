@@ -85,22 +85,7 @@ class CudaBackend : public plugin::Backend {
     device(0);  // fails here, clearly, if the first device cannot be used
   }
 
-  void capabilities(lazylab_capabilities& caps) const override {
-    for (uint32_t op = 0; op < LAZYLAB_OP_COUNT; ++op) caps.supports_op[op] = op != LAZYLAB_OP_Parameter;
-    // Every dtype: bf16 and f16 stored as 16 bits and computed in f32, their
-    // products on cuBLASLt's tensor cores.
-    for (uint32_t dtype = 0; dtype < LAZYLAB_DTYPE_COUNT; ++dtype) caps.supports_dtype[dtype] = 1;
-    caps.fuses_elementwise = 1;
-    caps.fuses_reduction_prologue = 1;
-    caps.fuses_gemm_epilogue = 1;
-    caps.fuses_layout_views = 1;
-    caps.fuses_window_epilogue = 1;     // convolution_source.h: the product, then the epilogue reading it back
-    caps.attention_max_head_dim = 128;  // attention_kernel.h's and attention_tensor_core.h's tiles
-    caps.attention_16_bit = 1;          // attention_tensor_core.h
-    caps.attention_masks = 1;           // both attention kernels read a bool [m, n] mask
-    caps.reads_row_groups = row_groups_ ? 1 : 0;  // codegen.cpp: a per-channel value indexed by its row's group
-    caps.gemm_epilogue_rereads = 1;  // codegen.cpp: cuBLASLt writes the product, a generated kernel reads it back
-  }
+  void capabilities(lazylab_capabilities& caps) const override { declare_capabilities(caps, row_groups_); }
 
   std::string device_description() const override {
     const Device& d = *devices_[0];

@@ -102,6 +102,14 @@ struct CodegenOptions {
   int row_block_threads = 0;
 };
 
+// What the generated code runs, as the backend declares it (and the tests
+// lower for): every op but parameters, every dtype, every kind of fusion,
+// attention up to head dim 128 in f32 and 16 bits, with masks read from
+// memory; `row_groups`: per-channel values read by their rows' groups (the
+// backend's `row-groups` option). Writes into the host's supports_op and
+// supports_dtype arrays.
+void declare_capabilities(lazylab_capabilities& caps, bool row_groups);
+
 // Throws std::invalid_argument naming the op it cannot generate.
 ProgramCode generate(const lazylab_program& program, const CodegenOptions& options = {});
 

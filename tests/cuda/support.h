@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "codegen.h"
 #include "core/module.h"
 #include "core/pass_manager.h"
 #include "core/pipeline.h"
@@ -13,24 +14,18 @@
 
 namespace lazylab::testing {
 
-// What the cuda backend declares: every op but parameters, every kind of
-// fusion (convolutions with their epilogues too), attention in 16 bits and
-// with masks read from memory.
+// What the cuda backend declares (codegen.h's declare_capabilities, its
+// `row-groups` option on, the default).
 inline const lazylab_capabilities& cuda_capabilities() {
-  static uint8_t supported[kNumOps];
+  static uint8_t ops[kNumOps], dtypes[LAZYLAB_DTYPE_COUNT];
   static const lazylab_capabilities caps = [] {
     lazylab_capabilities c{};
     c.struct_size = sizeof c;
     c.num_ops = kNumOps;
-    c.supports_op = supported;
-    for (int op = 0; op < kNumOps; ++op) supported[op] = op != LAZYLAB_OP_Parameter;
-    c.fuses_elementwise = c.fuses_reduction_prologue = c.fuses_gemm_epilogue = c.fuses_layout_views = 1;
-    c.fuses_window_epilogue = 1;
-    c.attention_max_head_dim = 128;
-    c.reads_row_groups = 1;
-    c.gemm_epilogue_rereads = 1;
-    c.attention_16_bit = 1;
-    c.attention_masks = 1;
+    c.supports_op = ops;
+    c.num_dtypes = LAZYLAB_DTYPE_COUNT;
+    c.supports_dtype = dtypes;
+    cuda::declare_capabilities(c, /*row_groups=*/true);
     return c;
   }();
   return caps;
