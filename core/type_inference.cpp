@@ -175,16 +175,23 @@ struct WindowShape {
   int64_t kernel[2], strides[2], pads[4], dilations[2];
 };
 
+// An attribute of a window op where ops.def's schema places it, or null
+// where the op has none of that name.
+const AttrValue* window_attr(OpId op, const Attrs& attrs, std::string_view name) {
+  int index = ops::attribute_index(static_cast<uint32_t>(op), name);
+  return index < 0 ? nullptr : &attrs[index];
+}
+
 Expected<WindowShape> window_of(OpId op, Operands operands, const Attrs& attrs) {
   WindowShape w{};
-  const Ints *kernel = nullptr, *strides, *pads, *dilations = nullptr;
+  // A convolution's kernel is its weight's shape; avg_pool2d dilates not.
+  auto ints = [&](std::string_view name) {
+    const AttrValue* attr = window_attr(op, attrs, name);
+    return attr ? &attr->ints : nullptr;
+  };
   static const Ints kOnes{1, 1};
-  if (op == OpId::Conv2d) {
-    strides = &attrs[0].ints, pads = &attrs[1].ints, dilations = &attrs[2].ints;
-  } else {
-    kernel = &attrs[0].ints, strides = &attrs[1].ints, pads = &attrs[2].ints;
-    dilations = op == OpId::MaxPool2d ? &attrs[3].ints : &kOnes;
-  }
+  const Ints *kernel = ints("kernel"), *strides = ints("strides"), *pads = ints("pads");
+  const Ints* dilations = ints("dilations") ? ints("dilations") : &kOnes;
   if ((kernel && kernel->size() != 2) || strides->size() != 2 || pads->size() != 4 || dilations->size() != 2)
     return type_error(op, "kernel, strides and dilations need 2 entries, pads 4 (top, left, bottom, right)");
   for (int d = 0; d < 2; ++d) {
@@ -208,7 +215,7 @@ Expected<TensorType> infer_window(OpId op, Operands operands, const Attrs& attrs
   TensorType out = x;
   if (op == OpId::Conv2d) {
     const TensorType& w = *operands[1];
-    int64_t groups = attrs[3].i;
+    int64_t groups = window_attr(op, attrs, "groups")->i;
     if (w.rank() != 4 || w.dtype != x.dtype)
       return type_error(
           op, fmt::format("weight must be [O, C / groups, KH, KW] of {}, got {}", dtype_name(x.dtype), to_string(w)));
