@@ -687,6 +687,41 @@ TEST_CASE("the disk cache replaces a corrupt or truncated entry instead of trust
   fs::remove_all(dir);
 }
 
+TEST_CASE("a translation unit another program compiled comes from the disk cache") {
+  // gpt2-block under autocast with its products' epilogues, then with its
+  // attention as one kernel: the units before the attention's are the same
+  // code, read from the cache; the attention's is new.
+  auto workload = make_builtin_workload("gpt2-block", {{"batch", 2}, {"seq", 64}, {"channels", 128}, {"heads", 2}});
+  REQUIRE(workload.ok());
+  std::unique_ptr<Workload> stored = with_inputs_stored_in(std::move(*workload), DType::BF16);
+  Context ctx;
+  std::vector<Tensor> outputs = stored->step(ctx, bind_inputs(ctx, stored->make_inputs(1)));
+  Graph graph = ctx.capture();
+  auto units_of = [&](const char* strategy) {
+    return generated(lowered(graph, fmt::format("autocast,decompose,canonicalize,cse,dce,fuse{{strategy={}}},lower,"
+                                                "plan-memory",
+                                                strategy)))
+        .units;
+  };
+  fs::path dir = fs::temp_directory_path() / ("lazylab-unit-cache-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  cuda::CompilerOptions options;
+  options.cache_dir = dir.string();
+  for (const cuda::CompiledModule& unit : cuda::compile_units(units_of("gemm-epilogue"), options))
+    CHECK_FALSE(unit.from_cache);
+  std::vector<std::string> flash = units_of("flash-attention");
+  std::vector<cuda::CompiledModule> compiled = cuda::compile_units(flash, options);
+  size_t cached = 0;
+  for (size_t i = 0; i < flash.size(); ++i) {
+    CAPTURE(i);
+    cached += compiled[i].from_cache;
+    if (flash[i].find("namespace lazylab_attention16") != std::string::npos) CHECK_FALSE(compiled[i].from_cache);
+  }
+  CHECK(cached > 0);
+  CHECK(cached < flash.size());
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a kernel that does not compile is an error with NVRTC's log and the saved source") {
   try {
     cuda::compile_cuda("extern \"C\" __global__ void broken(float* p) { p[0] = undeclared; }\n", no_cache());
