@@ -68,21 +68,27 @@ FusionDecision attention_decision(const Module& module, const AttentionPattern& 
 
 // A mask spread over the batches belongs to its attention pattern; several
 // layers of one traced model share it once cse has merged theirs (one
-// causal mask for every layer), and a pattern whose value another reads
-// fuses not. Each select of such a broadcast gets its own, as each reader
+// causal mask for every layer), and a pattern whose value another op
+// reads does not fuse. Each select of such a broadcast gets its own, as each reader
 // gets its own constant; the mask under it stays shared.
 void give_each_select_its_mask_view(Module& module) {
   const Graph& graph = module.graph;
+  std::vector<size_t> readers(graph.size(), 0);
   std::vector<size_t> other_readers(graph.size(), 0);  // readers other than a select's condition
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    for (size_t i = 0; i < node.operands.size(); ++i) {
+      ++readers[node.operands[i]];
+      if (node.op != OpId::Select || i != 0) ++other_readers[node.operands[i]];
+    }
+  }
+  for (NodeId root : graph.roots()) ++readers[root], ++other_readers[root];
   std::vector<bool> shared_view(graph.size(), false);
   for (NodeId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
-    for (size_t i = 0; i < node.operands.size(); ++i)
-      if (node.op != OpId::Select || i != 0) ++other_readers[node.operands[i]];
     if (node.op == OpId::Select && graph.node(node.operands[0]).op == OpId::Broadcast)
-      shared_view[node.operands[0]] = user_count(graph, node.operands[0]) > 1;
+      shared_view[node.operands[0]] = readers[node.operands[0]] > 1;
   }
-  for (NodeId root : graph.roots()) ++other_readers[root];
   if (std::find(shared_view.begin(), shared_view.end(), true) == shared_view.end()) return;
   GraphBuilder builder;
   std::vector<NodeId> mapped(graph.size(), kNoNode);
