@@ -41,9 +41,15 @@ inline void store_vector(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 // `s` in every lane, its sign kept: not `Vec{} + s`, which adds +0 and so
 // turns a -0 into +0 (1 / -0 then came out +inf).
 inline Vec splat(float s) {
+#if defined(__AVX512F__)
+  return Vec(_mm512_set1_ps(s));  // one broadcast (GCC built the loop's lanes one masked broadcast at a time)
+#elif defined(__AVX2__)
+  return Vec(_mm256_set1_ps(s));
+#else
   Vec v;
   for (int i = 0; i < kLanes; ++i) v[i] = s;
   return v;
+#endif
 }
 
 // max and min propagate NaN, as the reference defines them: x + y is NaN
@@ -56,6 +62,23 @@ template <class T>
 inline T min_nan(T x, T y) {
   return (x != x) | (y != y) ? x + y : (x < y ? x : y);
 }
+#if defined(__AVX512F__)
+// The same in three instructions: vmaxps and vminps return their second
+// operand for two zeros, equal values and NaNs, as x > y ? x : y does but
+// for the NaN, which the masked add puts back. (GCC lowered the generic
+// form through mask registers moved to and from general ones: a ResNet
+// block's relu epilogue ran at a third of this speed.)
+template <>
+inline Vec max_nan(Vec x, Vec y) {
+  __m512 a = __m512(x), b = __m512(y);
+  return Vec(_mm512_mask_add_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), a, b));
+}
+template <>
+inline Vec min_nan(Vec x, Vec y) {
+  __m512 a = __m512(x), b = __m512(y);
+  return Vec(_mm512_mask_add_ps(_mm512_min_ps(a, b), _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), a, b));
+}
+#endif
 
 // The arithmetic both value types write the same way.
 template <class T, class P>
