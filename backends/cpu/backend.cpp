@@ -212,6 +212,11 @@ class CpuBackend : public plugin::Backend {
        "fail, naming each kernel, instead of falling back to the reference kernels", nullptr, 0},
       {"row-groups", LAZYLAB_OPTION_BOOL, "on", "read a per-channel value over NCHW's rows in place (ABI 3.10)",
        nullptr, 0},
+      {"direct-conv", LAZYLAB_OPTION_BOOL, "on",
+       "convolutions computed directly on AVX-512 (groups of 1 over the input's phase planes, phase_conv.h; depthwise "
+       "3x3 ones, depthwise_conv.h), the epilogue on each block of outputs in cache; off: groups of 1 unfolded into "
+       "OpenBLAS products, depthwise ones a tap at a time",
+       nullptr, 0},
       {"openblas-core", LAZYLAB_OPTION_STRING, "",
        "OpenBLAS's kernels: a core name (Haswell, SkylakeX, ...) or auto (lazylab's choice for this CPU, over "
        "OPENBLAS_CORETYPE); empty: OPENBLAS_CORETYPE, else lazylab's choice. Chosen once a process",
@@ -229,6 +234,7 @@ class CpuBackend : public plugin::Backend {
     row_options_.stream_min = stream_kib > kMaxKib ? std::numeric_limits<int64_t>::max() : stream_kib << 10;
     strict_ = options.flag("strict");
     row_groups_ = options.flag("row-groups");
+    row_options_.direct_conv = options.flag("direct-conv");
     arena_ = std::make_unique<tbb::task_arena>(threads_);
     row_options_.arena = arena_.get();
     const std::string& core = options.text("openblas-core");

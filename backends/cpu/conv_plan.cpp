@@ -1,16 +1,19 @@
 #include "conv_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "banded_sgemm.h"
+#include "depthwise_conv.h"
 #include "direct_conv.h"
 #include "few_positions_conv.h"
 #include "large_kernel_conv.h"
 #include "lazylab/window_shape.hpp"
 #include "narrow_panels.h"
 #include "parallel.h"
+#include "phase_conv.h"
 
 namespace lazylab::cpu {
 namespace {
@@ -45,7 +48,10 @@ class ConvPlan : public KernelPlan {
     // Depthwise: groups of one channel. One channel and no groups is a
     // product (a one-image weight gradient, its channels the batch: summed
     // directly, ResNet-18's at 64x64 took 8-10 ms each, against 0.3-1.4).
-    if (s_.groups > 1 && s_.group_channels() == 1) {
+    if (s_.groups > 1 && s_.group_channels() == 1 && options.direct_conv && DepthwiseConv::takes(direct)) {
+      path_ = Path::kDepthwise3x3;
+      depthwise_ = std::make_unique<DepthwiseConv>(direct, s_.group_filters());
+    } else if (s_.groups > 1 && s_.group_channels() == 1) {
       path_ = Path::kDepthwise;
       prepare_depthwise();
     } else if (s_.groups == 1 && s_.positions() < kFewPositions && s_.kernel[0] * s_.kernel[1] >= kLargeKernel &&
@@ -73,6 +79,9 @@ class ConvPlan : public KernelPlan {
     } else if (s_.groups == 1 && small && s_.positions() <= kBatchedPositions) {
       path_ = Path::kBatched;
       prepare_batching();
+    } else if (s_.groups == 1 && options.direct_conv && PhaseConv::takes(direct)) {
+      path_ = Path::kPhase;
+      phase_ = std::make_unique<PhaseConv>(direct);
     } else if (s_.groups == 1 && small && !s_.pointwise() && DirectConv::takes(direct)) {
       // Small products only (with many positions, an unfolded product per
       // image keeps OpenBLAS busy), and not a pointwise one (whose input
@@ -107,6 +116,8 @@ class ConvPlan : public KernelPlan {
       case Path::kPackedWindows: run_packed_windows(memory); break;
       case Path::kBatched: run_batched(memory); break;
       case Path::kDirect: direct_->run(x_of(memory), w_of(memory), out_of(memory), arena_); break;
+      case Path::kPhase:
+      case Path::kDepthwise3x3: run_with_blocks(memory); return;
       case Path::kPerImage: run_per_image(memory); break;
     }
     if (narrow_ != LAZYLAB_F32)  // the sums rounded once into the result's 16 bits
@@ -116,7 +127,27 @@ class ConvPlan : public KernelPlan {
   }
 
  private:
-  enum class Path { kDepthwise, kDirect, kPackedWindows, kBatched, kPerImage };
+  enum class Path { kDepthwise, kDepthwise3x3, kDirect, kPhase, kPackedWindows, kBatched, kPerImage };
+
+  // PhaseConv and DepthwiseConv hand each block of outputs over once it is
+  // written: an f32 convolution's epilogue runs on it while it is in
+  // cache.
+  void run_with_blocks(const Memory& memory) {
+    const bool fuses_epilogue = epilogue_ && narrow_ == LAZYLAB_F32 && epilogue_->runs_columns_apart();
+    std::function<void(int64_t, int64_t, int64_t, int64_t)> epilogue_block;
+    if (fuses_epilogue)
+      epilogue_block = [&](int64_t first_row, int64_t end_row, int64_t first_col, int64_t end_col) {
+        epilogue_->run_block_here(memory, first_row, end_row, first_col, end_col);
+      };
+    if (phase_)
+      phase_->run(x_of(memory), w_of(memory), out_of(memory), arena_, epilogue_block);
+    else
+      depthwise_->run(x_of(memory), w_of(memory), out_of(memory), arena_, epilogue_block);
+    if (narrow_ != LAZYLAB_F32)
+      narrow_panel(arena_, narrow_, out_of(memory), static_cast<uint16_t*>(memory.address(out_)),
+                   s_.images * s_.filters * s_.positions());
+    if (epilogue_ && !fuses_epilogue) epilogue_->run(memory);
+  }
 
   int64_t x_size() const { return s_.images * s_.channels * s_.height * s_.width; }
   int64_t w_size() const { return s_.filters * s_.taps(); }
@@ -135,12 +166,7 @@ class ConvPlan : public KernelPlan {
 
   // The shape the direct convolutions take (each checks what else it
   // needs).
-  DirectShape direct_shape() const {
-    DirectShape shape{s_.images, s_.channels, s_.height, s_.width,  s_.filters, s_.kernel[0], s_.kernel[1],
-                      s_.pad[0], s_.pad[1],   s_.pad[2], s_.pad[3], s_.out_h,   s_.out_w};
-    for (int d = 0; d < 2; ++d) shape.stride[d] = s_.stride[d], shape.dilation[d] = s_.dilation[d];
-    return shape;
-  }
+  DirectShape direct_shape() const { return cpu::direct_shape(s_); }
 
   // A weight gradient's convolution that LargeKernelConv and
   // FewPositionsConv do not take (a strided convolution's, dilated here;
@@ -474,6 +500,8 @@ class ConvPlan : public KernelPlan {
   uint32_t narrow_;  // BF16 or F16: a 16-bit convolution, computed in f32 panels; F32: not
   std::unique_ptr<RowKernelPlan> epilogue_;
   std::unique_ptr<DirectKernel> direct_;
+  std::unique_ptr<PhaseConv> phase_;
+  std::unique_ptr<DepthwiseConv> depthwise_;
   Path path_ = Path::kPerImage;
   std::vector<float> columns_;                // unfolded or packed windows (per image: one matrix per thread)
   std::vector<float> products_;               // batched and packed: [filters, images x positions]

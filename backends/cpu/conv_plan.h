@@ -1,4 +1,9 @@
-// 2-D convolution, mostly through OpenBLAS. The input's windows are
+// 2-D convolution. On AVX-512 builds (the backend's direct-conv option on)
+// a convolution in groups of 1 is computed directly over its input's phase
+// planes (phase_conv.h) and a depthwise 3x3 one at stride 1 or 2 in tiles
+// of rows (depthwise_conv.h), each handing its blocks of outputs to the
+// epilogue while they are in L1; the weight gradients' shapes below keep
+// their own kernels. Otherwise, mostly through OpenBLAS: the input's windows are
 // unfolded into columns (im2col, skipped for 1x1 kernels at stride 1
 // without padding, where the input already is that matrix) and sgemm
 // multiplies the filters by them: one product per image and group where an

@@ -6,6 +6,13 @@
 
 namespace lazylab::cpu {
 
+DirectShape direct_shape(const windows::WindowShape& w) {
+  DirectShape shape{w.images, w.channels, w.height, w.width,  w.filters, w.kernel[0], w.kernel[1],
+                    w.pad[0], w.pad[1],   w.pad[2], w.pad[3], w.out_h,   w.out_w};
+  for (int d = 0; d < 2; ++d) shape.stride[d] = w.stride[d], shape.dilation[d] = w.dilation[d];
+  return shape;
+}
+
 PaddedInput::PaddedInput(const DirectShape& shape)
     : s_(shape), planes_(static_cast<size_t>(shape.images * shape.channels * shape.padded_h() * shape.padded_w())) {}
 

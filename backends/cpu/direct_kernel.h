@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "lazylab/window_shape.hpp"
+
 // Their vector code needs AVX and FMA at build time; without them every
 // kind's takes() refuses and ConvPlan unfolds instead.
 #if defined(__AVX__) && defined(__FMA__)
@@ -28,6 +30,10 @@ struct DirectShape {
   int64_t padded_h() const { return height + pad_top + pad_bottom; }
   int64_t padded_w() const { return width + pad_left + pad_right; }
 };
+
+// A window op's geometry (a convolution's, groups of 1, or a pool's) as the
+// direct kernels take it.
+DirectShape direct_shape(const windows::WindowShape& window);
 
 // A convolution computed without unfolding or OpenBLAS. Each kind says, by
 // a static takes(const DirectShape&), which shapes it computes.

@@ -281,6 +281,20 @@ class RowPlan : public RowKernelPlan {
   void run_rows_here(const Memory& memory, int64_t first_row, int64_t end_row) override {
     run_segments_of(memory, first_row * segments_per_row_, end_row * segments_per_row_, kOnThisThread, false, false);
   }
+  bool runs_columns_apart() const override {
+    if (num_per_row > 0) return false;
+    for (const Instr& in : instrs)
+      if (in.kind == InstrKind::Reduce || (in.kind == InstrKind::Run && runs[in.run].sum_out)) return false;
+    return true;
+  }
+  void run_block_here(const Memory& memory, int64_t first_row, int64_t end_row, int64_t first_col,
+                      int64_t end_col) override {
+    Scratch& scratch = scratch_.local();
+    prepare(scratch);
+    for (int64_t row = first_row; row < end_row; ++row)
+      for (int64_t c0 = first_col; c0 < end_col; c0 += segment_)
+        run_segment(memory, scratch, 0, {row, c0, std::min(segment_, end_col - c0)}, false);
+  }
 
  private:
   // Where segment `s` lies: a row and the column it starts at, or (flat) an

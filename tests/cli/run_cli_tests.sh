@@ -208,7 +208,7 @@ check "a mistyped pass option" 1 "pass 'fuse' has no option 'stratgy' \(did you 
   "$lazylab" run "$work/typo-option.yaml"
 experiment "$work/typo-backend-option.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
   "backends: [{name: cpu, options: 'thread=1'}]"
-check "a mistyped backend option" 1 "backend 'cpu' has no option 'thread' \(did you mean 'threads'\?\) \(options: threads, tile, stream, strict, row-groups, openblas-core\)" -- \
+check "a mistyped backend option" 1 "backend 'cpu' has no option 'thread' \(did you mean 'threads'\?\) \(options: threads, tile, stream, strict, row-groups, direct-conv, openblas-core\)" -- \
   "$lazylab" run "$work/typo-backend-option.yaml"
 experiment "$work/typo-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" "backend: [interp]"
 check "a mistyped key" 1 "typo-key.yaml:4: backend: unknown key \(did you mean 'backends'\?\)" -- "$lazylab" run "$work/typo-key.yaml"

@@ -129,7 +129,7 @@ TEST_CASE("cpu options are checked and composites must be decomposed") {
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message ==
         "backend 'cpu' has no option 'colour' (options: threads, tile, stream, strict, "
-        "row-groups, openblas-core)");
+        "row-groups, direct-conv, openblas-core)");
   auto typo = load_backend("cpu", "strct=on");
   REQUIRE_FALSE(typo.ok());
   CHECK(typo.error().message.find("has no option 'strct' (did you mean 'strict'?)") != std::string::npos);

@@ -314,6 +314,53 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
                                     conv2d(x, w, {{3, 3}, {2, 1, 0, 2}, {1, 2}}, 3),        // columns in 3 phases
                                     conv2d(narrow, w, {{2, 7}, {1, 1, 1, 1}, {1, 1}}, 3)};  // a stride past the row
        }},
+      {"direct convolutions over phase planes: strides 2 and 3, dilation, asymmetric pads, a 1x1 at stride 2 (one "
+       "phase of four), 13 filters (a block of 8 and part of one), images",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(2 * 5 * 17 * 19), {2, 5, 17, 19});
+         Tensor w = c.from_vector<float>(wavy(13 * 5 * 3 * 3), {13, 5, 3, 3});
+         Tensor b = c.from_vector<float>(wavy(13), {1, 13, 1, 1});
+         Tensor w1 = c.from_vector<float>(wavy(9 * 5 * 1 * 1), {9, 5, 1, 1});
+         Tensor w5 = c.from_vector<float>(wavy(4 * 5 * 2 * 5), {4, 5, 2, 5});
+         return std::vector<Tensor>{relu(conv2d(x, w, {{2, 2}, {1, 0, 2, 1}, {1, 1}}) + b),  // [2, 13, 9, 10]
+                                    conv2d(x, w1, {{2, 2}, {0, 0, 0, 0}, {1, 1}}),           // [2, 9, 9, 10]
+                                    conv2d(x, w5, {{3, 2}, {2, 1, 0, 3}, {2, 3}})};          // [2, 4, 6, 11]
+       }},
+      {"direct convolutions over phase planes: two bands of outputs, channels in chunks (the sums kept between "
+       "them), batch norm, residual and relu applied to each band",
+       [](Context& c) {
+         // 30 rows of 32 columns: 60 registers (bands of 36); 40 channels
+         // of 30x32 planes, chunks of 38 and 2.
+         Tensor x = c.from_vector<float>(wavy(40 * 30 * 30), {1, 40, 30, 30}) * 0.1;
+         Tensor w = c.from_vector<float>(wavy(11 * 40 * 3 * 3), {11, 40, 3, 3});
+         Tensor scale = c.from_vector<float>(wavy(11), {11, 1, 1}), shift = c.from_vector<float>(wavy(11), {11, 1, 1});
+         Tensor residual = c.from_vector<float>(wavy(11 * 30 * 30), {1, 11, 30, 30});
+         return std::vector<Tensor>{relu(conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}) * scale + shift + residual)};
+       }},
+      {"1x1 convolutions read as they lie: outputs that end inside a register (35 and 15 an image), images",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(7 * 5 * 7), {1, 7, 5, 7});
+         Tensor w = c.from_vector<float>(wavy(9 * 7), {9, 7, 1, 1});
+         Tensor images = c.from_vector<float>(wavy(3 * 4 * 3 * 5), {3, 4, 3, 5});
+         Tensor w4 = c.from_vector<float>(wavy(17 * 4), {17, 4, 1, 1});
+         Tensor b = c.from_vector<float>(wavy(17), {1, 17, 1, 1});
+         return std::vector<Tensor>{conv2d(x, w), relu(conv2d(images, w4) + b)};
+       }},
+      {"depthwise 3x3 convolutions in tiles of rows: stride 1 and 2, planes of more outputs than a block and of "
+       "few (several a task), asymmetric pads, a channel multiplier, batch norm and relu6",
+       [](Context& c) {
+         Tensor x = c.from_vector<float>(wavy(3 * 70 * 66), {1, 3, 70, 66});
+         Tensor w = c.from_vector<float>(wavy(3 * 1 * 3 * 3), {3, 1, 3, 3});
+         Tensor scale = c.from_vector<float>(wavy(3), {3, 1, 1}) * 4.0;
+         Tensor shift = c.from_vector<float>(wavy(3), {3, 1, 1});
+         Tensor y = conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 3) * scale + shift;  // [1, 3, 70, 66]
+         Tensor relu6 = minimum(relu(y), c.full(6.0, y.type()));
+         Tensor small = c.from_vector<float>(wavy(2 * 10 * 9 * 13), {2, 10, 9, 13});
+         Tensor doubled = c.from_vector<float>(wavy(20 * 1 * 3 * 3), {20, 1, 3, 3});
+         return std::vector<Tensor>{relu6, conv2d(x, w, {{2, 2}, {1, 0, 1, 1}, {1, 1}}, 3),      // [1, 3, 35, 33]
+                                    conv2d(small, doubled, {{2, 2}, {0, 1, 1, 0}, {1, 1}}, 10),  // [2, 20, 4, 6]
+                                    conv2d(small, doubled, {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 10)};
+       }},
       {"pointwise conv (the input is the matrix)",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 5 * 4), {1, 3, 5, 4});
@@ -365,8 +412,13 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
   };
   const Precision precisions[] = {
       {"", 1e-4}, {"autocast,", 1.6e-2}, {"autocast{policy=low-but-reductions,dtype=f16},", 2e-3}};
+  // The convolutions computed directly (phase_conv.h, depthwise_conv.h) and
+  // as they were before (unfolded products, depthwise sums a tap at a
+  // time), which builds without AVX-512 run.
   auto cpu = load_backend("cpu");
+  auto unfolding = load_backend("cpu", "direct-conv=off");
   REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
+  REQUIRE_MESSAGE(unfolding.ok(), (unfolding.ok() ? "" : unfolding.error().message));
   for (const auto& [label, build] : cases)
     for (const auto& [passes, epsilon] : precisions) {
       std::string name = label;
@@ -375,28 +427,30 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
       Session reference(std::string(passes) + "decompose,lower");
       std::vector<std::vector<float>> want;
       for (const Tensor& t : build(reference.ctx)) want.push_back(values(cast(t, DType::F32)));
-      for (const std::string& strategy : FusionStrategyRegistry::global().names()) {
-        CAPTURE(strategy);
-        Engine engine(pipeline(std::string(passes) + "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
-                               "},lower,plan-memory"),
-                      **cpu);
-        Context ctx(engine);
-        for (int step = 0; step < 2; ++step) {  // the second step runs the cached executable
-          std::vector<Tensor> got = build(ctx);
-          for (size_t o = 0; o < want.size(); ++o) {
-            CAPTURE(o);
-            CAPTURE(step);
-            std::vector<float> v = values(cast(got[o], DType::F32));
-            REQUIRE(v.size() == want[o].size());
-            // Relative 1e-4, and 1e-6 absolute: a sum of unit-sized products in
-            // f32, in another order than the interpreter's, is that far off
-            // where it cancels (a 2x2 kernel over 6 channels, -0.00141 off by
-            // 2.4e-7).
-            for (size_t i = 0; i < v.size(); ++i)  // (f16 overflows to the same infinity)
-              REQUIRE((v[i] == want[o][i] || v[i] == doctest::Approx(want[o][i]).epsilon(epsilon).scale(1e-2)));
+      for (const std::string& strategy : FusionStrategyRegistry::global().names())
+        for (Backend* backend : {cpu->get(), unfolding->get()}) {
+          CAPTURE(strategy);
+          CAPTURE(backend == unfolding->get());
+          Engine engine(pipeline(std::string(passes) + "decompose,canonicalize,cse,dce,fuse{strategy=" + strategy +
+                                 "},lower,plan-memory"),
+                        *backend);
+          Context ctx(engine);
+          for (int step = 0; step < 2; ++step) {  // the second step runs the cached executable
+            std::vector<Tensor> got = build(ctx);
+            for (size_t o = 0; o < want.size(); ++o) {
+              CAPTURE(o);
+              CAPTURE(step);
+              std::vector<float> v = values(cast(got[o], DType::F32));
+              REQUIRE(v.size() == want[o].size());
+              // Relative 1e-4, and 1e-6 absolute: a sum of unit-sized products in
+              // f32, in another order than the interpreter's, is that far off
+              // where it cancels (a 2x2 kernel over 6 channels, -0.00141 off by
+              // 2.4e-7).
+              for (size_t i = 0; i < v.size(); ++i)  // (f16 overflows to the same infinity)
+                REQUIRE((v[i] == want[o][i] || v[i] == doctest::Approx(want[o][i]).epsilon(epsilon).scale(1e-2)));
+            }
           }
         }
-      }
     }
 }
 
