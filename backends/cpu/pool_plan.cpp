@@ -1,13 +1,21 @@
 #include "pool_plan.h"
 
+#include <tbb/enumerable_thread_specific.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
+#include "direct_kernel.h"
 #include "lazylab/window_shape.hpp"
 #include "narrow_floats.h"
 #include "parallel.h"
+#include "phase_planes.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace lazylab::cpu {
 namespace {
@@ -21,7 +29,8 @@ class MaxPool : public KernelPlan {
  public:
   MaxPool(uint32_t in, uint32_t out, const ValueInfo& x, const ValueInfo& y, const WindowShape& window,
           tbb::task_arena* arena)
-      : in_(in),
+      : phases_(plane_shape(window)),
+        in_(in),
         out_(out),
         planes_(x.shape[0] * x.shape[1]),
         height_(x.shape[2]),
@@ -33,6 +42,9 @@ class MaxPool : public KernelPlan {
         arena_(arena) {}
 
   void run(const Memory& memory) override {
+#if defined(__AVX512F__)
+    if (dtype_ == LAZYLAB_F32) return run_phases(memory);
+#endif
     if (dtype_ == LAZYLAB_F32)
       run_as<float>(memory);
     else
@@ -40,6 +52,55 @@ class MaxPool : public KernelPlan {
   }
 
  private:
+  // Each plane alone, as a convolution of one channel's.
+  static DirectShape plane_shape(WindowShape window) {
+    window.images *= window.channels;
+    window.channels = window.filters = 1;
+    return direct_shape(window);
+  }
+
+#if defined(__AVX512F__)
+  // At any stride, each plane dealt into phase planes (phase_planes.h)
+  // whose padding is -inf, which no maximum takes but where no input is
+  // inside the window (the reference's -inf) and which a NaN still
+  // replaces: the taps are then 16 contiguous outputs' loads each, in the
+  // reference's order. (Its stem pool's columns read every other float: in
+  // ResNet-18 at 224x224, 0.32 ms for 4 MB.)
+  void run_phases(const Memory& memory) {
+    const float* x = memory.f32(in_);
+    float* y = memory.f32(out_);
+    const size_t floats = static_cast<size_t>(phases_.channel_floats() + phases_.width() + 16);
+    auto planes = [&](int64_t first, int64_t end) {
+      std::vector<float>& dealt = dealt_.local();
+      if (dealt.size() != floats) dealt.assign(floats, -INFINITY);
+      for (int64_t plane = first; plane < end; ++plane) {
+        phases_.deal(x + plane * height_ * width_, dealt.data());
+        pool_phases(dealt.data(), y + plane * out_h_ * out_w_);
+      }
+    };
+    if (!arena_ || planes_ * out_h_ * out_w_ < 16384) return planes(0, planes_);
+    parallel_chunks(*arena_, 0, planes_, 1, planes);
+  }
+
+  // An output row 16 columns at a time, the taps in order: a value replaces
+  // the best so far where it is greater or NaN and the best is not NaN.
+  void pool_phases(const float* dealt, float* out) const {
+    const std::vector<int64_t>& window = phases_.window();
+    for (int64_t i = 0; i < out_h_; ++i)
+      for (int64_t j = 0; j < out_w_; j += 16) {
+        const float* at = dealt + i * phases_.width() + j;
+        __m512 best = _mm512_set1_ps(-INFINITY);
+        for (int64_t offset : window) {
+          __m512 v = _mm512_loadu_ps(at + offset);
+          __mmask16 takes = _mm512_cmp_ps_mask(v, best, _CMP_NLE_UQ) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
+          best = _mm512_mask_mov_ps(best, takes, v);
+        }
+        auto lanes = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, out_w_ - j)) - 1);
+        _mm512_mask_storeu_ps(out + i * out_w_ + j, lanes, best);
+      }
+  }
+#endif
+
   // A 16-bit value's bits, read as the float it is (the maximum of exact
   // values is one of them: written back exactly).
   float load(float v) const { return v; }
@@ -91,6 +152,8 @@ class MaxPool : public KernelPlan {
     }
   }
 
+  PhasePlanes phases_;
+  tbb::enumerable_thread_specific<std::vector<float>> dealt_;  // a plane's phase planes, by thread
   uint32_t in_, out_;
   int64_t planes_, height_, width_, out_h_, out_w_;
   WindowShape w_;
