@@ -115,8 +115,9 @@ PhaseConv::PhaseConv(const DirectShape& shape)
   registers_ = ceil_div(s_.out_h * planes_.width(), kLanes);
   chunk_channels_ = chunk_channels();
   // Each register's kept lanes, in order, continue the one before's in
-  // the output plane (the dropped lanes are a row's last ones and the
-  // next row's first).
+  // the output plane: the dropped lanes are the columns past an output
+  // row's end, so a register's kept lanes (a row's last outputs and the
+  // next row's first) lie side by side there.
   int64_t next = 0;
   for (int64_t g = 0; g < registers_; ++g) {
     Store store{next, 0, next};
