@@ -300,6 +300,12 @@ constexpr int64_t declared_default(std::string_view name) {
 }
 static_assert(declared_default("tile") == RowPlanOptions{}.tile);
 static_assert(declared_default("stream") << 10 == RowPlanOptions{}.stream_min);
+constexpr bool declared_on(std::string_view name) {
+  for (const lazylab_option_spec& spec : CpuBackend::kOptions)
+    if (name == spec.name) return std::string_view(spec.default_value) == "on";
+  return false;
+}
+static_assert(declared_on("direct-conv") == RowPlanOptions{}.direct_conv);
 
 }  // namespace
 }  // namespace lazylab::cpu

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "parallel.h"
+#include "vector_lanes.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -19,8 +20,6 @@ constexpr int kRows = 4;     // output rows a tile
 constexpr int64_t kTileColumns = kColumns * kLanes;
 // Outputs a block the epilogue takes at once: some 16 KiB, in L1.
 constexpr int64_t kBlockOutputs = 4096;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The slot PhasePlanes gives the phase that tap (p, q) of a 3x3 window
 // reads at stride S: at stride 2 the four phases in the order the taps
@@ -57,8 +56,7 @@ void tile(const float* planes, int64_t plane, int64_t width, const __m512 (&w)[9
   __m512 sums[Rows][kColumns];
   sum_tile<S, Rows>(planes + y0 * width + x0, plane, width, w, sums);
   for (int c = 0; c < kColumns; ++c) {
-    int64_t left = std::clamp<int64_t>(out_w - x0 - c * kLanes, 0, kLanes);
-    auto lanes = static_cast<__mmask16>((uint32_t{1} << left) - 1);
+    const __mmask16 lanes = first_lanes(out_w - x0 - c * kLanes);
     for (int r = 0; r < Rows; ++r) _mm512_mask_storeu_ps(out + (y0 + r) * out_w + x0 + c * kLanes, lanes, sums[r][c]);
   }
 }

@@ -31,6 +31,8 @@ struct DirectShape {
   int64_t padded_w() const { return width + pad_left + pad_right; }
 };
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // A window op's geometry (a convolution's, groups of 1, or a pool's) as the
 // direct kernels take it.
 DirectShape direct_shape(const windows::WindowShape& window);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "parallel.h"
+#include "vector_lanes.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -96,8 +97,6 @@ void tile(const TileArgs& a, const Store* stores) {
       }
 }
 #endif
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -214,7 +213,7 @@ void PhaseConv::run_task(const float* input, const float* w, float* out, int64_t
   // register reads only what is there.
   const int64_t tail = s_.out_h * planes_.width() % kLanes;
   const bool mask_tail = reads_input_as_it_lies() && tail != 0;
-  args.last = static_cast<__mmask16>((uint32_t{1} << tail) - 1);
+  args.last = first_lanes(tail);
   float* partial = nullptr;
   if (chunk_channels_ < s_.channels) {
     std::vector<float>& mine = partials_.local();

@@ -2,19 +2,10 @@
 
 #include <algorithm>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "vector_lanes.h"
 
 namespace lazylab::cpu {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-#if defined(__AVX512F__)
-// The lanes [0, n) of a register, n clamped to [0, 16].
-__mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(n, 0, 16)) - 1); }
-#endif
 
 // line[j] = source[j * stride + shift] for the j in [0, count) whose index
 // lies in [0, width); the others are left as they are. At strides 1 and 2

@@ -12,6 +12,7 @@
 #include "narrow_floats.h"
 #include "parallel.h"
 #include "phase_planes.h"
+#include "vector_lanes.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -95,8 +96,7 @@ class MaxPool : public KernelPlan {
           __mmask16 takes = _mm512_cmp_ps_mask(v, best, _CMP_NLE_UQ) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
           best = _mm512_mask_mov_ps(best, takes, v);
         }
-        auto lanes = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, out_w_ - j)) - 1);
-        _mm512_mask_storeu_ps(out + i * out_w_ + j, lanes, best);
+        _mm512_mask_storeu_ps(out + i * out_w_ + j, first_lanes(out_w_ - j), best);
       }
   }
 #endif

@@ -6,13 +6,9 @@
 
 #include <cstdint>
 
-namespace lazylab::cpu {
+#include "vector_lanes.h"
 
-// The first `count` lanes of 16 (none when count <= 0, all past 16).
-inline __mmask16 first_lanes(int64_t count) {
-  if (count <= 0) return 0;
-  return count >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1);
-}
+namespace lazylab::cpu {
 
 // Row r of the result is column r of the 16 rows given.
 inline void transpose_16x16(__m512 rows[16]) {
