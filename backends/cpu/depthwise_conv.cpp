@@ -1,6 +1,7 @@
 #include "depthwise_conv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "parallel.h"
@@ -120,12 +121,37 @@ void DepthwiseConv::run(const float* x, const float* w, float* out, tbb::task_ar
         }
         const int64_t row = image * s_.filters + f;
         float* plane_out = out + row * positions;
-        run_plane(dealt.data(), w + f * 9, plane_out);
+        const float* weights = w + f * 9;
+        if (std::all_of(weights, weights + 9, [](float v) { return std::isfinite(v); }))
+          run_plane(dealt.data(), weights, plane_out);
+        else
+          run_plane_inside(x + (image * s_.channels + channel) * s_.height * s_.width, weights, plane_out);
         if (planes_a_task_ == 1 && block_done) block_done(row, row + 1, 0, positions);
       }
       if (planes_a_task_ > 1 && block_done) block_done(image * s_.filters + f0, image * s_.filters + f1, 0, positions);
     }
   });
+}
+
+// The tiles multiply the padding's zeros by the weights too: an infinite
+// weight there would make NaNs where the reference, which skips the
+// padding, has none. Such a filter's plane sums its inside taps alone, in
+// the reference's order.
+void DepthwiseConv::run_plane_inside(const float* channel, const float* w, float* out) const {
+  const int64_t stride = s_.stride[0];
+  for (int64_t y = 0; y < s_.out_h; ++y)
+    for (int64_t x = 0; x < s_.out_w; ++x) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < 3; ++p) {
+        int64_t row = y * stride - s_.pad_top + p;
+        if (row < 0 || row >= s_.height) continue;
+        for (int64_t q = 0; q < 3; ++q) {
+          int64_t column = x * stride - s_.pad_left + q;
+          if (column >= 0 && column < s_.width) sum += w[p * 3 + q] * channel[row * s_.width + column];
+        }
+      }
+      out[y * s_.out_w + x] = sum;
+    }
 }
 
 void DepthwiseConv::run_plane(const float* planes, const float* w, float* out) const {

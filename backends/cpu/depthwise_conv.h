@@ -45,6 +45,7 @@ class DepthwiseConv {
 
  private:
   void run_plane(const float* planes, const float* w, float* out) const;
+  void run_plane_inside(const float* channel, const float* w, float* out) const;
 
   DirectShape s_;
   PhasePlanes planes_;

@@ -361,6 +361,15 @@ TEST_CASE("cpu runs the network ops as the interpreter does, through every fusio
                                     conv2d(small, doubled, {{2, 2}, {0, 1, 1, 0}, {1, 1}}, 10),  // [2, 20, 4, 6]
                                     conv2d(small, doubled, {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 10)};
        }},
+      {"depthwise 3x3 with an infinite weight: the padding takes no part (no NaN at the borders)",
+       [](Context& c) {
+         Tensor x = exp(c.from_vector<float>(wavy(2 * 6 * 7), {1, 2, 6, 7}));  // positive: inf times it stays inf
+         std::vector<float> taps = wavy(2 * 9);
+         taps[0] = INFINITY;  // filter 0's top left tap, over the padding for the first row and column
+         Tensor w = c.from_vector<float>(taps, {2, 1, 3, 3});
+         return std::vector<Tensor>{conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 2),
+                                    conv2d(x, w, {{2, 2}, {1, 1, 1, 1}, {1, 1}}, 2)};
+       }},
       {"pointwise conv (the input is the matrix)",
        [](Context& c) {
          Tensor x = c.from_vector<float>(wavy(3 * 5 * 4), {1, 3, 5, 4});
