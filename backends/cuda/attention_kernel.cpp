@@ -233,10 +233,9 @@ AttentionMask attention_mask(const lazylab_kernel& kernel) {
 }
 
 AttentionMask attention_launch(const lazylab_kernel& kernel, const std::string& name, int64_t shared_bytes,
-                               Launch& launch) {
+                               Launch& launch, int64_t rows) {
   const lazylab_attention& a = kernel.attention;
-  constexpr int64_t kRows = 128;
-  int64_t row_tiles = (a.m + kRows - 1) / kRows;
+  int64_t row_tiles = (a.m + rows - 1) / rows;
   if (a.batch > 0x7fffffff || row_tiles > 65535)
     throw std::invalid_argument(
         fmt::format("codegen: attention of {} batches x {} rows is past CUDA's grid", a.batch, a.m));

@@ -27,12 +27,12 @@ struct AttentionMask {
 };
 AttentionMask attention_mask(const lazylab_kernel& kernel);
 
-// The launch both attention kernels make: a block of 256 threads per
-// (batch, 128 query rows), `shared_bytes` of dynamic shared memory, the
+// The launch the attention kernels make: a block of 256 threads per
+// (batch, `rows` query rows), `shared_bytes` of dynamic shared memory, the
 // values q, k, v, the mask where there is one, and the output, in their
 // functions' order. Returns the mask.
 AttentionMask attention_launch(const lazylab_kernel& kernel, const std::string& name, int64_t shared_bytes,
-                               Launch& launch);
+                               Launch& launch, int64_t rows = 128);
 
 // The __global__ function for `kernel`'s attention, named `name`, and its
 // launch: a block per (batch, 128 rows), 256 threads, its tiles in dynamic

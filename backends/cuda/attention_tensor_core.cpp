@@ -103,14 +103,117 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // ROWS x WIDTH (a multiple of 8) of src (row stride src_stride) into dst
 // (row stride dst_stride) as 16-byte copies; zeros at rows >= rows_valid
 // and columns >= cols (a multiple of 8).
-template <int ROWS, int WIDTH>
+template <int ROWS, int WIDTH, int BLOCK = THREADS>
 __device__ __forceinline__ void load_tile(unsigned short* dst, int dst_stride, const unsigned short* __restrict__ src,
                                           long long src_stride, int rows_valid, int cols) {
   constexpr int CHUNKS = WIDTH / 8;
-  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += THREADS) {
+  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += BLOCK) {
     const int r = i / CHUNKS, c = i % CHUNKS * 8;
     const bool valid = r < rows_valid && c < cols;
     copy16(shared_address(dst + r * dst_stride + c), valid ? src + r * src_stride + c : src, valid);
+  }
+}
+
+// The scores of one tile as the program computes them, folded into the
+// online softmax: s holds a warp's 16 rows by BC keys as C fragments (the
+// raw f32 sums of q k), rounded, times the scale rounded, masked, then in
+// base 2 for ex2; row_max and row_sum move on, alpha is the factor the
+// output's sums so far take (rescale); p gets the
+// probabilities rounded to 16 bits as the next product's A fragments (the
+// C fragment of two 8-column tiles is the A fragment of one 16-deep step).
+template <bool BF16, int M, int N, bool CAUSAL, bool EXACT_SCALE, int MASK>
+__device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsigned (&p)[BC / 16][4], float (&alpha)[2],
+                                             float (&row_max)[2], float (&row_sum)[2], int n0, int warp_first,
+                                             const int (&row)[2], int t, const unsigned char* __restrict__ mask,
+                                             float scale) {
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  const bool edge = MASK != 0 || n0 + BC > N || (CAUSAL && n0 + BC - 1 > warp_first);
+  // Not in s: the warpgroup kernel's products write s while they run, and
+  // an instruction writing it there would serialize them.
+  float e[BC / 8][4];
+  float tile_max[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+  for (int j = 0; j < BC / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      unsigned r = pack<BF16>(s[j][2 * h], s[j][2 * h + 1]);
+      float x[2];
+      if constexpr (EXACT_SCALE) {
+        x[0] = low<BF16>(r) * (scale * LOG2E), x[1] = high<BF16>(r) * (scale * LOG2E);
+      } else {
+        r = pack<BF16>(low<BF16>(r) * scale, high<BF16>(r) * scale);
+        x[0] = low<BF16>(r) * LOG2E, x[1] = high<BF16>(r) * LOG2E;
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int col = n0 + j * 8 + 2 * t + i;
+        if (edge && (col >= N || (CAUSAL && col > row[h]) ||
+                     (MASK != 0 && row[h] < M && (mask[(long long)row[h] * N + col] != 0) != (MASK == 1))))
+          x[i] = NEG_INF;
+        e[j][2 * h + i] = x[i];
+        tile_max[h] = fmaxf(tile_max[h], x[i]);
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    const float peak = fmaxf(row_max[h], tile_max[h]);
+    // While every score so far is -inf, nothing is accumulated: keep 0.
+    const float base = peak == NEG_INF ? 0.f : peak;
+    alpha[h] = exp2_ftz(row_max[h] - base);
+    row_max[h] = peak;
+    row_sum[h] *= alpha[h];
+#pragma unroll
+    for (int j = 0; j < BC / 8; ++j) {
+      e[j][2 * h] = exp2_ftz(e[j][2 * h] - base);
+      e[j][2 * h + 1] = exp2_ftz(e[j][2 * h + 1] - base);
+      row_sum[h] += e[j][2 * h] + e[j][2 * h + 1];
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; ++kk) {
+    p[kk][0] = pack<BF16>(e[2 * kk][0], e[2 * kk][1]);
+    p[kk][1] = pack<BF16>(e[2 * kk][2], e[2 * kk][3]);
+    p[kk][2] = pack<BF16>(e[2 * kk + 1][0], e[2 * kk + 1][1]);
+    p[kk][3] = pack<BF16>(e[2 * kk + 1][2], e[2 * kk + 1][3]);
+  }
+}
+
+// The output's sums so far times the tile's alpha (its rows' max moved).
+template <int DVP>
+__device__ __forceinline__ void rescale(float (&o)[DVP / 8][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int j = 0; j < DVP / 8; ++j) {
+    o[j][0] *= alpha[0], o[j][1] *= alpha[0];
+    o[j][2] *= alpha[1], o[j][3] *= alpha[1];
+  }
+}
+
+// A warp's 16 output rows divided by their sums, through shared memory
+// (`staging`, 16 rows of QS elements the warp's own) so that they leave in
+// 16-byte stores; `rows` of them are the output's.
+template <bool BF16, int DV, int DVP, int QS>
+__device__ __forceinline__ void store_rows(const float (&o)[DVP / 8][4], float (&row_sum)[2], unsigned short* staging,
+                                           unsigned short* __restrict__ out, int rows, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  }
+#pragma unroll
+  for (int j = 0; j < DVP / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<unsigned*>(staging + (g + 8 * h) * QS + j * 8 + 2 * t) =
+          pack<BF16>(o[j][2 * h] / row_sum[h], o[j][2 * h + 1] / row_sum[h]);
+  __syncwarp();
+  constexpr int CHUNKS = DV / 8;
+  for (int i = lane; i < 16 * CHUNKS; i += 32) {
+    const int r = i / CHUNKS, c = i % CHUNKS * 8;
+    if (r < rows) *reinterpret_cast<uint4*>(out + r * DV + c) = *reinterpret_cast<const uint4*>(staging + r * QS + c);
   }
 }
 
@@ -141,10 +244,9 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
   v += batch * N * DV;
   out += batch * M * DV + (long long)row_start * DV;
   const int rows_valid = M - row_start < BR ? M - row_start : BR;
+  const int key_end = CAUSAL ? (row_start + BR < N ? row_start + BR : N) : N;
   const int warp_first = row_start + warp * 16, warp_last = warp_first + 15;
   const int row[2] = {warp_first + g, warp_first + g + 8};
-
-  const int key_end = CAUSAL ? (row_start + BR < N ? row_start + BR : N) : N;
   const int tiles = (key_end + BC - 1) / BC;
   auto load_keys = [&](int tile) {
     const int n0 = tile * BC;
@@ -201,96 +303,240 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
           mma<BF16>(s[2 * p + 1], qf[kk], b[2], b[3]);
         }
       }
-
-      // As the program: the product rounded, times the scale rounded, masked;
-      // then in base 2 for ex2.
-      const bool edge = MASK != 0 || n0 + BC > N || (CAUSAL && n0 + BC - 1 > warp_first);
-      float tile_max[2] = {NEG_INF, NEG_INF};
-#pragma unroll
-      for (int j = 0; j < BC / 8; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          unsigned r = pack<BF16>(s[j][2 * h], s[j][2 * h + 1]);
-          float x[2];
-          if constexpr (EXACT_SCALE) {
-            x[0] = low<BF16>(r) * (scale * LOG2E), x[1] = high<BF16>(r) * (scale * LOG2E);
-          } else {
-            r = pack<BF16>(low<BF16>(r) * scale, high<BF16>(r) * scale);
-            x[0] = low<BF16>(r) * LOG2E, x[1] = high<BF16>(r) * LOG2E;
-          }
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = n0 + j * 8 + 2 * t + e;
-            if (edge && (col >= N || (CAUSAL && col > row[h]) ||
-                         (MASK != 0 && row[h] < M && (mask[(long long)row[h] * N + col] != 0) != (MASK == 1))))
-              x[e] = NEG_INF;
-            s[j][2 * h + e] = x[e];
-            tile_max[h] = fmaxf(tile_max[h], x[e]);
-          }
-        }
-      }
+      unsigned a[BC / 16][4];
       float alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-        const float peak = fmaxf(row_max[h], tile_max[h]);
-        // While every score so far is -inf, nothing is accumulated: keep 0.
-        const float base = peak == NEG_INF ? 0.f : peak;
-        alpha[h] = exp2_ftz(row_max[h] - base);
-        row_max[h] = peak;
-        row_sum[h] *= alpha[h];
-#pragma unroll
-        for (int j = 0; j < BC / 8; ++j) {
-          s[j][2 * h] = exp2_ftz(s[j][2 * h] - base);
-          s[j][2 * h + 1] = exp2_ftz(s[j][2 * h + 1] - base);
-          row_sum[h] += s[j][2 * h] + s[j][2 * h + 1];
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < DVP / 8; ++j) {
-        o[j][0] *= alpha[0], o[j][1] *= alpha[0];
-        o[j][2] *= alpha[1], o[j][3] *= alpha[1];
-      }
-
+      softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, a, alpha, row_max, row_sum, n0, warp_first, row, t, mask,
+                                                         scale);
+      rescale<DVP>(o, alpha);
 #pragma unroll
       for (int kk = 0; kk < BC / 16; ++kk) {
-        const unsigned a[4] = {pack<BF16>(s[2 * kk][0], s[2 * kk][1]), pack<BF16>(s[2 * kk][2], s[2 * kk][3]),
-                               pack<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                               pack<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
         for (int p = 0; p < DVP / 16; ++p) {
           unsigned b[4];
           ldmatrix_trans(b, shared_address(vt + (kk * 16 + lane % 8 + lane / 8 % 2 * 8) * VS + p * 16 + lane / 16 * 8));
-          mma<BF16>(o[2 * p], a, b[0], b[1]);
-          mma<BF16>(o[2 * p + 1], a, b[2], b[3]);
+          mma<BF16>(o[2 * p], a[kk], b[0], b[1]);
+          mma<BF16>(o[2 * p + 1], a[kk], b[2], b[3]);
         }
       }
     }
     __syncthreads();  // this stage's K and V are next overwritten
   }
+  store_rows<BF16, DV, DVP, QS>(o, row_sum, Qs + warp * 16 * QS, out + warp * 16 * DV, rows_valid - warp * 16, lane);
+}
+}  // namespace lazylab_attention16
+)";
 
-  // The output through shared memory (Q's rows, this warp's own), so that
-  // it leaves in 16-byte stores.
+// Hopper's warpgroup products (sm_90a): four warps, 64 query rows, issue
+// one product whose B operand is in shared memory: the scores Q by K (both
+// there), the output the probabilities (registers: the scores' C fragments,
+// as above) by V. Operands lie in core matrices (8 rows of 16 bytes, 128
+// contiguous bytes, no swizzle): a tile's 8-row group i and 16-byte chunk c
+// at (i * chunks + c) * 128 bytes, so a descriptor's leading offset
+// (between core matrices along the depth) and stride (along M or N) are
+// constants of the tile's width; Q's and K's rows are the depth's (the
+// depth contiguous), V's the keys' (its depth, so B transposed). The
+// products run while the warps compute: the next tile's scores and this
+// tile's output are issued together, the next tile's softmax computed while
+// the output's product runs, with K and V three stages deep.
+const char* const kAttentionWgmmaTemplate = R"(
+namespace lazylab_attention16 {
+__device__ __forceinline__ unsigned long long descriptor(unsigned address, unsigned leading, unsigned stride) {
+  return (unsigned long long)((address & 0x3FFFF) >> 4) | (unsigned long long)(leading >> 4) << 16 |
+         (unsigned long long)(stride >> 4) << 32;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
+// Registers an asynchronous product wrote or read, pinned after its wait:
+// the compiler moves no use of them above it.
+template <int ROWS_, int COLS_>
+__device__ __forceinline__ void pin(float (&x)[ROWS_][COLS_]) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  for (int i = 0; i < ROWS_; ++i)
+#pragma unroll
+    for (int j = 0; j < COLS_; ++j) asm volatile("" : "+f"(x[i][j])::"memory");
+}
+template <int ROWS_, int COLS_>
+__device__ __forceinline__ void pin(unsigned (&x)[ROWS_][COLS_]) {
+#pragma unroll
+  for (int i = 0; i < ROWS_; ++i)
+#pragma unroll
+    for (int j = 0; j < COLS_; ++j) asm volatile("" : "+r"(x[i][j])::"memory");
+}
+// Shared memory written by cp.async, next read by the tensor cores.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// ROWS x WIDTH (a multiple of 8) of src into dst as core matrices, zeros at
+// rows >= rows_valid and columns >= cols: eight threads fill one core
+// matrix (128 bytes of shared memory, eight rows' 16 bytes of global).
+template <int ROWS, int WIDTH, int BLOCK>
+__device__ __forceinline__ void load_core_tile(unsigned short* dst, const unsigned short* __restrict__ src,
+                                               long long src_stride, int rows_valid, int cols) {
+  constexpr int CHUNKS = WIDTH / 8;
+  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += BLOCK) {
+    const int r = i / (8 * CHUNKS) * 8 + i % 8, c = i / 8 % CHUNKS * 8;
+    const bool valid = r < rows_valid && c < cols;
+    copy16(shared_address(dst + i * 8), valid ? src + r * src_stride + c : src, valid);
   }
-  unsigned short* os = Qs + warp * 16 * QS;
+}
+
+// As attention() above, k as [n, d], a block of GROUPS warpgroups of 64
+// rows each. PIPELINED: a tile's output product (its probabilities `now`)
+// and the next tile's scores issued together, the next tile's softmax (into
+// `then`) computed while the output's product runs; else one product after
+// the other, the next warpgroup's (GROUPS blocks an SM) filling the gaps.
+// score_product and output_product are the two products' function objects
+// (warpgroup_product's), generated for the tiles' widths.
+template <int GROUPS, bool PIPELINED, bool BF16, int M, int N, int D, int DV, int DP, int DVP, bool CAUSAL,
+          bool EXACT_SCALE, int MASK, class ScoreProduct, class OutputProduct>
+__device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict__ q,
+                                                const unsigned short* __restrict__ k,
+                                                const unsigned short* __restrict__ v,
+                                                const unsigned char* __restrict__ mask,
+                                                unsigned short* __restrict__ out, float scale,
+                                                ScoreProduct score_product, OutputProduct output_product) {
+  constexpr int ROWS = 64 * GROUPS, BLOCK = 128 * GROUPS, STAGES = 3;
+  constexpr int QS = (DP > DVP ? DP : DVP) + 8;  // the output's rows, staged where Q was
+  constexpr int K_TILE = BC * DP, V_TILE = BC * DVP;
+  constexpr unsigned K_STRIDE = DP / 8 * 128, V_LEADING = DVP / 8 * 128;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  extern __shared__ uint4 attention16_shared[];
+  unsigned short* Qs = reinterpret_cast<unsigned short*>(attention16_shared);
+  unsigned short* Ks = Qs + ROWS * QS;
+  unsigned short* Vs = Ks + STAGES * K_TILE;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  long long batch, first_row;
+  lazylab_attention_block(ROWS, batch, first_row);
+  const int row_start = (int)first_row;
+  q += batch * M * D + (long long)row_start * D;
+  k += batch * N * D;
+  v += batch * N * DV;
+  out += batch * M * DV + (long long)row_start * DV;
+  const int rows_valid = M - row_start < ROWS ? M - row_start : ROWS;
+  const int key_end = CAUSAL ? (row_start + ROWS < N ? row_start + ROWS : N) : N;
+  const int warp_first = row_start + warp * 16;
+  const int row[2] = {warp_first + g, warp_first + g + 8};
+  const int tiles = (key_end + BC - 1) / BC;
+  auto load_keys = [&](int tile) {
+    const int n0 = tile * BC, stage = tile % STAGES;
+    const int keys_valid = N - n0 < BC ? N - n0 : BC;
+    load_core_tile<BC, DP, BLOCK>(Ks + stage * K_TILE, k + (long long)n0 * D, D, keys_valid, D);
+    load_core_tile<BC, DVP, BLOCK>(Vs + stage * V_TILE, v + (long long)n0 * DV, DV, keys_valid, DV);
+  };
+  auto scores = [&](float (&s)[BC / 8][4], int tile) {
+    const unsigned q_rows = shared_address(Qs + warp / 4 * 64 * DP);
+    const unsigned kt = shared_address(Ks + tile % STAGES * K_TILE);
 #pragma unroll
-  for (int j = 0; j < DVP / 8; ++j)
+    for (int kk = 0; kk < DP / 16; ++kk)
+      score_product(s, descriptor(q_rows + kk * 256, 128, K_STRIDE), descriptor(kt + kk * 256, 128, K_STRIDE), kk > 0);
+  };
+  load_core_tile<ROWS, DP, BLOCK>(Qs, q, D, rows_valid, D);
+  load_keys(0);
+  commit();
+  if (tiles > 1) load_keys(1);
+  commit();
+
+  float o[DVP / 8][4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      *reinterpret_cast<unsigned*>(os + (g + 8 * h) * QS + j * 8 + 2 * t) =
-          pack<BF16>(o[j][2 * h] / row_sum[h], o[j][2 * h + 1] / row_sum[h]);
-  __syncwarp();
-  constexpr int CHUNKS = DV / 8;
-  for (int i = lane; i < 16 * CHUNKS; i += 32) {
-    const int r = i / CHUNKS, c = i % CHUNKS * 8;
-    if (warp * 16 + r < rows_valid)
-      *reinterpret_cast<uint4*>(out + (warp * 16 + r) * DV + c) = *reinterpret_cast<const uint4*>(os + r * QS + c);
+  for (int j = 0; j < DVP / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float row_max[2] = {NEG_INF, NEG_INF}, row_sum[2] = {0.f, 0.f}, alpha[2];
+  float s[BC / 8][4];
+  unsigned p[BC / 16][4];
+  auto outputs = [&](int tile, const unsigned (&probabilities)[BC / 16][4]) {
+    const unsigned vt = shared_address(Vs + tile % STAGES * V_TILE);
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk)
+      output_product(o, probabilities[kk], descriptor(vt + kk * 2 * V_LEADING, V_LEADING, 128), true);
+  };
+  if constexpr (!PIPELINED) {
+    const int group_last = row_start + warp / 4 * 64 + 63;
+    for (int tile = 0; tile < tiles; ++tile) {
+      wait_copies<1>();  // this tile's (the next tile's may be in flight)
+      fence_async_shared();
+      // This tile's K and V are in place, and every warp is past the
+      // products of the tile before, whose stage the tile after next takes.
+      __syncthreads();
+      if (tile + 2 < tiles) load_keys(tile + 2);
+      commit();
+      // Causal: a warpgroup whose rows all precede a tile's keys has nothing there.
+      if (!CAUSAL || tile * BC <= group_last) {
+        wgmma_fence();
+        scores(s, tile);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(s);
+        softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, p, alpha, row_max, row_sum, tile * BC, warp_first, row,
+                                                           t, mask, scale);
+        rescale<DVP>(o, alpha);
+        wgmma_fence();
+        outputs(tile, p);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(o);
+      }
+    }
+  } else {
+    wait_copies<1>();
+    fence_async_shared();
+    __syncthreads();
+    wgmma_fence();
+    scores(s, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(s);
+    softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, p, alpha, row_max, row_sum, 0, warp_first, row, t, mask, scale);
+
+    // A tile's output product (its probabilities `now`) and the next tile's
+    // scores, issued together; the next tile's softmax (into `then`) while
+    // the output's product runs. Every warpgroup issues every tile's products
+    // (a causal tile past its rows masked whole): a product issued on one
+    // branch and not another would serialize them all; and the probabilities
+    // alternate between two arrays, as copying them would.
+    auto step = [&](int tile, const unsigned (&now)[BC / 16][4], unsigned (&then)[BC / 16][4]) {
+      const int next = tile + 1;
+      wait_copies<0>();
+      fence_async_shared();
+      // The next tile's K and V are in place, and every warp is past the
+      // products of the tile before, whose stage the tile after next takes.
+      __syncthreads();
+      if (next + 1 < tiles) load_keys(next + 1);
+      commit();
+      wgmma_fence();
+      scores(s, next);
+      wgmma_commit();
+      outputs(tile, now);
+      wgmma_commit();
+      wgmma_wait<1>();  // the scores; the output's product runs on
+      pin(s);
+      softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, then, alpha, row_max, row_sum, next * BC, warp_first, row, t,
+                                                         mask, scale);
+      wgmma_wait<0>();
+      pin(o);
+      rescale<DVP>(o, alpha);
+    };
+    unsigned p_odd[BC / 16][4];
+    int tile = 0;
+    for (; tile + 2 < tiles; tile += 2) {
+      step(tile, p, p_odd);
+      step(tile + 1, p_odd, p);
+    }
+    if (tile + 1 < tiles) {
+      step(tile, p, p_odd);
+      wgmma_fence();
+      outputs(tile + 1, p_odd);
+    } else {
+      wgmma_fence();
+      outputs(tile, p);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(o);
   }
+  __syncthreads();  // Q's rows take the output
+  store_rows<BF16, DV, DVP, QS>(o, row_sum, Qs + warp * 16 * QS, out + warp * 16 * DV, rows_valid - warp * 16, lane);
 }
 }  // namespace lazylab_attention16
 )";
@@ -299,11 +545,59 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+// How the warpgroup kernel runs a head dim, as measured on an H200 (bf16,
+// [16, 16, 1024, 64] and [8, 16, 1024, 128], docs/results.md): up to 64,
+// two blocks an SM of two warpgroups, each product waited for (0.322 ms;
+// four warpgroups an SM fill each other's gaps, where the pipelined form
+// took 0.367 in one block of three and 0.379 in two blocks of two, which
+// spill past their 128 registers); above 64, one block of three
+// warpgroups, pipelined (0.298 ms; 0.345 in one block of two).
+struct WgmmaForm {
+  int64_t groups, blocks_per_sm;
+  bool pipelined;
+};
+WgmmaForm wgmma_form(int64_t widest) {
+  if (widest <= 64) return {2, 2, false};
+  return {3, 1, true};
+}
+
 // Whether x times `scale` is exact for every 16-bit x away from the
 // subnormals: a power of two (1 among them).
 bool exact_scale(double scale) {
   int exponent = 0;
   return std::frexp(scale, &exponent) == 0.5;
+}
+
+// A warpgroup product's function object, `name`: m64 by n by 16 deep in
+// dtype with f32 sums, B in shared memory (`b_transposed`: its rows the
+// depth), A there too or the warp's fragments in registers; it adds to d
+// or, where `accumulate` is false, overwrites it. d[j][e] is the wgmma's
+// register 4 j + e, the warp's C fragments. Guarded: a unit may hold two
+// kernels using one.
+std::string warpgroup_product(const std::string& name, int64_t n, uint32_t dtype, bool a_in_registers,
+                              bool b_transposed) {
+  const char* type = dtype == LAZYLAB_BF16 ? "bf16" : "f16";
+  const int64_t sums = n / 2;
+  std::string outputs, constraints;
+  for (int64_t i = 0; i < sums; ++i) {
+    outputs += fmt::format("{}%{}", i ? ", " : "", i);
+    constraints += fmt::format("{}\"+f\"(d[{}][{}])", i ? ", " : "", i / 4, i % 4);
+  }
+  // Operands after the sums: A (a descriptor, or four registers), B's
+  // descriptor, whether to accumulate.
+  int64_t a_operands = a_in_registers ? 4 : 1;
+  std::string a_operand = a_in_registers ? fmt::format("{{%{}, %{}, %{}, %{}}}", sums, sums + 1, sums + 2, sums + 3)
+                                         : fmt::format("%{}", sums);
+  return fmt::format(
+      "#ifndef {0}_DEFINED\n#define {0}_DEFINED\nstruct {0} {{\n"
+      "  __device__ __forceinline__ void operator()(float (&d)[{1}][4], {2}, unsigned long long b, bool accumulate) "
+      "const {{\n"
+      "    asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{3}, 0;\\n"
+      "wgmma.mma_async.sync.aligned.m64n{4}k16.f32.{5}.{5} {{{6}}}, {7}, %{8}, p, 1, 1, {9}{10};\\n}}\\n\"\n"
+      "      : {11}\n      : {12}, \"l\"(b), \"r\"((int)accumulate));\n  }}\n}};\n#endif\n",
+      name, n / 8, a_in_registers ? "const unsigned (&a)[4]" : "unsigned long long a", sums + a_operands + 1, n, type,
+      outputs, a_operand, sums + a_operands, a_in_registers ? "" : "0, ", b_transposed ? 1 : 0, constraints,
+      a_in_registers ? "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])" : "\"l\"(a)");
 }
 
 }  // namespace
@@ -344,6 +638,40 @@ std::string attention16_function(const lazylab_kernel& kernel, uint32_t dtype, c
       a.causal ? "true" : "false",
       fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))),
       exact_scale(a.scale) ? "true" : "false", min_blocks, mask.parameter, mask.kind, mask.argument);
+}
+
+std::optional<std::string> attention_wgmma_refusal(const lazylab_kernel& kernel) {
+  const lazylab_attention& a = kernel.attention;
+  if (!a.k_transposed) return std::string("k is given as [d, n] (the warpgroup kernel reads k's rows)");
+  if (std::max(round_up(a.d, 16), round_up(a.dv, 16)) > 128)
+    return fmt::format("the warpgroup kernel's shared memory holds head dims up to 128, not {} and {}", a.d, a.dv);
+  return std::nullopt;
+}
+
+std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtype, const std::string& name,
+                                     Launch& launch) {
+  const lazylab_attention& a = kernel.attention;
+  constexpr int64_t kKeys = 64;
+  int64_t dp = round_up(a.d, 16), dvp = round_up(a.dv, 16);
+  const WgmmaForm form = wgmma_form(std::max(dp, dvp));
+  const int64_t groups = form.groups, rows = 64 * groups;
+  int64_t elements = rows * (std::max(dp, dvp) + 8) + 3 * kKeys * dp + 3 * kKeys * dvp;  // Q or the output, 3 stages
+  AttentionMask mask = attention_launch(kernel, name, elements * 2, launch, rows);
+  launch.block = static_cast<uint32_t>(128 * groups);
+  const char* type = dtype == LAZYLAB_BF16 ? "bf16" : "f16";
+  std::string scores = fmt::format("lazylab_wgmma_n{}_{}_shared", kKeys, type);
+  std::string outputs = fmt::format("lazylab_wgmma_n{}_{}_transposed", dvp, type);
+  return warpgroup_product(scores, kKeys, dtype, false, false) + warpgroup_product(outputs, dvp, dtype, true, true) +
+         fmt::format(
+             "extern \"C\" __global__ void __launch_bounds__({17}, {10}) {0}(const unsigned short* __restrict__ q, "
+             "const unsigned short* __restrict__ k,\n    const unsigned short* __restrict__ v, {11}unsigned short* "
+             "__restrict__ out, long long work) {{\n"
+             "  lazylab_attention16::attention_wgmma<{18}, {19}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+             "{12}>(q, k, v, {13}, out, {14}, {15}{{}}, {16}{{}});\n}}\n",
+             name, dtype == LAZYLAB_BF16 ? "true" : "false", a.m, a.n, a.d, a.dv, dp, dvp, a.causal ? "true" : "false",
+             exact_scale(a.scale) ? "true" : "false", form.blocks_per_sm, mask.parameter, mask.kind, mask.argument,
+             fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))), scores,
+             outputs, 128 * groups, groups, form.pipelined ? "true" : "false");
 }
 
 }  // namespace lazylab::cuda

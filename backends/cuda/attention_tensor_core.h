@@ -13,6 +13,14 @@
 // One difference from the program: it rounds the probabilities before
 // dividing by their sum, not after (FlashAttention's order; the error is
 // the dtype's rounding either way).
+//
+// On Hopper (sm_90a) the same tiles go to the warpgroup products (wgmma):
+// four warps issue one product for their 64 rows, Q, K and V read from
+// shared memory as core matrices, the probabilities from the registers the
+// softmax left them in; the softmax and the output are the same functions.
+// Up to head dim 64 two blocks of two warpgroups an SM, each product waited
+// for; above, a block of three warpgroups issuing a tile's output product
+// with the next tile's scores and computing that softmax while it runs.
 #pragma once
 
 #include <optional>
@@ -23,8 +31,10 @@
 namespace lazylab::cuda {
 
 // The device template every 16-bit attention launch instantiates (once per
-// translation unit).
+// translation unit), and the warpgroup kernel's, which follows it in its
+// units (it calls the first's softmax and output).
 extern const char* const kAttention16Template;
+extern const char* const kAttentionWgmmaTemplate;
 
 // Why `kernel`'s 16-bit attention cannot run as kAttention16Template, or
 // nothing: its head dims must be multiples of 8 (rows of 16-byte copies),
@@ -35,5 +45,16 @@ std::optional<std::string> attention16_refusal(const lazylab_kernel& kernel);
 // named `name`, and its launch: a block per (batch, 128 rows), 256 threads,
 // Q and two stages of K and V in dynamic shared memory.
 std::string attention16_function(const lazylab_kernel& kernel, uint32_t dtype, const std::string& name, Launch& launch);
+
+// Why `kernel`'s 16-bit attention (one attention16_refusal accepts) cannot
+// run on the warpgroup kernel, or nothing: k must be given as [n, d], and
+// the head dims at most 128 (its shared memory).
+std::optional<std::string> attention_wgmma_refusal(const lazylab_kernel& kernel);
+
+// attention16_function's kernel on the warpgroup products: its two product
+// functions and the __global__ function; a block per (batch, 128 or 192
+// rows), 256 or 384 threads, Q and three stages of K and V in shared memory.
+std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtype, const std::string& name,
+                                     Launch& launch);
 
 }  // namespace lazylab::cuda

@@ -54,6 +54,8 @@ class CudaBackend : public plugin::Backend {
        0},
       {"row-groups", LAZYLAB_OPTION_BOOL, "on", "read a per-channel value over NCHW's rows in place (ABI 3.10)",
        nullptr, 0},
+      {"wgmma", LAZYLAB_OPTION_BOOL, "on",
+       "16-bit attention on Hopper's warpgroup products (sm_90 only; mma.sync elsewhere or when off)", nullptr, 0},
   };
 
   explicit CudaBackend(const plugin::BackendOptions& options) {
@@ -65,6 +67,7 @@ class CudaBackend : public plugin::Backend {
     const std::string& row_block = options.text("row-block");
     codegen_.row_block_threads = row_block == "auto" ? 0 : std::stoi(row_block);
     row_groups_ = options.flag("row-groups");
+    codegen_.wgmma = options.flag("wgmma");
     compiler_.disk_cache = options.flag("cache");
     if (const std::string& dir = options.text("cache-dir"); !dir.empty()) compiler_.cache_dir = dir;
     std::string error;
@@ -91,12 +94,12 @@ class CudaBackend : public plugin::Backend {
     const Device& d = *devices_[0];
     return fmt::format(
         "{} ({}, {} SMs, {:.0f} GiB), {} device(s), driver {}.{}, NVRTC {}, cuBLASLt {}, TF32 {}, "
-        "bias epilogue {}, gelu epilogue {}, row block {}, kernel cache {}, CUDA graphs {}",
+        "bias epilogue {}, gelu epilogue {}, row block {}, 16-bit attention on {}, kernel cache {}, CUDA graphs {}",
         d.name, d.arch(), d.sm_count, d.memory / double(1 << 30), devices_.size(), driver_->version / 1000,
         driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
         codegen_.bias_epilogue ? "cuBLASLt" : "generated", codegen_.gelu_epilogue ? "cuBLASLt" : "generated",
         codegen_.row_block_threads ? std::to_string(codegen_.row_block_threads) : "auto",
-        compiler_.disk_cache ? cache_directory(compiler_) : "off",
+        codegen_for(d).wgmma ? "wgmma" : "mma.sync", compiler_.disk_cache ? cache_directory(compiler_) : "off",
         graph_.mode == GraphPolicy::On ? "on"
         : graph_.mode == GraphPolicy::Off
             ? "off"
@@ -111,8 +114,10 @@ class CudaBackend : public plugin::Backend {
   std::unique_ptr<plugin::Executable> compile(const lazylab_program& program, int32_t index) override {
     Device& d = device(index);
     CompilerOptions options = compiler_;
-    options.arch = d.arch();
-    return std::make_unique<CudaExecutable>(d, index, program, codegen_, options, tf32_, graph_);
+    CodegenOptions codegen = codegen_for(d);
+    // wgmma is sm_90a's, an arch of its own (its code runs on sm_90 alone).
+    options.arch = codegen.wgmma ? "sm_90a" : d.arch();
+    return std::make_unique<CudaExecutable>(d, index, program, codegen, options, tf32_, graph_);
   }
 
   std::unique_ptr<plugin::Buffer> buffer_from_host(uint32_t dtype, std::vector<int64_t> shape, int32_t index,
@@ -192,7 +197,7 @@ class CudaBackend : public plugin::Backend {
   lazylab_ceilings measure_ceilings(int32_t index) override;
 
   std::string generated_code(const lazylab_program& program) override {
-    return annotated_source(generate(program, codegen_));
+    return annotated_source(generate(program, codegen_for(device(0))));
   }
 
  private:
@@ -208,6 +213,13 @@ class CudaBackend : public plugin::Backend {
   bool tf32_ = false, row_groups_ = true;
   GraphPolicy graph_;
   CodegenOptions codegen_;
+
+  // The options as `d` can take them: wgmma on compute capability 9.0 only.
+  CodegenOptions codegen_for(const Device& d) const {
+    CodegenOptions options = codegen_;
+    options.wgmma = options.wgmma && d.major == 9 && d.minor == 0;
+    return options;
+  }
   CompilerOptions compiler_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Device>> devices_;

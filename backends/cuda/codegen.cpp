@@ -26,6 +26,13 @@
 namespace lazylab::cuda {
 namespace {
 
+// A warpgroup attention kernel's unit holds both templates: the 16-bit
+// one's softmax and output, then its own.
+const std::string& attention_wgmma_template() {
+  static const std::string both = std::string(kAttention16Template) + kAttentionWgmmaTemplate;
+  return both;
+}
+
 // Helpers every generated function may use: the 16-bit float storage types
 // (bf16, f16: 16 bits, read as f32, written rounding to nearest even, once,
 // from an f32 or an f64, by the hardware's conversions; an f64 goes through
@@ -306,8 +313,18 @@ class ProgramSource {
         } else {
           if (!attention16_template_) code.templates += kAttention16Template;
           attention16_template_ = true;
-          kernel_template_ = kAttention16Template;
-          code.source += attention16_function(kernel, dtype, name, launch);
+          std::optional<std::string> slower;
+          if (options_.wgmma) slower = attention_wgmma_refusal(kernel);
+          if (options_.wgmma && !slower) {
+            if (!wgmma_template_) code.templates += kAttentionWgmmaTemplate;
+            wgmma_template_ = true;
+            kernel_template_ = attention_wgmma_template().c_str();
+            code.source += attention_wgmma_function(kernel, dtype, name, launch);
+          } else {
+            kernel_template_ = kAttention16Template;
+            code.source += attention16_function(kernel, dtype, name, launch);
+            if (slower) result.slower_path = "16-bit attention on mma.sync: " + *slower;
+          }
         }
         result.launches.push_back(std::move(launch));
         return result;
@@ -549,6 +566,7 @@ class ProgramSource {
   const lazylab_program& program_;
   bool attention_template_ = false;        // in the translation unit already
   bool attention16_template_ = false;      // likewise
+  bool wgmma_template_ = false;            // likewise
   const char* kernel_template_ = nullptr;  // the template the kernel being generated instantiates, if any
   std::set<uint32_t> needs_memory_;
   std::deque<std::vector<uint32_t>> renamed_operands_;  // deques: what they hold never moves
@@ -584,6 +602,7 @@ std::string annotated_source(const ProgramCode& code) {
   for (size_t k = 0; k < code.kernels.size(); ++k) {
     const KernelCode& kernel = code.kernels[k];
     text += fmt::format("\n// ---- kernel k{}\n", k);
+    if (!kernel.slower_path.empty()) text += "// " + kernel.slower_path + "\n";
     for (size_t i = 0; i <= kernel.launches.size(); ++i) {
       if (kernel.product && i == kernel.launches_before_product) {
         const lazylab_contraction& c = kernel.contraction;

@@ -64,6 +64,9 @@ struct KernelCode {
   size_t unit = 0;     // the ProgramCode::units entry that holds the functions it launches
   // Why a kernel described as more than that runs op by op; empty otherwise.
   std::string op_by_op;
+  // Why a kernel runs a slower form than the options asked for (mma.sync
+  // where wgmma was); empty otherwise.
+  std::string slower_path;
 };
 
 struct ProgramCode {
@@ -100,6 +103,10 @@ struct CodegenOptions {
   // row); 0: the fewest that hold the row in registers (eight 128-bit groups
   // each at most), else 1,024.
   int row_block_threads = 0;
+  // 16-bit attention on Hopper's warpgroup products (wgmma: sm_90a, which
+  // the units are then compiled for), where attention_wgmma_refusal allows;
+  // else mma.sync, the reason in KernelCode::slower_path.
+  bool wgmma = false;
 };
 
 // What the generated code runs, as the backend declares it (and the tests

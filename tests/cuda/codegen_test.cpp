@@ -558,7 +558,8 @@ TEST_CASE("attention written every way is one attention kernel each, which NVRTC
 
 // Under autocast (products in bf16 or f16) the same attention is one 16-bit
 // kernel on the tensor cores, where its head dims are multiples of 8 (and n,
-// for k given as [d, n]); elsewhere it runs op by op and says why.
+// for k given as [d, n]); elsewhere it runs op by op and says why. With
+// wgmma (sm_90a) the kernels reading k's rows take the warpgroup products.
 TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which NVRTC compiles") {
   for (const char* dtype : {"bf16", "f16"})
     for (const AttentionShape& shape : kAttentionShapes)
@@ -592,6 +593,19 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
         CHECK(count(code.source, "lazylab_attention16::attention<") == (runs ? 2 : 0));
         CHECK(count(code.source, "(q, k, v, mask, out") == (runs && variant == 4 ? 1 : 0));
         if (runs) CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+        if (!runs) continue;
+        // On Hopper (wgmma, sm_90a): k as [n, d] on the warpgroup kernel,
+        // [d, n] on mma.sync, saying why.
+        cuda::CodegenOptions hopper;
+        hopper.wgmma = true;
+        cuda::ProgramCode warpgroup = generated(module, hopper);
+        for (uint32_t k : attention) CHECK(warpgroup.kernels[k].slower_path.empty() == a.k_transposed);
+        CHECK(count(warpgroup.source, "lazylab_attention16::attention_wgmma<") == (a.k_transposed ? 2 : 0));
+        CHECK(count(warpgroup.source, "lazylab_attention16::attention<") == (a.k_transposed ? 0 : 2));
+        cuda::CompilerOptions sm90a = no_cache();
+        sm90a.arch = "sm_90a";
+        for (const cuda::CompiledModule& unit : cuda::compile_units(warpgroup.units, sm90a))
+          CHECK(unit.cubin.size() > 100);
       }
 }
 
