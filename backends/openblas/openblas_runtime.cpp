@@ -108,7 +108,7 @@ Loaded load() {
   }
   char* (*get_config)() = nullptr;
   char* (*get_corename)() = nullptr;
-  if (!bind(library, "cblas_sgemm", rt.sgemm, loaded.error) ||
+  if (!bind(library, "cblas_sgemm", rt.sgemm, loaded.error) || !bind(library, "cblas_sgemv", rt.sgemv, loaded.error) ||
       !bind(library, "openblas_set_num_threads", rt.set_num_threads, loaded.error) ||
       !bind(library, "openblas_get_config", get_config, loaded.error) ||
       !bind(library, "openblas_get_corename", get_corename, loaded.error))

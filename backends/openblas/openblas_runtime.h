@@ -18,6 +18,7 @@ namespace lazylab::openblas {
 
 struct Runtime {
   decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&cblas_sgemv) sgemv = nullptr;
   decltype(&openblas_set_num_threads) set_num_threads = nullptr;
   std::string config;     // openblas_get_config()
   std::string core;       // openblas_get_corename()

@@ -877,12 +877,14 @@ TEST_CASE("products of no elements or over no depth run as the interpreter's") {
   CHECK(values(got[3]) == std::vector<float>(6, 0.0f));
 }
 
-TEST_CASE("products split between threads, by k or by bands of rows, match the interpreter") {
+TEST_CASE("products split between threads, by k, by bands of rows or as vector products, match the interpreter") {
   // A weight gradient's shape (16 x 16 over 4100 positions, then 20 x 12
   // over 3001 with an epilogue), every transposition, on 3 threads: the
   // slices of k are uneven; small integers keep every sum exact. A small
   // product of 100 rows: bands of 34, 34 and 32 rows, each band's epilogue
-  // on its own thread.
+  // on its own thread. Products of one row on sgemv: a classifier's 1000
+  // columns in three bands (334, 334, 332), 7 columns in one, a deep sum
+  // that would otherwise split k.
   auto cpu = load_backend("cpu", "threads=3,strict=1");
   REQUIRE(cpu.ok());
   auto interp = interp_backend();
@@ -896,11 +898,13 @@ TEST_CASE("products split between threads, by k or by bands of rows, match the i
     Tensor product = matmul(lhs, rhs);
     return std::vector<Tensor>{product, relu(product + broadcast_to(ctx.from_vector(bias, {n}), product.shape()))};
   };
-  for (auto [m, n, k] : {std::array<int64_t, 3>{16, 16, 4100}, std::array<int64_t, 3>{20, 12, 3001},
-                         std::array<int64_t, 3>{100, 24, 40}})
+  for (auto [m, n, k] :
+       {std::array<int64_t, 3>{16, 16, 4100}, std::array<int64_t, 3>{20, 12, 3001}, std::array<int64_t, 3>{100, 24, 40},
+        std::array<int64_t, 3>{1, 1000, 512}, std::array<int64_t, 3>{1, 7, 33}, std::array<int64_t, 3>{1, 40, 5000}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         CAPTURE(m);
+        CAPTURE(n);
         CAPTURE(ta);
         CAPTURE(tb);
         Engine reference_engine(pipeline("lower"), *interp);
