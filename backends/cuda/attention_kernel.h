@@ -27,10 +27,11 @@ struct AttentionMask {
 };
 AttentionMask attention_mask(const lazylab_kernel& kernel);
 
-// The launch the attention kernels make: a block of 256 threads per
-// (batch, `rows` query rows), `shared_bytes` of dynamic shared memory, the
-// values q, k, v, the mask where there is one, and the output, in their
-// functions' order. Returns the mask.
+// The launch the attention kernels make: a block per (batch, `rows` query
+// rows), 256 threads (a kernel of other blocks sets its own after),
+// `shared_bytes` of dynamic shared memory, the values q, k, v, the mask
+// where there is one, and the output, in their functions' order. Returns
+// the mask.
 AttentionMask attention_launch(const lazylab_kernel& kernel, const std::string& name, int64_t shared_bytes,
                                Launch& launch, int64_t rows = 128);
 

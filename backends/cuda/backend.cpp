@@ -201,6 +201,13 @@ class CudaBackend : public plugin::Backend {
   }
 
  private:
+  // The options as `d` can take them: wgmma on compute capability 9.0 only.
+  CodegenOptions codegen_for(const Device& d) const {
+    CodegenOptions options = codegen_;
+    options.wgmma = options.wgmma && d.major == 9 && d.minor == 0;
+    return options;
+  }
+
   Device& device(int32_t index) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!devices_[index]) devices_[index] = std::make_unique<Device>(*driver_, *blas_, index);
@@ -214,12 +221,6 @@ class CudaBackend : public plugin::Backend {
   GraphPolicy graph_;
   CodegenOptions codegen_;
 
-  // The options as `d` can take them: wgmma on compute capability 9.0 only.
-  CodegenOptions codegen_for(const Device& d) const {
-    CodegenOptions options = codegen_;
-    options.wgmma = options.wgmma && d.major == 9 && d.minor == 0;
-    return options;
-  }
   CompilerOptions compiler_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Device>> devices_;
