@@ -93,10 +93,14 @@ class CudaExecutable : public plugin::Executable {
     if (code.kernels_sharing_functions)
       notes_ += fmt::format("{} of {} kernels launch another kernel's functions (the same code for other values)\n",
                             code.kernels_sharing_functions, code.kernels.size());
-    for (uint32_t k = 0; k < program.num_kernels; ++k)
+    for (uint32_t k = 0; k < program.num_kernels; ++k) {
       if (!code.kernels[k].op_by_op.empty())
         notes_ += fmt::format("kernel {} ({}): op by op: {}\n", k, lazylab_kernel_kind_name(program.kernels[k].kind),
                               code.kernels[k].op_by_op);
+      if (!code.kernels[k].slower_path.empty())
+        notes_ += fmt::format("kernel {} ({}): {}\n", k, lazylab_kernel_kind_name(program.kernels[k].kind),
+                              code.kernels[k].slower_path);
+    }
   }
 
   std::string notes() const override { return notes_; }
