@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/dtype.h"
 
@@ -248,6 +249,11 @@ class AttentionMatcher {
     a.n = s.type.shape.back();
     a.dv = vs[rank - 1];
     a.batch = node(output_).type.num_elements() / std::max<int64_t>(a.m * a.dv, 1);
+    a.batch_shape.assign(out.begin(), out.end() - 2);
+    a.q_view = row_major_view(q);
+    a.k_view = row_major_view(k);
+    a.v_view = row_major_view(vs);
+    a.output_view = row_major_view(out);
     // Softmax over no keys is no distribution; an empty batch is no work.
     if (node(scores).type.num_elements() == 0 || a.d == 0 || a.dv == 0) return fail(scores, "has an empty dimension");
     return {};
@@ -272,17 +278,148 @@ AttentionPattern without_k_transpose(const Graph& graph, AttentionPattern patter
   std::erase(pattern.ops, transpose);
   a.k = transpose;
   a.k_transposed = false;
+  a.k_view = row_major_view(graph.node(transpose).type.shape);
+  return pattern;
+}
+
+namespace {
+
+// The ops reading `value`, once for each time they read it.
+std::vector<NodeId> readers(const Graph& graph, NodeId value) {
+  std::vector<NodeId> users;
+  for (NodeId id = value + 1; id < graph.size(); ++id)
+    for (NodeId operand : graph.node(id).operands)
+      if (operand == value) users.push_back(id);
+  return users;
+}
+
+bool is_root(const Graph& graph, NodeId value) {
+  return std::find(graph.roots().begin(), graph.roots().end(), value) != graph.roots().end();
+}
+
+// An operand's view from a strided view of its source's memory; nullopt
+// where its last dim is not contiguous there.
+std::optional<AttentionView> operand_view(const StridedLayout& layout) {
+  size_t rank = layout.strides.size();
+  if (rank < 2 || (layout.strides[rank - 1] != 1 && layout.shape[rank - 1] != 1)) return std::nullopt;
+  AttentionView view{layout.offset, layout.strides[rank - 2], {}};
+  for (size_t d = 0; d + 2 < rank; ++d) view.batch_strides.push_back(layout.shape[d] == 1 ? 0 : layout.strides[d]);
+  return view;
+}
+
+// The layout ops ending at `operand` that `may_take` allows, each read by
+// the next alone (the last by the attention), outermost last, and the
+// operand as a strided view of the value they start from; nullopt where
+// there are none or they make no view.
+struct Chain {
+  std::vector<NodeId> ops;
+  NodeId source = 0;
+  StridedLayout layout;
+};
+std::optional<Chain> chain_to(const Graph& graph, NodeId operand, const std::function<bool(NodeId)>& may_take) {
+  Chain chain;
+  NodeId x = operand;
+  while (is_chain_layout(graph.node(x).op) && graph.node(x).operands.size() == 1 && may_take(x) &&
+         readers(graph, x).size() == 1 && !is_root(graph, x)) {
+    chain.ops.push_back(x);
+    x = graph.node(x).operands[0];
+  }
+  if (chain.ops.empty()) return std::nullopt;
+  chain.source = x;
+  chain.layout = contiguous(graph.node(x).type.shape);
+  for (size_t i = chain.ops.size(); i-- > 0;) {
+    auto next = view_after(graph.node(chain.ops[i]), chain.layout);
+    if (!next) return std::nullopt;
+    chain.layout = std::move(*next);
+  }
+  return chain;
+}
+
+// The reshapes and transposes reading `output` one after another that
+// `may_take` allows, each the only reader of the one before (the last may
+// have any), and the output as a strided view of the last one's memory
+// (walked back from it through each op's inverse); nullopt where none.
+std::optional<Chain> chain_from(const Graph& graph, NodeId output, const std::function<bool(NodeId)>& may_take) {
+  Chain chain;
+  NodeId x = output;
+  for (;;) {
+    std::vector<NodeId> users = readers(graph, x);
+    if (is_root(graph, x) || users.size() != 1) break;
+    NodeId user = users[0];
+    const Node& next = graph.node(user);
+    if ((next.op != OpId::Reshape && next.op != OpId::Transpose) || !may_take(user)) break;
+    chain.ops.push_back(user);
+    x = user;
+  }
+  if (chain.ops.empty()) return std::nullopt;
+  chain.source = x;
+  chain.layout = contiguous(graph.node(x).type.shape);
+  for (size_t i = chain.ops.size(); i-- > 0;) {
+    const Node& op = graph.node(chain.ops[i]);
+    const Dims& operand = graph.node(op.operands[0]).type.shape;
+    StridedLayout before;
+    before.offset = chain.layout.offset;
+    before.shape.assign(operand.begin(), operand.end());
+    if (op.op == OpId::Reshape) {
+      auto strides = reshaped_strides(chain.layout, before.shape);
+      if (!strides) return std::nullopt;
+      before.strides = std::move(*strides);
+    } else {  // result dim d is operand dim perm[d]
+      before.strides.assign(operand.size(), 0);
+      const Ints& perm = op.attrs[0].ints;
+      for (size_t d = 0; d < perm.size(); ++d) before.strides[perm[d]] = chain.layout.strides[d];
+    }
+    chain.layout = std::move(before);
+  }
+  return chain;
+}
+
+}  // namespace
+
+AttentionPattern through_views(const Graph& graph, AttentionPattern pattern,
+                               const std::function<bool(NodeId)>& may_take) {
+  Attention& a = pattern.attention;
+  auto take = [&](const Chain& chain, NodeId& value, AttentionView& view, const AttentionView& found) {
+    value = chain.source;
+    view = found;
+    pattern.ops.insert(pattern.ops.end(), chain.ops.begin(), chain.ops.end());
+    a.through_views = true;
+  };
+  for (auto [operand, view] : {std::pair{&a.q, &a.q_view}, std::pair{&a.v, &a.v_view}})
+    if (auto chain = chain_to(graph, *operand, may_take))
+      if (auto found = operand_view(chain->layout)) take(*chain, *operand, *view, *found);
+  if (auto chain = chain_to(graph, a.k, may_take)) {
+    // k as [d, n] whose d is contiguous is k's rows, read as such.
+    StridedLayout rows = chain->layout;
+    size_t rank = rows.shape.size();
+    bool swap = !a.k_transposed && rank >= 2 && rows.strides[rank - 2] == 1 && rows.strides[rank - 1] != 1;
+    if (swap)
+      std::swap(rows.shape[rank - 2], rows.shape[rank - 1]), std::swap(rows.strides[rank - 2], rows.strides[rank - 1]);
+    if (auto view = operand_view(rows)) {
+      take(*chain, a.k, a.k_view, *view);
+      a.k_transposed = a.k_transposed || swap;
+    }
+  }
+  if (auto chain = chain_from(graph, a.output, may_take))
+    if (auto view = operand_view(chain->layout)) take(*chain, a.output, a.output_view, *view);
+  std::sort(pattern.ops.begin(), pattern.ops.end());
   return pattern;
 }
 
 Expected<KernelDescription> describe_attention(const Graph& graph, std::span<const NodeId> ops) {
   if (ops.empty()) return make_error("no ops");
-  NodeId last = *std::max_element(ops.begin(), ops.end());
-  Expected<AttentionPattern> pattern = match_attention(graph, last);
-  if (!pattern) return pattern.error();
   std::vector<NodeId> given(ops.begin(), ops.end());
   std::sort(given.begin(), given.end());
-  if (given != pattern->ops) *pattern = without_k_transpose(graph, std::move(*pattern));
+  // The output's product is the kernel's last matmul; layout ops may follow it.
+  auto product =
+      std::find_if(given.rbegin(), given.rend(), [&](NodeId id) { return graph.node(id).op == OpId::Matmul; });
+  if (product == given.rend()) return make_error("no matmul");
+  Expected<AttentionPattern> pattern = match_attention(graph, *product);
+  if (!pattern) return pattern.error();
+  auto inside = [&](NodeId id) { return std::binary_search(given.begin(), given.end(), id); };
+  AttentionPattern whole = std::move(*pattern);
+  *pattern = through_views(graph, whole, inside);
+  if (given != pattern->ops) *pattern = through_views(graph, without_k_transpose(graph, std::move(whole)), inside);
   if (given != pattern->ops) return make_error("the kernel holds ops besides the attention's");
   KernelDescription description;
   description.kind = KernelKind::Attention;

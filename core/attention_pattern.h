@@ -5,6 +5,7 @@
 // backends read agree on what the group is.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -34,6 +35,15 @@ Expected<AttentionPattern> match_attention(const Graph& graph, NodeId output);
 // The same attention reading k's transpose from memory, as a [.., d, n]
 // value, instead of folding it in (for a transpose other ops read too).
 AttentionPattern without_k_transpose(const Graph& graph, AttentionPattern pattern);
+
+// The same attention reading q, k and v through the layout ops that make
+// them, and writing its output through the reshapes and transposes after
+// it, where `may_take` allows each op and the views keep the last dim
+// contiguous (ABI 3.16's attention_views): the ops join the pattern, the
+// attention names the values they start from (and the one they end in)
+// with their views. k as [d, n] whose d is contiguous becomes k's rows.
+AttentionPattern through_views(const Graph& graph, AttentionPattern pattern,
+                               const std::function<bool(NodeId)>& may_take);
 
 // `ops` as one attention kernel, or why they are not exactly one.
 Expected<KernelDescription> describe_attention(const Graph& graph, std::span<const NodeId> ops);

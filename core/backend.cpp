@@ -372,6 +372,11 @@ Status Backend::check_supported(const Program& program, const Graph& graph) cons
             "backend {} cannot run the attention kernel ending at %{} with its mask %{} read from memory: fuse for "
             "this backend (lazylab passes its capabilities to fusion)",
             name_, a.output, a.mask));
+      if (a.through_views && !capabilities_.attention_views)
+        return make_error(fmt::format(
+            "backend {} cannot run the attention kernel ending at %{} through the layout ops around it (ABI "
+            "3.16's attention_views): fuse for this backend (lazylab passes its capabilities to fusion)",
+            name_, a.output));
       if (a.dtype != DType::F32 && !capabilities_.attention_16_bit)
         return make_error(fmt::format(
             "backend {} cannot run the attention kernel ending at %{} in {} (it runs attention in f32): fuse for "

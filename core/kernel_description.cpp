@@ -298,6 +298,8 @@ std::optional<KernelDescription> describe_contraction(const Graph& graph, std::s
   return description;
 }
 
+}  // namespace
+
 // The strides that read a strided view `in` in the order of `shape` (same
 // element count), or nullopt where dims it merges are not one run of memory
 // in `in` (numpy's rule for a reshape without a copy).
@@ -368,6 +370,18 @@ std::optional<StridedLayout> view_after(const Node& node, const StridedLayout& i
 }
 
 StridedLayout contiguous(const Dims& shape) { return {{shape.begin(), shape.end()}, ops::row_major_strides(shape), 0}; }
+
+// A dim of one element has stride 0, as reshaped_strides gives it.
+AttentionView row_major_view(const Dims& shape) {
+  AttentionView view;
+  if (shape.size() < 2) return view;
+  std::vector<int64_t> strides = ops::row_major_strides(shape);
+  view.row_stride = strides[shape.size() - 2];
+  for (size_t d = 0; d + 2 < shape.size(); ++d) view.batch_strides.push_back(shape[d] == 1 ? 0 : strides[d]);
+  return view;
+}
+
+namespace {
 
 std::optional<StridedLayout> strided_layout(const Graph& graph, const Node& node) {
   if (node.op == OpId::Reshape)  // the same elements in order: one flat copy
@@ -502,10 +516,11 @@ Expected<KernelDescription> describe_window(const Graph& graph, std::span<const 
 }
 
 KernelDescription describe_kernel(const Graph& graph, std::span<const NodeId> ops, DescribeOptions options) {
-  // Attention ends with its second product: only then is it worth matching
-  // (strategies describe every candidate group).
-  bool ends_in_product = !ops.empty() && graph.node(*std::max_element(ops.begin(), ops.end())).op == OpId::Matmul;
-  if (ends_in_product && ops.size() > 2)
+  // Attention holds two products (and may end in layout ops after the
+  // second): only then is it worth matching (strategies describe every
+  // candidate group).
+  size_t products = std::count_if(ops.begin(), ops.end(), [&](NodeId id) { return graph.node(id).op == OpId::Matmul; });
+  if (products >= 2 && ops.size() > 2)
     if (auto attention = describe_attention(graph, ops)) return std::move(*attention);
   if (auto contraction = describe_contraction(graph, ops, options)) return *contraction;
   if (auto window = describe_window(graph, ops, options)) return std::move(*window);

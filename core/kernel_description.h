@@ -6,6 +6,7 @@
 // row-space kernel.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,14 +55,31 @@ struct StridedLayout {
 // rounded to `dtype` for the second product. A mask is causal, or (ABI
 // 3.15) read from memory: a bool [m, n] value, the score kept where it is
 // mask_keeps, and -inf elsewhere.
+// Where an attention operand lies in its value's memory (ABI 3.16's
+// lazylab_attention_view): element (b..., i, c) of the operand at offset +
+// sum_j b_j batch_strides[j] + i * row_stride + c.
+struct AttentionView {
+  int64_t offset = 0, row_stride = 0;
+  std::vector<int64_t> batch_strides;
+  bool operator==(const AttentionView&) const = default;
+};
+
+// The view that reads a row-major value of `shape` [batch..., rows, cols].
+AttentionView row_major_view(const Dims& shape);
+
 struct Attention {
-  NodeId output = 0, q = 0, k = 0, v = 0;
-  DType dtype = DType::F32;  // q's, k's, v's and the products'
+  NodeId output = 0, q = 0, k = 0, v = 0;  // the values in memory: the operands, or what their views read
+  DType dtype = DType::F32;                // q's, k's, v's and the products'
   bool k_transposed = false, causal = false;
   NodeId mask = kNoNode;  // a mask read from memory, or kNoNode
   bool mask_keeps = true;
   int64_t batch = 1, m = 0, n = 0, d = 0, dv = 0;
   double scale = 1.0;
+  Dims batch_shape;  // the output's dims before its last two
+  AttentionView q_view, k_view, v_view, output_view;
+  // Layout ops inside the kernel make an operand or read the output (ABI
+  // 3.16's attention_views): some view is not its value's row-major one.
+  bool through_views = false;
 };
 
 // What a description may ask of the backend's kernels beyond ABI 3.9.
@@ -97,6 +115,17 @@ bool swaps_last_two(const Node& node);
 // each reads the one before, and the kernel is one strided copy of the first
 // one's operand.
 bool is_chain_layout(OpId op);
+
+// The strides that read a strided view `in` in the order of `shape` (the
+// same elements), or nullopt where dims it merges are not one run of memory.
+std::optional<std::vector<int64_t>> reshaped_strides(const StridedLayout& in, const std::vector<int64_t>& shape);
+
+// The layout op `node` applied to a strided view `in` of memory (its
+// operand's): the view of the same memory that is its result, or nullopt.
+std::optional<StridedLayout> view_after(const Node& node, const StridedLayout& in);
+
+// A row-major value of `shape` as a strided view of its own memory.
+StridedLayout contiguous(const Dims& shape);
 
 // Whether a reshape from `in` to `out` keeps the last dimension, so every row
 // of one is a row of the other: inside a kernel it is a view (ABI 3.3).

@@ -60,9 +60,10 @@ std::string describe_space(const KernelDescription& d) {
                          : a.mask != kNoNode
                              ? fmt::format(", kept where %{} is {}", a.mask, a.mask_keeps ? "true" : "false")
                              : "";
-      return fmt::format("attention {} x softmax([{} x {}] x [{} x {}] * {}{}) x [{} x {}]{}{}", a.batch, a.m, a.d, a.d,
-                         a.n, a.scale, mask, a.n, a.dv, a.k_transposed ? ", k^T" : "",
-                         a.dtype == DType::F32 ? "" : fmt::format(", in {}", dtype_name(a.dtype)));
+      return fmt::format("attention {} x softmax([{} x {}] x [{} x {}] * {}{}) x [{} x {}]{}{}{}", a.batch, a.m, a.d,
+                         a.d, a.n, a.scale, mask, a.n, a.dv, a.k_transposed ? ", k^T" : "",
+                         a.dtype == DType::F32 ? "" : fmt::format(", in {}", dtype_name(a.dtype)),
+                         a.through_views ? ", through views" : "");
     }
     case KernelKind::Layout:
       return fmt::format("layout [{}] strides [{}] offset {}", fmt::join(d.layout.shape, ","),

@@ -47,6 +47,16 @@ lazylab_kernel ProgramView::describe(const KernelDescription& description) {
   kernel.attention =
       lazylab_attention{a.output, a.q, a.k, a.v, a.k_transposed, a.causal, a.batch, a.m, a.n, a.d, a.dv, a.scale};
   kernel.attention_mask = lazylab_attention_mask{a.mask == kNoNode ? LAZYLAB_NO_MASK : a.mask, a.mask_keeps};
+  auto view = [&](const AttentionView& v) {
+    return lazylab_attention_view{v.offset, v.row_stride, int_arrays_.emplace_back(v.batch_strides).data()};
+  };
+  kernel.attention_views =
+      lazylab_attention_views{static_cast<uint32_t>(a.batch_shape.size()),
+                              int_arrays_.emplace_back(a.batch_shape.begin(), a.batch_shape.end()).data(),
+                              view(a.q_view),
+                              view(a.k_view),
+                              view(a.v_view),
+                              view(a.output_view)};
   return kernel;
 }
 

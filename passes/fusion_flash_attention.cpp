@@ -11,7 +11,10 @@
 // it (only the second product leaves); the backend runs attention kernels
 // with these head dims, in this dtype (16 bits: ABI 3.15's attention_16_bit),
 // with this mask (read from memory: ABI 3.15's attention_masks) and every op
-// of the pattern, within its size limit.
+// of the pattern, within its size limit. Where the backend reads attention
+// operands through views (ABI 3.16's attention_views), the layout ops
+// making q, k and v and those reading the output join the pattern, each
+// read by the next alone (core/attention_pattern.h's through_views).
 // (No cycle can form: nothing leaves the pattern but its output.) Pairs
 // outside an attention kernel follow gemm-epilogue; an attention kernel
 // takes nothing more. Profitability: fuse whenever legal.
@@ -133,6 +136,10 @@ class FlashAttention : public FusionStrategy {
       // A transpose of k that other ops read too stays a kernel of its own.
       if (pattern->attention.k_transposed && user_count(graph, graph.node(pattern->scores).operands[1]) > 1)
         *pattern = without_k_transpose(graph, std::move(*pattern));
+      // The layout ops making q, k and v, and reading the output, each read
+      // by the next alone, join it where the backend reads such views.
+      if (!module.capabilities || module.capabilities->attention_views)
+        *pattern = through_views(graph, std::move(*pattern), [&](NodeId op) { return groups.in_kernel(op); });
       FusionDecision decision = attention_decision(module, *pattern);
       if (decision)
         for (NodeId op : pattern->ops) {
@@ -153,7 +160,7 @@ class FlashAttention : public FusionStrategy {
 const FusionStrategyRegistrar kRegistrar{
     {"flash-attention", "gemm-epilogue, plus softmax(scale * Q K^T, causal mask or none) V as one attention kernel",
      "gemm-epilogue; an attention pattern whole, where nothing inside it is read outside it and the backend runs "
-     "attention kernels of its head dims",
+     "attention kernels of its head dims; with the layouts around it where the backend reads views",
      "whenever legal", [](const PassOptions&) { return std::make_unique<FlashAttention>(); }}};
 
 }  // namespace

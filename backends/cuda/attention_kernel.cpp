@@ -62,8 +62,8 @@ __device__ __forceinline__ void load_rows(float* dst, int dst_stride, const floa
   }
 }
 
-// Rows of k for keys [0, keys_valid) from a [d, n] layout (k read as it is):
-// dst[key][c] = src[c * n + key].
+// Rows of k for keys [0, keys_valid) from a [d, n] layout (k read as it is,
+// its rows n apart): dst[key][c] = src[c * n + key].
 template <int WIDTH>
 __device__ __forceinline__ void load_transposed(float* dst, int dst_stride, const float* __restrict__ src, long long n,
                                                 int keys_valid, int d) {
@@ -75,11 +75,14 @@ __device__ __forceinline__ void load_transposed(float* dst, int dst_stride, cons
 
 // M, N queries and keys; D, DV head dims; DP, DVP padded to 8 and 16;
 // K_ROWS: k is [n, d] (else [d, n]); MASK: 0 none, 1 (2) a score kept where
-// mask[row, col] is true (false).
-template <long long M, long long N, int D, int DV, int DP, int DVP, bool K_ROWS, bool CAUSAL, int MASK>
+// mask[row, col] is true (false); VQ, VK, VV: q's, k's, v's rows 16 bytes
+// apart and aligned, D (DV) a multiple of 4. views.at(operand, batch) and
+// views.row(operand) place q, k, v and out (0 to 3) in memory.
+template <long long M, long long N, int D, int DV, int DP, int DVP, bool K_ROWS, bool CAUSAL, int MASK, bool VQ,
+          bool VK, bool VV, class Views>
 __device__ __forceinline__ void attention(const float* __restrict__ q, const float* __restrict__ k,
                                           const float* __restrict__ v, const unsigned char* __restrict__ mask,
-                                          float* __restrict__ out, float scale) {
+                                          float* __restrict__ out, float scale, Views views) {
   constexpr int QS = DP + 4, VS = DVP, PS = BC + 4, DVT = DVP / 16;
   extern __shared__ float4 shared_memory[];
   float* Qs = reinterpret_cast<float*>(shared_memory);
@@ -89,14 +92,15 @@ __device__ __forceinline__ void attention(const float* __restrict__ q, const flo
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   long long batch, m0;
   lazylab_attention_block(BR, batch, m0);
-  q += batch * M * D + m0 * D;
-  k += batch * N * D;
-  v += batch * N * DV;
-  out += batch * M * DV;
+  const long long q_row = views.row(0), k_row = views.row(1), v_row = views.row(2), out_row = views.row(3);
+  q += views.at(0, batch) + m0 * q_row;
+  k += views.at(1, batch);
+  v += views.at(2, batch);
+  out += views.at(3, batch);
   const int rows_valid = (int)(M - m0 < BR ? M - m0 : BR);
   // The scores come out scaled and in base 2: q times scale * log2(e), so
   // exp(x - max) = 2^(x' - max'), one ex2 each.
-  load_rows<BR, DP, D % 4 == 0 && D == DP>(Qs, QS, q, D, rows_valid, D, scale * 1.4426950408889634f);
+  load_rows<BR, DP, VQ && D == DP>(Qs, QS, q, q_row, rows_valid, D, scale * 1.4426950408889634f);
   float o[8][DVT], m[8], l[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -110,10 +114,10 @@ __device__ __forceinline__ void attention(const float* __restrict__ q, const flo
     const int keys_valid = (int)(N - n0 < BC ? N - n0 : BC);
     __syncthreads();  // the previous tile's K and V are no longer read
     if (K_ROWS)
-      load_rows<BC, DP, D % 4 == 0 && D == DP>(Ks, QS, k + n0 * D, D, keys_valid, D);
+      load_rows<BC, DP, VK && D == DP>(Ks, QS, k + n0 * k_row, k_row, keys_valid, D);
     else
-      load_transposed<DP>(Ks, QS, k + n0, N, keys_valid, D);
-    load_rows<BC, DVP, DV % 4 == 0 && DV == DVP>(Vs, VS, v + n0 * DV, DV, keys_valid, DV);
+      load_transposed<DP>(Ks, QS, k + n0, k_row, keys_valid, D);
+    load_rows<BC, DVP, VV && DV == DVP>(Vs, VS, v + n0 * v_row, v_row, keys_valid, DV);
     __syncthreads();
 
     float s[8][4];
@@ -208,7 +212,7 @@ __device__ __forceinline__ void attention(const float* __restrict__ q, const flo
 #pragma unroll
     for (int e = 0; e < DVT; ++e) {
       const int col = tx * DVT + e;
-      if (col < DV) out[row * DV + col] = o[i][e] / total;
+      if (col < DV) out[row * out_row + col] = o[i][e] / total;
     }
   }
 }
@@ -220,6 +224,58 @@ namespace {
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
+
+bool AttentionViews::aligned(int i, int64_t elements) const {
+  const OperandView& view = operands[i];
+  bool all = view.offset % elements == 0 && view.row % elements == 0;
+  for (int64_t stride : view.batch) all = all && stride % elements == 0;
+  return all;
+}
+
+AttentionViews attention_views(const lazylab_kernel& kernel) {
+  AttentionViews views;
+  if (const lazylab_attention_views* given = lazylab_kernel_attention_views(&kernel)) {
+    views.batch_shape.assign(given->batch_shape, given->batch_shape + given->batch_rank);
+    const lazylab_attention_view* each[4] = {&given->q, &given->k, &given->v, &given->output};
+    for (int i = 0; i < 4; ++i)
+      views.operands[i] = {each[i]->offset, each[i]->row_stride,
+                           std::vector<int64_t>(each[i]->batch_strides, each[i]->batch_strides + given->batch_rank)};
+    return views;
+  }
+  const lazylab_attention& a = kernel.attention;
+  const int64_t k_row = a.k_transposed ? a.d : a.n;
+  views.batch_shape = {a.batch};
+  views.operands[0] = {0, a.d, {a.m * a.d}};
+  views.operands[1] = {0, k_row, {a.n * a.d}};
+  views.operands[2] = {0, a.dv, {a.n * a.dv}};
+  views.operands[3] = {0, a.dv, {a.m * a.dv}};
+  return views;
+}
+
+std::string views_struct(const AttentionViews& views) {
+  // Batch dim j's index from the flattened one: b / (the dims after it) % its size.
+  std::vector<std::string> index(views.batch_shape.size());
+  int64_t inner = 1;
+  for (size_t j = views.batch_shape.size(); j-- > 0;) {
+    int64_t size = views.batch_shape[j];
+    if (size != 1) index[j] = inner == 1 ? fmt::format("b % {}LL", size) : fmt::format("b / {}LL % {}LL", inner, size);
+    inner *= size;
+  }
+  std::string at, row;
+  for (int i = 0; i < 4; ++i) {
+    const OperandView& view = views.operands[i];
+    std::string sum = fmt::format("{}LL", view.offset);
+    for (size_t j = 0; j < index.size(); ++j)
+      if (!index[j].empty() && view.batch[j] != 0) sum += fmt::format(" + ({}) * {}LL", index[j], view.batch[j]);
+    at += i < 3 ? fmt::format("operand == {} ? {} : ", i, sum) : sum;
+    row += i < 3 ? fmt::format("operand == {} ? {}LL : ", i, view.row) : fmt::format("{}LL", view.row);
+  }
+  return fmt::format(
+      "  struct Views {{\n"
+      "    __device__ __forceinline__ long long at(int operand, long long b) const {{\n      return {};\n    }}\n"
+      "    __device__ __forceinline__ long long row(int operand) const {{ return {}; }}\n  }};\n",
+      at, row);
+}
 
 AttentionMask attention_mask(const lazylab_kernel& kernel) {
   AttentionMask mask;
@@ -260,14 +316,20 @@ std::string attention_function(const lazylab_kernel& kernel, const std::string& 
   AttentionMask mask = attention_launch(kernel, name, floats * 4, launch);
   // Two blocks an SM where the output fits 4 columns a thread.
   int min_blocks = dvp / 16 <= 4 ? 2 : 1;
+  // Rows read as float4s where each starts 16 bytes apart.
+  AttentionViews views = attention_views(kernel);
+  auto vector = [&](int operand, int64_t width) {
+    return width % 4 == 0 && views.aligned(operand, 4) ? "true" : "false";
+  };
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__(256, {8}) {0}(const float* __restrict__ q, const float* "
-      "__restrict__ k,\n    const float* __restrict__ v, {10}float* __restrict__ out, long long work) {{\n"
-      "  lazylab_attention::attention<{1}LL, {2}LL, {3}, {4}, {5}, {6}, {7}, {11}>(q, k, v, {12}, out, {9});\n}}\n",
+      "__restrict__ k,\n    const float* __restrict__ v, {10}float* __restrict__ out, long long work) {{\n{13}"
+      "  lazylab_attention::attention<{1}LL, {2}LL, {3}, {4}, {5}, {6}, {7}, {11}, {14}, {15}, {16}>(q, k, v, {12}, "
+      "out, {9}, Views{{}});\n}}\n",
       name, a.m, a.n, a.d, a.dv, dp, dvp,
       fmt::format("{}, {}", a.k_transposed ? "true" : "false", a.causal ? "true" : "false"), min_blocks,
       fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))), mask.parameter,
-      mask.kind, mask.argument);
+      mask.kind, mask.argument, views_struct(views), vector(0, a.d), vector(1, a.d), vector(2, a.dv));
 }
 
 }  // namespace lazylab::cuda

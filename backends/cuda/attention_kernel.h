@@ -7,7 +7,9 @@
 // causal mask skips the tiles above the diagonal.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "codegen.h"
 
@@ -26,6 +28,26 @@ struct AttentionMask {
   std::string parameter, argument = "nullptr";
 };
 AttentionMask attention_mask(const lazylab_kernel& kernel);
+
+// Where an attention kernel's q, k, v and output (0 to 3) lie in memory:
+// ABI 3.16's views, or from an older host the values' row-major layouts.
+struct OperandView {
+  int64_t offset = 0, row = 0;
+  std::vector<int64_t> batch;  // a stride for each batch dim
+};
+struct AttentionViews {
+  std::vector<int64_t> batch_shape;
+  OperandView operands[4];
+  // Whether operand i's offset and strides are multiples of `elements`.
+  bool aligned(int i, int64_t elements) const;
+};
+AttentionViews attention_views(const lazylab_kernel& kernel);
+
+// The generated __global__ function's local struct `Views` that the
+// attention templates take: at(operand, batch), the operand's first element
+// of that batch, and row(operand), between its rows (dims of one batch
+// dropped, the batch index split into the others with constants).
+std::string views_struct(const AttentionViews& views);
 
 // The launch the attention kernels make: a block per (batch, `rows` query
 // rows), 256 threads (a kernel of other blocks sets its own after),

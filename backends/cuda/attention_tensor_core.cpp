@@ -193,10 +193,10 @@ __device__ __forceinline__ void rescale(float (&o)[DVP / 8][4], const float (&al
 
 // A warp's 16 output rows divided by their sums, through shared memory
 // (`staging`, 16 rows of QS elements the warp's own) so that they leave in
-// 16-byte stores; `rows` of them are the output's.
+// 16-byte stores, out_row apart; `rows` of them are the output's.
 template <bool BF16, int DV, int DVP, int QS>
 __device__ __forceinline__ void store_rows(const float (&o)[DVP / 8][4], float (&row_sum)[2], unsigned short* staging,
-                                           unsigned short* __restrict__ out, int rows, int lane) {
+                                           unsigned short* __restrict__ out, long long out_row, int rows, int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -213,7 +213,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[DVP / 8][4], float (
   constexpr int CHUNKS = DV / 8;
   for (int i = lane; i < 16 * CHUNKS; i += 32) {
     const int r = i / CHUNKS, c = i % CHUNKS * 8;
-    if (r < rows) *reinterpret_cast<uint4*>(out + r * DV + c) = *reinterpret_cast<const uint4*>(staging + r * QS + c);
+    if (r < rows) *reinterpret_cast<uint4*>(out + r * out_row + c) = *reinterpret_cast<const uint4*>(staging + r * QS + c);
   }
 }
 
@@ -221,12 +221,13 @@ __device__ __forceinline__ void store_rows(const float (&o)[DVP / 8][4], float (
 // DVP padded to 16; K_ROWS: k is [n, d] (else [d, n], N a multiple of 8);
 // EXACT_SCALE: the scale is a power of two, so a rounded score times it needs
 // no rounding again; MASK: 0 none, 1 (2) a score kept where mask[row, col]
-// is true (false).
+// is true (false); views.at(operand, batch) and views.row(operand) place q,
+// k, v and out (0 to 3) in memory, every row 16 bytes aligned.
 template <bool BF16, int M, int N, int D, int DV, int DP, int DVP, bool K_ROWS, bool CAUSAL, bool EXACT_SCALE,
-          int MASK>
+          int MASK, class Views>
 __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, const unsigned short* __restrict__ k,
                                           const unsigned short* __restrict__ v, const unsigned char* __restrict__ mask,
-                                          unsigned short* __restrict__ out, float scale) {
+                                          unsigned short* __restrict__ out, float scale, Views views) {
   constexpr int QS = (DP > DVP ? DP : DVP) + 8;  // Q's rows, then the output's
   constexpr int KS = K_ROWS ? DP + 8 : BC + 8, K_TILE = (K_ROWS ? BC : DP) * KS;
   constexpr int VS = DVP + 8, V_TILE = BC * VS;
@@ -239,10 +240,11 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
   long long batch, first_row;
   lazylab_attention_block(BR, batch, first_row);
   const int row_start = (int)first_row;
-  q += batch * M * D + (long long)row_start * D;
-  k += batch * N * D;
-  v += batch * N * DV;
-  out += batch * M * DV + (long long)row_start * DV;
+  const long long q_row = views.row(0), k_row = views.row(1), v_row = views.row(2), out_row = views.row(3);
+  q += views.at(0, batch) + row_start * q_row;
+  k += views.at(1, batch);
+  v += views.at(2, batch);
+  out += views.at(3, batch) + row_start * out_row;
   const int rows_valid = M - row_start < BR ? M - row_start : BR;
   const int key_end = CAUSAL ? (row_start + BR < N ? row_start + BR : N) : N;
   const int warp_first = row_start + warp * 16, warp_last = warp_first + 15;
@@ -253,12 +255,12 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
     const int keys_valid = N - n0 < BC ? N - n0 : BC;
     unsigned short* kt = Ks + (tile & 1) * K_TILE;
     if constexpr (K_ROWS)
-      load_tile<BC, DP>(kt, KS, k + (long long)n0 * D, D, keys_valid, D);
+      load_tile<BC, DP>(kt, KS, k + n0 * k_row, k_row, keys_valid, D);
     else
-      load_tile<DP, BC>(kt, KS, k + n0, N, D, keys_valid);
-    load_tile<BC, DVP>(Vs + (tile & 1) * V_TILE, VS, v + (long long)n0 * DV, DV, keys_valid, DV);
+      load_tile<DP, BC>(kt, KS, k + n0, k_row, D, keys_valid);
+    load_tile<BC, DVP>(Vs + (tile & 1) * V_TILE, VS, v + n0 * v_row, v_row, keys_valid, DV);
   };
-  load_tile<BR, DP>(Qs, QS, q, D, rows_valid, D);
+  load_tile<BR, DP>(Qs, QS, q, q_row, rows_valid, D);
   load_keys(0);
   commit();
 
@@ -321,7 +323,8 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
     }
     __syncthreads();  // this stage's K and V are next overwritten
   }
-  store_rows<BF16, DV, DVP, QS>(o, row_sum, Qs + warp * 16 * QS, out + warp * 16 * DV, rows_valid - warp * 16, lane);
+  store_rows<BF16, DV, DVP, QS>(o, row_sum, Qs + warp * 16 * QS, out + warp * 16 * out_row, out_row,
+                                rows_valid - warp * 16, lane);
 }
 }  // namespace lazylab_attention16
 )";
@@ -391,13 +394,14 @@ __device__ __forceinline__ void load_core_tile(unsigned short* dst, const unsign
 // score_product and output_product are the two products' function objects
 // (warpgroup_product's), generated for the tiles' widths.
 template <int GROUPS, bool PIPELINED, bool BF16, int M, int N, int D, int DV, int DP, int DVP, bool CAUSAL,
-          bool EXACT_SCALE, int MASK, class ScoreProduct, class OutputProduct>
+          bool EXACT_SCALE, int MASK, class ScoreProduct, class OutputProduct, class Views>
 __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict__ q,
                                                 const unsigned short* __restrict__ k,
                                                 const unsigned short* __restrict__ v,
                                                 const unsigned char* __restrict__ mask,
                                                 unsigned short* __restrict__ out, float scale,
-                                                ScoreProduct score_product, OutputProduct output_product) {
+                                                ScoreProduct score_product, OutputProduct output_product,
+                                                Views views) {
   constexpr int ROWS = 64 * GROUPS, BLOCK = 128 * GROUPS, STAGES = 3;
   constexpr int QS = (DP > DVP ? DP : DVP) + 8;  // the output's rows, staged where Q was
   constexpr int K_TILE = BC * DP, V_TILE = BC * DVP;
@@ -411,10 +415,11 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
   long long batch, first_row;
   lazylab_attention_block(ROWS, batch, first_row);
   const int row_start = (int)first_row;
-  q += batch * M * D + (long long)row_start * D;
-  k += batch * N * D;
-  v += batch * N * DV;
-  out += batch * M * DV + (long long)row_start * DV;
+  const long long q_row = views.row(0), k_row = views.row(1), v_row = views.row(2), out_row = views.row(3);
+  q += views.at(0, batch) + row_start * q_row;
+  k += views.at(1, batch);
+  v += views.at(2, batch);
+  out += views.at(3, batch) + row_start * out_row;
   const int rows_valid = M - row_start < ROWS ? M - row_start : ROWS;
   const int key_end = CAUSAL ? (row_start + ROWS < N ? row_start + ROWS : N) : N;
   const int warp_first = row_start + warp * 16;
@@ -423,8 +428,8 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
   auto load_keys = [&](int tile) {
     const int n0 = tile * BC, stage = tile % STAGES;
     const int keys_valid = N - n0 < BC ? N - n0 : BC;
-    load_core_tile<BC, DP, BLOCK>(Ks + stage * K_TILE, k + (long long)n0 * D, D, keys_valid, D);
-    load_core_tile<BC, DVP, BLOCK>(Vs + stage * V_TILE, v + (long long)n0 * DV, DV, keys_valid, DV);
+    load_core_tile<BC, DP, BLOCK>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D);
+    load_core_tile<BC, DVP, BLOCK>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV);
   };
   auto scores = [&](float (&s)[BC / 8][4], int tile) {
     const unsigned q_rows = shared_address(Qs + warp / 4 * 64 * DP);
@@ -433,7 +438,7 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
     for (int kk = 0; kk < DP / 16; ++kk)
       score_product(s, descriptor(q_rows + kk * 256, 128, K_STRIDE), descriptor(kt + kk * 256, 128, K_STRIDE), kk > 0);
   };
-  load_core_tile<ROWS, DP, BLOCK>(Qs, q, D, rows_valid, D);
+  load_core_tile<ROWS, DP, BLOCK>(Qs, q, q_row, rows_valid, D);
   load_keys(0);
   commit();
   if (tiles > 1) load_keys(1);
@@ -536,7 +541,8 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
     pin(o);
   }
   __syncthreads();  // Q's rows take the output
-  store_rows<BF16, DV, DVP, QS>(o, row_sum, Qs + warp * 16 * QS, out + warp * 16 * DV, rows_valid - warp * 16, lane);
+  store_rows<BF16, DV, DVP, QS>(o, row_sum, Qs + warp * 16 * QS, out + warp * 16 * out_row, out_row,
+                                rows_valid - warp * 16, lane);
 }
 }  // namespace lazylab_attention16
 )";
@@ -611,6 +617,14 @@ std::optional<std::string> attention16_refusal(const lazylab_kernel& kernel) {
     return fmt::format("a 16-bit attention indexes rows and keys in 32 bits, not {} and {}", a.m, a.n);
   if (!a.k_transposed && a.n % 8 != 0)
     return fmt::format("a 16-bit attention reading k as [d, n] needs n a multiple of 8, not {}", a.n);
+  AttentionViews views = attention_views(kernel);
+  const char* names[4] = {"q", "k", "v", "output"};
+  for (int i = 0; i < 4; ++i)
+    if (!views.aligned(i, 8))
+      return fmt::format(
+          "a 16-bit attention moves rows 16 bytes at a time: {}'s view (offset {}, rows {} apart) does not start "
+          "every row on 16 bytes",
+          names[i], views.operands[i].offset, views.operands[i].row);
   return std::nullopt;
 }
 
@@ -631,13 +645,14 @@ std::string attention16_function(const lazylab_kernel& kernel, uint32_t dtype, c
       "extern \"C\" __global__ void __launch_bounds__(256, {12}) {0}(const unsigned short* __restrict__ q, const "
       "unsigned short* __restrict__ k,\n    const unsigned short* __restrict__ v, {13}unsigned short* __restrict__ "
       "out, "
-      "long long work) {{\n"
+      "long long work) {{\n{16}"
       "  lazylab_attention16::attention<{1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {11}, {14}>(q, k, v, {15}, out, "
-      "{10});\n}}\n",
+      "{10}, Views{{}});\n}}\n",
       name, dtype == LAZYLAB_BF16 ? "true" : "false", a.m, a.n, a.d, a.dv, dp, dvp, a.k_transposed ? "true" : "false",
       a.causal ? "true" : "false",
       fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))),
-      exact_scale(a.scale) ? "true" : "false", min_blocks, mask.parameter, mask.kind, mask.argument);
+      exact_scale(a.scale) ? "true" : "false", min_blocks, mask.parameter, mask.kind, mask.argument,
+      views_struct(attention_views(kernel)));
 }
 
 std::optional<std::string> attention_wgmma_refusal(const lazylab_kernel& kernel) {
@@ -665,13 +680,13 @@ std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtyp
          fmt::format(
              "extern \"C\" __global__ void __launch_bounds__({17}, {10}) {0}(const unsigned short* __restrict__ q, "
              "const unsigned short* __restrict__ k,\n    const unsigned short* __restrict__ v, {11}unsigned short* "
-             "__restrict__ out, long long work) {{\n"
+             "__restrict__ out, long long work) {{\n{20}"
              "  lazylab_attention16::attention_wgmma<{18}, {19}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-             "{12}>(q, k, v, {13}, out, {14}, {15}{{}}, {16}{{}});\n}}\n",
+             "{12}>(q, k, v, {13}, out, {14}, {15}{{}}, {16}{{}}, Views{{}});\n}}\n",
              name, dtype == LAZYLAB_BF16 ? "true" : "false", a.m, a.n, a.d, a.dv, dp, dvp, a.causal ? "true" : "false",
              exact_scale(a.scale) ? "true" : "false", form.blocks_per_sm, mask.parameter, mask.kind, mask.argument,
              fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))), scores,
-             outputs, 128 * groups, groups, form.pipelined ? "true" : "false");
+             outputs, 128 * groups, groups, form.pipelined ? "true" : "false", views_struct(attention_views(kernel)));
 }
 
 }  // namespace lazylab::cuda

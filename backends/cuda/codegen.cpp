@@ -589,6 +589,7 @@ void declare_capabilities(lazylab_capabilities& caps, bool row_groups) {
   caps.attention_max_head_dim = 128;           // attention_kernel.h's and attention_tensor_core.h's tiles
   caps.attention_16_bit = 1;                   // attention_tensor_core.h
   caps.attention_masks = 1;                    // both attention kernels read a bool [m, n] mask
+  caps.attention_views = 1;                    // attention_kernel.h's Views place their operands
   caps.reads_row_groups = row_groups ? 1 : 0;  // a per-channel value indexed by its row's group
   caps.gemm_epilogue_rereads = 1;              // cuBLASLt writes the product, a generated kernel reads it back
 }

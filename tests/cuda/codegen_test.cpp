@@ -609,6 +609,60 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
       }
 }
 
+// Heads split from the projections and merged back after (BERT's and
+// GPT-2's layouts) are read and written in place: one attention kernel, no
+// copies; k's rows read as such (on wgmma too); in 16 bits, heads not 16
+// bytes apart go op by op, saying why.
+TEST_CASE("attention over heads split from their projections reads and writes them in place, and compiles") {
+  for (const char* dtype : {"f32", "bf16"})
+    for (const HeadsShape& shape : kHeadsShapes)
+      for (bool packed : {false, true})
+        for (bool causal : {false, true}) {
+          CAPTURE(dtype);
+          CAPTURE(shape.d);
+          CAPTURE(packed);
+          CAPTURE(causal);
+          Context ctx;
+          Tensor out = attention_heads(ctx, packed, causal, shape);
+          std::string autocast = dtype == std::string("f32") ? "" : fmt::format("autocast{{dtype={}}},", dtype);
+          Module module =
+              lowered(ctx.capture(), autocast + "decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower");
+          std::vector<uint32_t> attention;
+          for (uint32_t k = 0; k < module.program->kernels.size(); ++k) {
+            CHECK(module.program->kernels[k].description.kind != KernelKind::Layout);
+            if (module.program->kernels[k].description.kind == KernelKind::Attention) attention.push_back(k);
+          }
+          REQUIRE(attention.size() == 1);
+          const Attention& a = module.program->kernels[attention[0]].description.attention;
+          CHECK(a.through_views);
+          CHECK(a.k_transposed);
+          const int64_t width = shape.heads * shape.d, lead = packed ? shape.lead : 0;
+          const int64_t row = packed ? lead + 3 * width : width, images = shape.batch == 1 ? 0 : shape.seq;
+          CHECK(a.q_view == AttentionView{lead, row, {images * row, shape.d}});
+          CHECK(a.k_view == AttentionView{lead + (packed ? width : 0), row, {images * row, shape.d}});
+          CHECK(a.output_view == AttentionView{0, width, {images * width, shape.d}});
+          cuda::ProgramCode code = generated(module);
+          const bool misaligned = dtype != std::string("f32") && lead % 8 != 0;
+          CAPTURE(code.kernels[attention[0]].op_by_op);
+          const bool refused = code.kernels[attention[0]].op_by_op.find("16 bytes at a time") != std::string::npos;
+          CHECK(refused == misaligned);
+          if (misaligned) continue;
+          CHECK(count(code.source, "struct Views") == 1);
+          CHECK(code.source.find(fmt::format("operand == 0 ? {}LL", row)) != std::string::npos);
+          CHECK(cuda::compile_cuda(code.source, no_cache()).cubin.size() > 100);
+          if (dtype == std::string("f32")) continue;
+          cuda::CodegenOptions hopper;
+          hopper.wgmma = true;
+          cuda::ProgramCode warpgroup = generated(module, hopper);
+          CHECK(warpgroup.kernels[attention[0]].slower_path.empty());
+          CHECK(count(warpgroup.source, "lazylab_attention16::attention_wgmma<") == 1);
+          cuda::CompilerOptions sm90a = no_cache();
+          sm90a.arch = "sm_90a";
+          for (const cuda::CompiledModule& unit : cuda::compile_units(warpgroup.units, sm90a))
+            CHECK(unit.cubin.size() > 100);
+        }
+}
+
 // A model's layers make the same kernels but for their values: each set of
 // functions is generated and compiled once, and the later layers' kernels
 // launch the first's (NVRTC's time grows with the distinct kernels, not the

@@ -227,6 +227,56 @@ TEST_CASE("16-bit attention kernels of every shape match the interpreter") {
   }
 }
 
+// Heads split from the projections and merged back (BERT's and GPT-2's
+// layouts) read and written in place by the attention kernel, one kernel in
+// all: f32 on the CUDA cores, 16 bits on wgmma and mma.sync (a part 4
+// values in goes op by op), against the interpreter, two steps each; no
+// kernel of its own copies a layout.
+TEST_CASE("attention over heads split from their projections matches the interpreter, in place") {
+  auto interp = interp_backend();
+  for (const char* products : {"wgmma=on", "wgmma=off"}) {
+    auto cuda = cuda_backend(std::string("cache=off,") + products);
+    for (const char* dtype : {"f32", "bf16", "f16"})
+      for (const HeadsShape& shape : kHeadsShapes)
+        for (bool packed : {false, true})
+          for (bool causal : {false, true}) {
+            CAPTURE(products);
+            CAPTURE(dtype);
+            CAPTURE(shape.d);
+            CAPTURE(packed);
+            CAPTURE(causal);
+            const bool f32 = dtype == std::string("f32");
+            std::string autocast = f32 ? "" : fmt::format("autocast{{dtype={}}},", dtype);
+            Engine reference_engine(pipeline(autocast + "decompose,lower"), *interp);
+            Context reference(reference_engine);
+            std::vector<float> want = values(attention_heads(reference, packed, causal, shape));
+            Engine engine(
+                pipeline(autocast + "decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory"),
+                *cuda);
+            Context ctx(engine);
+            for (int step = 0; step < 2; ++step) {
+              std::vector<float> got = values(attention_heads(ctx, packed, causal, shape));
+              REQUIRE(got.size() == want.size());
+              double worst = 0, total = 0;
+              for (size_t i = 0; i < want.size(); ++i) {
+                REQUIRE(!std::isnan(got[i]));
+                const double error = std::abs(static_cast<double>(got[i]) - want[i]);
+                worst = std::max(worst, error);
+                total += error;
+              }
+              CAPTURE(worst);
+              CHECK(worst <= (f32 ? 1e-4 : 0.25));
+              CHECK(total / static_cast<double>(want.size()) <= (f32 ? 1e-5 : 0.01));
+            }
+            // The layouts are inside the attention kernel (whose label lists
+            // more than four ops), not copies of their own.
+            for (const std::string& label : engine.last_compiled()->kernel_labels)
+              if (label.find("transpose") != std::string::npos || label.find("slice") != std::string::npos)
+                CHECK(label.find("...") != std::string::npos);
+          }
+  }
+}
+
 TEST_CASE("random graphs survive every fusion strategy on cuda") {
   auto cuda = cuda_backend();
   auto interp = interp_backend();

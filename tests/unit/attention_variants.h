@@ -79,4 +79,48 @@ inline std::vector<Tensor> attention_variant(Context& ctx, int variant, const At
   return {matmul(softmax(logits, -1), v), matmul(softmax(scaled, -1), v)};
 }
 
+// Attention over heads split from projections' rows, as models write it:
+// q, k and v sliced from one [batch, seq, 3 heads d] tensor, k transposed
+// after its split (GPT-2's), or each a [batch, seq, heads d] of its own, k
+// split and transposed in one permute (BERT's); the scores divided by
+// sqrt(d) or causally masked and scaled; the output's heads merged back
+// into [batch, seq, heads d]. Packed, the parts start `lead` values in: the
+// last shape's 4, off 16-bit kernels' 16-byte rows.
+struct HeadsShape {
+  int64_t batch, seq, heads, d, lead = 0;
+};
+inline const std::vector<HeadsShape> kHeadsShapes = {
+    {2, 37, 3, 16}, {1, 128, 12, 64}, {2, 130, 2, 128}, {1, 20, 2, 8, 4}};
+
+inline Tensor attention_heads(Context& ctx, bool packed, bool causal, const HeadsShape& s) {
+  const int64_t width = s.heads * s.d;
+  auto random = [&](const Dims& dims, double seed) {
+    std::vector<float> data(TensorType{DType::F32, dims}.num_elements());
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(std::sin(0.37 * i + seed) * 2.0);
+    return ctx.from_vector(data, dims);
+  };
+  Tensor q, k, v;
+  if (packed) {
+    Tensor x = random({s.batch, s.seq, s.lead + 3 * width}, 1);
+    auto part = [&](int64_t i) {
+      return slice(x, {0, 0, s.lead + i * width}, {s.batch, s.seq, s.lead + (i + 1) * width});
+    };
+    q = part(0), k = part(1), v = part(2);
+  } else {
+    q = random({s.batch, s.seq, width}, 1), k = random({s.batch, s.seq, width}, 2),
+    v = random({s.batch, s.seq, width}, 3);
+  }
+  auto heads = [&](const Tensor& t) { return reshape(t, {s.batch, s.seq, s.heads, s.d}); };
+  Tensor kt = packed ? transpose(transpose(heads(k), 1, 2), -1, -2) : permute(heads(k), {0, 2, 3, 1});
+  Tensor scores = matmul(transpose(heads(q), 1, 2), kt);
+  Tensor logits = scores / std::sqrt(static_cast<double>(s.d));
+  if (causal) {
+    TensorType positions{DType::I32, {s.seq, s.seq}};
+    Tensor minus_inf = full_like(scores, -std::numeric_limits<double>::infinity());
+    logits = where(ge(ctx.iota(positions, 0), ctx.iota(positions, 1)), scores, minus_inf) * 0.25;
+  }
+  Tensor out = matmul(softmax(logits, -1), transpose(heads(v), 1, 2));
+  return reshape(transpose(out, 1, 2), {s.batch, s.seq, width});
+}
+
 }  // namespace lazylab::testing

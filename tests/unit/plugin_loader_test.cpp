@@ -252,6 +252,44 @@ TEST_CASE("an attention kernel is refused before compiling by a backend that run
   CHECK(executable.error().message.find("(head dims 4 and 4; it runs none)") != std::string::npos);
 }
 
+// Heads split from their projections (BERT's layouts): a backend that reads
+// attention operands only row-major (before ABI 3.16's attention_views, as
+// cpu) gets the layouts as copies of their own, and the host refuses it an
+// attention kernel fused without its capabilities that reads through them.
+TEST_CASE("attention reads through the layouts around it only on backends that declare views") {
+  auto cpu = load_backend("cpu");
+  REQUIRE(cpu.ok());
+  REQUIRE_FALSE((*cpu)->capabilities().attention_views);
+  auto graph = [] {
+    Context ctx;
+    Tensor out = lazylab::testing::attention_heads(ctx, false, false, lazylab::testing::HeadsShape{1, 6, 2, 8});
+    return ctx.capture();
+  };
+  auto through_views = [](const Module& module) {
+    int views = 0, layouts = 0;
+    for (const Kernel& kernel : module.program->kernels) {
+      views += kernel.description.kind == KernelKind::Attention && kernel.description.attention.through_views;
+      layouts += kernel.description.kind == KernelKind::Layout;
+    }
+    return std::pair{views, layouts};
+  };
+  const std::string fused = "decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower,plan-memory";
+  Module for_cpu;
+  for_cpu.graph = graph();
+  for_cpu.capabilities = &(*cpu)->capabilities();
+  REQUIRE(run_pipeline(lazylab::testing::pipeline(fused), for_cpu).ok());
+  CHECK(through_views(for_cpu) == std::pair{0, 4});
+  CHECK((*cpu)->compile(*for_cpu.program, for_cpu.graph).ok());
+  Module unlimited;
+  unlimited.graph = graph();
+  REQUIRE(run_pipeline(lazylab::testing::pipeline(fused), unlimited).ok());
+  CHECK(through_views(unlimited) == std::pair{1, 0});
+  auto executable = (*cpu)->compile(*unlimited.program, unlimited.graph);
+  REQUIRE_FALSE(executable.ok());
+  CHECK(executable.error().message.find("through the layout ops around it (ABI 3.16's attention_views)") !=
+        std::string::npos);
+}
+
 TEST_CASE("bad backend options, compile failures and execute failures come back as errors") {
   // interp declares none: its create() (plugin::BackendOptions) refuses any.
   CHECK(load_error("interp", "threads=4") == "backend plugin " + load_backend("interp").value()->path() +

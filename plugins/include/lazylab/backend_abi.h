@@ -100,12 +100,18 @@
  * gemm_epilogue_rereads: the backend runs a GEMM epilogue as a pass that
  * reads the product back from memory, so fusion leaves an epilogue whose
  * values a reduction reads to that reduction's kernel.
- * Version 3.15 (this header) appends attention kernels in 16 bits, autocast's
+ * Version 3.15 appends attention kernels in 16 bits, autocast's
  * form (q, k, v and both products bf16 or f16, the softmax in f32), and the
  * capability that asks for them (attention_16_bit); and an attention kernel's
  * mask read from memory (lazylab_attention_mask: a bool [m, n] value, as
  * GPT-2's ONNX graph keeps its causal triangle) with the capability
  * attention_masks.
+ * Version 3.16 (this header) appends where an attention kernel's q, k, v
+ * and output lie in memory (lazylab_attention_views): a backend declaring
+ * attention_views gets attention kernels that read their operands through
+ * the layout ops before them (a model's heads split from its projections'
+ * rows) and write the output through those after it (the heads merged
+ * back), instead of a copy kernel for each.
  *
  * Objects. Every object is opaque and owned by the plugin: a backend, an
  * executable (a compiled Program), a buffer (an array of one dtype and shape
@@ -153,7 +159,7 @@ extern "C" {
 #endif
 
 #define LAZYLAB_ABI_MAJOR 3u
-#define LAZYLAB_ABI_MINOR 15u
+#define LAZYLAB_ABI_MINOR 16u
 #define LAZYLAB_BACKEND_ENTRY "lazylab_backend_entry"
 
 /* Op ids: the row numbers of ops.def. */
@@ -308,6 +314,29 @@ typedef struct lazylab_attention_mask {
   uint8_t keep_where; /* 1: keep where the mask is true; 0: where it is false */
 } lazylab_attention_mask;
 
+/* ABI 3.16: where an attention kernel's operand lies in the memory of the
+ * value lazylab_attention names for it. Element (b_0, ..., b_{r-1}, i, c)
+ * of the operand as lazylab_attention describes it (q [batch..., m, d]; k
+ * [batch..., n, d] where k_transposed is 1, else [batch..., d, n]; v
+ * [batch..., n, dv]; output [batch..., m, dv]) is element
+ * offset + sum_j b_j batch_strides[j] + i row_stride + c of that value: the
+ * last dim contiguous. */
+typedef struct lazylab_attention_view {
+  int64_t offset;
+  int64_t row_stride;
+  const int64_t* batch_strides; /* batch_rank entries */
+} lazylab_attention_view;
+
+/* ABI 3.16: an attention kernel's four views, over its batch dims
+ * (batch_shape, batch_rank entries, their product lazylab_attention's
+ * batch). Without attention_views every view is its value's row-major
+ * layout: the value is the operand itself. */
+typedef struct lazylab_attention_views {
+  uint32_t batch_rank;
+  const int64_t* batch_shape;
+  lazylab_attention_view q, k, v, output;
+} lazylab_attention_views;
+
 /* A kernel runs its ops in order; inputs/outputs are the values that cross
  * its boundary. */
 typedef struct lazylab_kernel {
@@ -325,8 +354,9 @@ typedef struct lazylab_kernel {
   const lazylab_access* accesses; /* ELEMENTWISE, ROW_REDUCTION, CONTRACTION (its epilogue) */
   lazylab_contraction contraction;
   lazylab_layout layout;
-  lazylab_attention attention;           /* ABI 3.4: ATTENTION */
-  lazylab_attention_mask attention_mask; /* ABI 3.15: ATTENTION */
+  lazylab_attention attention;             /* ABI 3.4: ATTENTION */
+  lazylab_attention_mask attention_mask;   /* ABI 3.15: ATTENTION */
+  lazylab_attention_views attention_views; /* ABI 3.16: ATTENTION */
 } lazylab_kernel;
 
 #define lazylab_kernel_described(kernel) \
@@ -339,6 +369,12 @@ typedef struct lazylab_kernel {
   ((kernel)->struct_size >= offsetof(lazylab_kernel, attention_mask) + sizeof(lazylab_attention_mask) \
        ? (kernel)->attention_mask.value                                                               \
        : LAZYLAB_NO_MASK)
+/* An attention kernel's views (ABI 3.16), or NULL from a host before 3.16
+ * (every operand its value's row-major layout). */
+#define lazylab_kernel_attention_views(kernel)                                                          \
+  ((kernel)->struct_size >= offsetof(lazylab_kernel, attention_views) + sizeof(lazylab_attention_views) \
+       ? &(kernel)->attention_views                                                                     \
+       : (const lazylab_attention_views*)0)
 
 typedef struct lazylab_program {
   size_t struct_size;
@@ -413,6 +449,12 @@ typedef struct lazylab_capabilities {
   /* ABI 3.15: runs LAZYLAB_KERNEL_ATTENTION kernels whose mask is read from
    * memory (lazylab_attention_mask). 0 before 3.15. */
   uint8_t attention_masks;
+  /* ABI 3.16: runs LAZYLAB_KERNEL_ATTENTION kernels whose operands and
+   * output lie in memory as lazylab_attention_views says, not only
+   * row-major: fusion then takes the reshapes, transposes and slices that
+   * make q, k and v, and the reshapes and transposes that read the output,
+   * into the attention kernel. 0 before 3.16. */
+  uint8_t attention_views;
 } lazylab_capabilities;
 
 typedef struct lazylab_backend lazylab_backend;       /* opaque, plugin-owned */
