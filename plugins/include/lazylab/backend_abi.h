@@ -294,10 +294,14 @@ typedef struct lazylab_layout {
  * as it is) and [batch..., n, dv]. The scores and the softmax never leave
  * the kernel; only `output` (the second matmul's result) is written. All
  * f32; or (ABI 3.15, attention_16_bit) q, k, v and output bf16 or f16, in
- * autocast's form. A mask other than the causal one: lazylab_attention_mask. */
+ * autocast's form. A mask other than the causal one: lazylab_attention_mask.
+ * ABI 3.16 (attention_views): q, k, v and output may instead name the values
+ * their layout ops start from (and the output the one its layout ops end
+ * in), each operand lying in that value's memory as lazylab_attention_views
+ * says; without the capability they are the operands themselves. */
 typedef struct lazylab_attention {
-  uint32_t output;      /* the second matmul's result value */
-  uint32_t q, k, v;     /* values read */
+  uint32_t output;      /* the value written: the second matmul's result, or (3.16) what its views make */
+  uint32_t q, k, v;     /* values read: the operands, or (3.16) what their views read */
   uint8_t k_transposed; /* k is [n, d]: the first matmul reads its transpose */
   uint8_t causal;
   int64_t batch, m, n, d, dv;
