@@ -186,8 +186,10 @@ class AttentionMatcher {
     const Dims &mask = node(condition).type.shape, &scores = s.type.shape;
     if (mask.size() < 2 || mask[mask.size() - 2] != scores[scores.size() - 2] || mask.back() != scores.back())
       return fail(condition, "is a mask of other rows or columns than the scores'");
-    if (keeps && is_causal(condition)) {
+    if (keeps && is_causal_mask(graph_, condition)) {
       pattern_.attention.causal = true;
+      pattern_.causal_mask = {condition, node(condition).operands[0], node(condition).operands[1]};
+      for (NodeId op : pattern_.causal_mask) take(op);
     } else {
       // Any other mask is read as a bool [m, n], the same for every batch.
       if (node(condition).type.num_elements() != mask[mask.size() - 2] * mask.back())
@@ -200,20 +202,6 @@ class AttentionMatcher {
     take(fill);
     if (view) take(*view);
     return s.operands[keeps ? 1 : 2];
-  }
-
-  // ge(iota(rows), iota(cols)) or le(iota(cols), iota(rows)) over [..., m, n].
-  bool is_causal(NodeId id) const {
-    const Node& c = node(id);
-    if ((c.op != OpId::Ge && c.op != OpId::Le) || c.type.rank() < 2) return false;
-    int64_t rank = c.type.rank();
-    auto iota_axis = [&](NodeId v) -> int64_t {
-      const Node& i = node(v);
-      return i.op == OpId::Iota && i.type.shape == c.type.shape ? i.attrs[0].i : -1;
-    };
-    int64_t first = iota_axis(c.operands[0]), second = iota_axis(c.operands[1]);
-    int64_t row = c.op == OpId::Ge ? first : second, col = c.op == OpId::Ge ? second : first;
-    return row == rank - 2 && col == rank - 1;
   }
 
   // scores = matmul(q, kᵀ), and the output's v: shapes and batches agree.
@@ -267,6 +255,19 @@ class AttentionMatcher {
 
 }  // namespace
 
+bool is_causal_mask(const Graph& graph, NodeId id) {
+  const Node& c = graph.node(id);
+  if ((c.op != OpId::Ge && c.op != OpId::Le) || c.type.rank() < 2) return false;
+  int64_t rank = c.type.rank();
+  auto iota_axis = [&](NodeId v) -> int64_t {
+    const Node& i = graph.node(v);
+    return i.op == OpId::Iota && i.type.shape == c.type.shape ? i.attrs[0].i : -1;
+  };
+  int64_t first = iota_axis(c.operands[0]), second = iota_axis(c.operands[1]);
+  int64_t row = c.op == OpId::Ge ? first : second, col = c.op == OpId::Ge ? second : first;
+  return row == rank - 2 && col == rank - 1;
+}
+
 Expected<AttentionPattern> match_attention(const Graph& graph, NodeId output) {
   return AttentionMatcher(graph, output).run();
 }
@@ -279,6 +280,12 @@ AttentionPattern without_k_transpose(const Graph& graph, AttentionPattern patter
   a.k = transpose;
   a.k_transposed = false;
   a.k_view = row_major_view(graph.node(transpose).type.shape);
+  return pattern;
+}
+
+AttentionPattern without_causal_mask(AttentionPattern pattern) {
+  for (NodeId op : pattern.causal_mask) std::erase(pattern.ops, op);
+  pattern.causal_mask.clear();
   return pattern;
 }
 
@@ -418,6 +425,8 @@ Expected<KernelDescription> describe_attention(const Graph& graph, std::span<con
   if (!pattern) return pattern.error();
   auto inside = [&](NodeId id) { return std::binary_search(given.begin(), given.end(), id); };
   AttentionPattern whole = std::move(*pattern);
+  if (!std::all_of(whole.causal_mask.begin(), whole.causal_mask.end(), inside))
+    whole = without_causal_mask(std::move(whole));
   *pattern = through_views(graph, whole, inside);
   if (given != pattern->ops) *pattern = through_views(graph, without_k_transpose(graph, std::move(whole)), inside);
   if (given != pattern->ops) return make_error("the kernel holds ops besides the attention's");

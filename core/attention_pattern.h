@@ -19,6 +19,9 @@ struct AttentionPattern {
   std::vector<NodeId> ops;  // every op of the kernel, in program order; the last is the output
   NodeId scores = 0;        // the first product
   NodeId mask = 0;          // the causal mask's select (0: none), for the explanation
+  // A causal mask's comparison and its two iotas, which the kernel computes
+  // itself (it knows i >= j); among `ops` unless without_causal_mask dropped them.
+  std::vector<NodeId> causal_mask;
 };
 
 // The attention ending at the matmul `output`, or why `output` ends none.
@@ -35,6 +38,14 @@ Expected<AttentionPattern> match_attention(const Graph& graph, NodeId output);
 // The same attention reading k's transpose from memory, as a [.., d, n]
 // value, instead of folding it in (for a transpose other ops read too).
 AttentionPattern without_k_transpose(const Graph& graph, AttentionPattern pattern);
+
+// The same attention reading its causal mask's comparison from memory
+// (for a mask other ops read too); the kernel ignores it, knowing i >= j.
+AttentionPattern without_causal_mask(AttentionPattern pattern);
+
+// ge(iota(rows), iota(cols)) or le(iota(cols), iota(rows)) over [..., m, n]:
+// the mask keeping scores i >= j.
+bool is_causal_mask(const Graph& graph, NodeId id);
 
 // The same attention reading q, k and v through the layout ops that make
 // them, and writing its output through the reshapes and transposes after

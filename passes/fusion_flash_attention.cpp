@@ -6,8 +6,8 @@
 //
 // Legality: the whole pattern or none of it (a transpose of k that other
 // ops read too is left out, and the kernel reads it from memory; a mask's
-// broadcast that other selects read too is made again for each select
-// first); no value inside it read outside
+// broadcast, and a causal mask's comparison of iotas, that other ops read
+// too are made again for each select first); no value inside it read outside
 // it (only the second product leaves); the backend runs attention kernels
 // with these head dims, in this dtype (16 bits: ABI 3.15's attention_16_bit),
 // with this mask (read from memory: ABI 3.15's attention_masks) and every op
@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "core/attention_pattern.h"
@@ -69,45 +70,68 @@ FusionDecision attention_decision(const Module& module, const AttentionPattern& 
   return FusionDecision::yes();
 }
 
-// A mask spread over the batches belongs to its attention pattern; several
-// layers of one traced model share it once cse has merged theirs (one
-// causal mask for every layer), and a pattern whose value another op
-// reads does not fuse. Each select of such a broadcast gets its own, as each reader
-// gets its own constant; the mask under it stays shared.
-void give_each_select_its_mask_view(Module& module) {
+// A mask spread over the batches belongs to its attention pattern, and a
+// causal one (ge of two iotas) too, which the kernel computes itself; several
+// layers of one traced model share one once cse has merged theirs, and a
+// pattern whose value another op reads does not fuse. Each select of such a
+// mask gets its own, as each reader gets its own constant; the original
+// stays where another op reads it.
+void give_each_select_its_mask(Module& module) {
   const Graph& graph = module.graph;
   std::vector<size_t> readers(graph.size(), 0);
-  std::vector<size_t> other_readers(graph.size(), 0);  // readers other than a select's condition
-  for (NodeId id = 0; id < graph.size(); ++id) {
-    const Node& node = graph.node(id);
-    for (size_t i = 0; i < node.operands.size(); ++i) {
-      ++readers[node.operands[i]];
-      if (node.op != OpId::Select || i != 0) ++other_readers[node.operands[i]];
+  for (NodeId id = 0; id < graph.size(); ++id)
+    for (NodeId operand : graph.node(id).operands) ++readers[operand];
+  for (NodeId root : graph.roots()) ++readers[root];
+  // The nodes of a select's condition that the select may make again.
+  auto own_mask = [&](NodeId condition) {
+    std::vector<NodeId> nodes;
+    if (graph.node(condition).op == OpId::Broadcast) {
+      nodes.push_back(condition);
+      condition = graph.node(condition).operands[0];
     }
-  }
-  for (NodeId root : graph.roots()) ++readers[root], ++other_readers[root];
-  std::vector<bool> shared_view(graph.size(), false);
+    if (is_causal_mask(graph, condition)) {
+      nodes.push_back(condition);
+      nodes.insert(nodes.end(), graph.node(condition).operands.begin(), graph.node(condition).operands.end());
+    }
+    return nodes;
+  };
+  std::vector<bool> remakes(graph.size(), false);  // a select making its mask again
+  std::vector<bool> in_mask(graph.size(), false);  // a node of a mask made again
   for (NodeId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
-    if (node.op == OpId::Select && graph.node(node.operands[0]).op == OpId::Broadcast)
-      shared_view[node.operands[0]] = readers[node.operands[0]] > 1;
+    if (node.op != OpId::Select) continue;
+    std::vector<NodeId> mask = own_mask(node.operands[0]);
+    if (std::none_of(mask.begin(), mask.end(), [&](NodeId n) { return readers[n] > 1; })) continue;
+    remakes[id] = true;
+    for (NodeId n : mask) in_mask[n] = true;
   }
-  if (std::find(shared_view.begin(), shared_view.end(), true) == shared_view.end()) return;
+  if (std::find(remakes.begin(), remakes.end(), true) == remakes.end()) return;
   GraphBuilder builder;
   std::vector<NodeId> mapped(graph.size(), kNoNode);
-  for (NodeId id = 0; id < graph.size(); ++id) {
+  auto copy = [&](NodeId id, const std::function<NodeId(NodeId)>& operand_of) {
     const Node& node = graph.node(id);
-    if (shared_view[id] && !other_readers[id]) continue;  // made again for each select
     Operands operands;
-    for (NodeId operand : node.operands) operands.push_back(mapped[operand]);
-    if (node.op == OpId::Select && shared_view[node.operands[0]]) {
-      const Node& view = graph.node(node.operands[0]);
-      operands[0] = builder.add_typed(OpId::Broadcast, view.type, {mapped[view.operands[0]]}, view.attrs);
+    for (NodeId operand : node.operands) operands.push_back(operand_of(operand));
+    return builder.add_typed(node.op, node.type, std::move(operands), node.attrs);
+  };
+  // A mask's node made once, where another op reads it, on demand.
+  std::function<NodeId(NodeId)> original = [&](NodeId id) {
+    if (mapped[id] == kNoNode) mapped[id] = copy(id, original);
+    return mapped[id];
+  };
+  std::function<NodeId(NodeId)> again = [&](NodeId id) { return in_mask[id] ? copy(id, again) : original(id); };
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    if (in_mask[id]) continue;
+    if (!remakes[id]) {
+      original(id);
+      continue;
     }
-    mapped[id] = builder.add_typed(node.op, node.type, std::move(operands), node.attrs);
+    const Node& select = graph.node(id);
+    Operands operands{again(select.operands[0]), original(select.operands[1]), original(select.operands[2])};
+    mapped[id] = builder.add_typed(select.op, select.type, std::move(operands), select.attrs);
   }
   std::vector<NodeId> roots;
-  for (NodeId root : graph.roots()) roots.push_back(mapped[root]);
+  for (NodeId root : graph.roots()) roots.push_back(original(root));
   builder.graph().set_roots(std::move(roots));
   replace_graph(module, std::move(builder.graph()));
 }
@@ -116,7 +140,7 @@ class FlashAttention : public FusionStrategy {
  public:
   Status partition(Module& module) override {
     duplicate_constants(module);
-    give_each_select_its_mask_view(module);
+    give_each_select_its_mask(module);
     const Graph& graph = module.graph;
     KernelGroups groups(graph);
     std::set<NodeId> in_attention;

@@ -120,9 +120,9 @@ class Product {
   // What a stored choice is valid for: the shape, the device and the
   // libraries that timed it.
   std::string identity(const ProductKey& key, const CompilerOptions& compiler) const {
-    return fmt::format("{}|{}|{}|cublasLt {}|driver {}|candidates {} and configurations", fmt::join(key, " "),
-                       device_.name, device_.arch(), device_.blas.cublasLtGetVersion(), compiler.driver_version,
-                       kAlgoCandidates);
+    return fmt::format("{}|{}|{}|cublasLt {}|driver {}|candidates {} and configurations, split-K in f32",
+                       fmt::join(key, " "), device_.name, device_.arch(), device_.blas.cublasLtGetVersion(),
+                       compiler.driver_version, kAlgoCandidates);
   }
 
   // Whether cuBLASLt accepts `algo` for this product (one read from disk
@@ -177,20 +177,46 @@ class Product {
       size_t written = 0;
       b.cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzling, sizeof swizzling,
                                           &written);
+      const std::vector<int> splits = split_k_counts(algo);
       for (int tile : capability_ids(algo, CUBLASLT_ALGO_CAP_TILE_IDS))
         for (int stages : capability_ids(algo, CUBLASLT_ALGO_CAP_STAGES_IDS))
-          for (int swizzle = 0; swizzle <= (swizzling ? 1 : 0); ++swizzle) {
-            cublasLtMatmulAlgo_t config = algo;
-            const int split_k = 1;
-            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
-            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
-            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
-                                                   sizeof swizzle);
-            b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k, sizeof split_k);
-            if (runs(config)) found.push_back(config);
-          }
+          for (int swizzle = 0; swizzle <= (swizzling ? 1 : 0); ++swizzle)
+            for (int split_k : splits) {
+              cublasLtMatmulAlgo_t config = algo;
+              // Split parts summed in f32 (the compute type) in the workspace,
+              // not in the output's 16 bits: no more rounding than one pass.
+              const uint32_t scheme =
+                  split_k > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+              b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+              b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
+              b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                                     sizeof swizzle);
+              b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k,
+                                                     sizeof split_k);
+              b.cublasLtMatmulAlgoConfigSetAttribute(&config, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                     sizeof scheme);
+              if (runs(config)) found.push_back(config);
+            }
     }
     return found;
+  }
+
+  // How many parts to split the depth into: 1, and where the algorithm
+  // splits and sums the parts in f32, 2, 4 and 8 for a product whose depth
+  // is 4 times its rows and columns or more, which has few output tiles for
+  // its work (BERT's and GPT-2's [128 x 3072] x [3072 x 768]: 24 tiles of
+  // 64 x 64 for 132 SMs; a weight gradient over a batch's rows).
+  std::vector<int> split_k_counts(const cublasLtMatmulAlgo_t& algo) const {
+    const CublasLt& b = device_.blas;
+    int splits = 0;
+    uint32_t schemes = 0;
+    size_t written = 0;
+    b.cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splits, sizeof splits, &written);
+    b.cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes,
+                                        &written);
+    const bool long_depth = c_.k >= 4 * std::max<int64_t>(c_.m, c_.n);
+    if (!splits || !(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) || !long_depth) return {1};
+    return {1, 2, 4, 8};
   }
 
   // An algorithm's list of tile or stage ids; {0} (cuBLASLt's "undefined",
