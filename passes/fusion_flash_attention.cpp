@@ -6,8 +6,9 @@
 //
 // Legality: the whole pattern or none of it (a transpose of k that other
 // ops read too is left out, and the kernel reads it from memory; a mask's
-// broadcast, and a causal mask's comparison of iotas, that other ops read
-// too are made again for each select first); no value inside it read outside
+// broadcast that other selects read too is made again for each select
+// first, and a causal mask's comparison of iotas that only attentions read;
+// one other ops read stays outside, the kernel ignoring it); no value inside it read outside
 // it (only the second product leaves); the backend runs attention kernels
 // with these head dims, in this dtype (16 bits: ABI 3.15's attention_16_bit),
 // with this mask (read from memory: ABI 3.15's attention_masks) and every op
@@ -70,18 +71,40 @@ FusionDecision attention_decision(const Module& module, const AttentionPattern& 
   return FusionDecision::yes();
 }
 
+// Whether every reader of each value is an attention's causal select
+// reading it as its condition, directly or through broadcasts.
+std::vector<bool> read_only_as_causal_masks(const Graph& graph) {
+  std::vector<bool> causal_select(graph.size(), false);
+  for (NodeId id = 0; id < graph.size(); ++id)
+    if (graph.node(id).op == OpId::Matmul)
+      if (auto pattern = match_attention(graph, id); pattern && pattern->attention.causal)
+        causal_select[pattern->mask] = true;
+  std::vector<bool> only(graph.size(), true);
+  for (NodeId root : graph.roots()) only[root] = false;
+  for (NodeId id = graph.size(); id-- > 0;) {  // a value's readers come after it
+    const Node& node = graph.node(id);
+    for (size_t i = 0; i < node.operands.size(); ++i)
+      if (!((node.op == OpId::Select && i == 0 && causal_select[id]) || (node.op == OpId::Broadcast && only[id])))
+        only[node.operands[i]] = false;
+  }
+  return only;
+}
+
 // A mask spread over the batches belongs to its attention pattern, and a
 // causal one (ge of two iotas) too, which the kernel computes itself; several
 // layers of one traced model share one once cse has merged theirs, and a
 // pattern whose value another op reads does not fuse. Each select of such a
-// mask gets its own, as each reader gets its own constant; the original
-// stays where another op reads it.
+// broadcast gets its own, as each reader gets its own constant, the original
+// staying where another op reads it; a causal mask too, where attentions
+// alone read it (a joint graph's backward reads its forward's mask, which
+// stays one, outside the forward's attention).
 void give_each_select_its_mask(Module& module) {
   const Graph& graph = module.graph;
   std::vector<size_t> readers(graph.size(), 0);
   for (NodeId id = 0; id < graph.size(); ++id)
     for (NodeId operand : graph.node(id).operands) ++readers[operand];
   for (NodeId root : graph.roots()) ++readers[root];
+  const std::vector<bool> attentions_alone = read_only_as_causal_masks(graph);
   // The nodes of a select's condition that the select may make again.
   auto own_mask = [&](NodeId condition) {
     std::vector<NodeId> nodes;
@@ -89,7 +112,7 @@ void give_each_select_its_mask(Module& module) {
       nodes.push_back(condition);
       condition = graph.node(condition).operands[0];
     }
-    if (is_causal_mask(graph, condition)) {
+    if (is_causal_mask(graph, condition) && attentions_alone[condition]) {
       nodes.push_back(condition);
       nodes.insert(nodes.end(), graph.node(condition).operands.begin(), graph.node(condition).operands.end());
     }
@@ -136,6 +159,16 @@ void give_each_select_its_mask(Module& module) {
   replace_graph(module, std::move(builder.graph()));
 }
 
+// Whether an op outside `pattern`, or the graph's outputs, read `value`.
+bool read_outside(const Graph& graph, const AttentionPattern& pattern, NodeId value) {
+  if (std::find(graph.roots().begin(), graph.roots().end(), value) != graph.roots().end()) return true;
+  for (NodeId user = value + 1; user < graph.size(); ++user)
+    if (!std::binary_search(pattern.ops.begin(), pattern.ops.end(), user))
+      for (NodeId operand : graph.node(user).operands)
+        if (operand == value) return true;
+  return false;
+}
+
 class FlashAttention : public FusionStrategy {
  public:
   Status partition(Module& module) override {
@@ -157,6 +190,10 @@ class FlashAttention : public FusionStrategy {
           module.fusion_log.push_back({lhs, id, FusionDecision::no(RefusalCode::OpKind, pattern.error().message)});
         continue;
       }
+      // A causal mask other ops read too stays outside; the kernel ignores it.
+      const std::vector<NodeId>& mask = pattern->causal_mask;
+      if (std::any_of(mask.begin(), mask.end(), [&](NodeId op) { return read_outside(graph, *pattern, op); }))
+        *pattern = without_causal_mask(std::move(*pattern));
       // A transpose of k that other ops read too stays a kernel of its own.
       if (pattern->attention.k_transposed && user_count(graph, graph.node(pattern->scores).operands[1]) > 1)
         *pattern = without_k_transpose(graph, std::move(*pattern));
