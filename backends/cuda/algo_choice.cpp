@@ -31,7 +31,7 @@ const char* source_text(AlgoChoice::Source source) {
 // same float) for the disk.
 std::string times_text(const std::vector<float>& ms, bool exact = false) {
   std::string text;
-  for (float t : ms) text += t < 0 ? " failed" : exact ? fmt::format(" {}", t) : fmt::format(" {:.3f}", t);
+  for (float t : ms) text += t < 0 ? " failed" : exact ? fmt::format(" {}", t) : fmt::format(" {:.4f}", t);
   return text;
 }
 
@@ -51,7 +51,7 @@ std::string describe(const AlgoChoice& choice) {
     times = fmt::format("fastest:{} ms; the heuristic's first:{}", times_text(fastest),
                         times_text({choice.candidate_ms[0]}));
   }
-  return fmt::format("candidate {} of {}, {:.3f} ms ({}; {} ms)", choice.chosen + 1, count,
+  return fmt::format("candidate {} of {}, {:.4f} ms ({}; {} ms)", choice.chosen + 1, count,
                      choice.candidate_ms[choice.chosen], source_text(choice.source), times);
 }
 

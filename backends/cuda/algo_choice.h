@@ -24,12 +24,13 @@ struct AlgoChoice {
   };
   cublasLtMatmulAlgo_t algo{};
   int chosen = 0;  // among the candidates: the heuristic's, in its order, then the configurations
-  // One run of each, three of the fastest few; negative where one could not run.
+  // Each one's mean over back-to-back runs (more for the fastest few);
+  // negative where one could not run.
   std::vector<float> candidate_ms;
   Source source = Source::Timed;
 };
 
-// "candidate 2 of 8, 1.371 ms (timed at compile; all: 1.402 1.371 ... ms)";
+// "candidate 2 of 8, 1.3710 ms (timed at compile; all: 1.4020 1.3710 ... ms)";
 // past 8 candidates, the fastest five and the heuristic's first instead of all.
 std::string describe(const AlgoChoice& choice);
 

@@ -36,7 +36,17 @@ constexpr uint64_t kMaxAutotuneBytes = uint64_t{2} << 30;  // operands larger th
 // heuristic's candidates: the configuration search (about 70 more timings
 // for f32) would cost more compile time than it could save.
 constexpr float kMaxSearchMs = 5.0f;
-constexpr int kFinalists = 3;  // timed again, 3 runs each, after one run of every candidate
+constexpr int kFinalists = 3;  // timed again, with more runs, after every candidate once
+// Each candidate's screening runs fill about kScreeningMs (at most
+// kMaxScreeningRuns), each finalist's about kFinalMs (kMaxFinalRuns).
+constexpr float kScreeningMs = 0.05f, kFinalMs = 0.2f;
+constexpr int kMaxScreeningRuns = 8, kMaxFinalRuns = 32;
+
+// Runs of a product taking `ms` that fill about `fill_ms`: 1 to `most`.
+inline int runs_filling(float ms, float fill_ms, int most) {
+  if (!(ms > 0)) return 1;
+  return static_cast<int>(std::clamp(std::ceil(fill_ms / ms), 1.0f, static_cast<float>(most)));
+}
 
 // What cuBLASLt does to the f32 sums before rounding them into D: nothing,
 // adds a bias vector along the rows, or applies gelu (tanh form) to that.
@@ -120,9 +130,10 @@ class Product {
   // What a stored choice is valid for: the shape, the device and the
   // libraries that timed it.
   std::string identity(const ProductKey& key, const CompilerOptions& compiler) const {
-    return fmt::format("{}|{}|{}|cublasLt {}|driver {}|candidates {} and configurations, split-K in f32",
-                       fmt::join(key, " "), device_.name, device_.arch(), device_.blas.cublasLtGetVersion(),
-                       compiler.driver_version, kAlgoCandidates);
+    return fmt::format(
+        "{}|{}|{}|cublasLt {}|driver {}|candidates {} and configurations, split-K in f32, timed in graphs",
+        fmt::join(key, " "), device_.name, device_.arch(), device_.blas.cublasLtGetVersion(), compiler.driver_version,
+        kAlgoCandidates);
   }
 
   // Whether cuBLASLt accepts `algo` for this product (one read from disk
@@ -232,11 +243,16 @@ class Product {
     return ids;
   }
 
-  // Times every candidate on scratch operands (one run after one to warm up),
-  // then the fastest few again (3 runs each), and keeps the fastest of
-  // those; the heuristic's first where the operands would not fit or every
-  // candidate fails. The heuristic's candidates come first; where its first
-  // is quick to time, every configuration of cuBLASLt's algorithms follows.
+  // Times every candidate on scratch operands, then the fastest few again
+  // with more runs, and keeps the fastest of those; the heuristic's first
+  // where the operands would not fit or every candidate fails. The
+  // heuristic's candidates come first; where its first is quick to time,
+  // every configuration of cuBLASLt's algorithms follows. Each timing is a
+  // CUDA graph of back-to-back runs, as an executable's step replays them:
+  // one launch between two events also timed cublasLtMatmul's host work
+  // (the GPU waits for it), a few microseconds that varied from candidate to
+  // candidate and from call to call as much as the products of seq 128 take,
+  // so the ranking of BERT's 768 x 768 products flipped between builds.
   AlgoChoice fastest(std::vector<cublasLtMatmulAlgo_t> candidates) {
     const Driver& d = device_.driver;
     // Each operand 256-byte aligned, as the arena places them.
@@ -252,31 +268,44 @@ class Product {
     if (d.cuMemAlloc(&scratch, bytes) != CUDA_SUCCESS) return heuristic;
     CUdeviceptr lhs = scratch, rhs = lhs + lhs_bytes, out = rhs + rhs_bytes, bias = out + out_bytes;
     d.cuMemsetD8Async(scratch, 0x3c, bytes, device_.stream);  // not zero: f32 0.0115, bf16 0.0115, f16 1.06
+    d.cuStreamSynchronize(device_.stream);
+    // A stream of its own to capture on: an executable on another thread may
+    // be capturing its step on the device's.
+    CUstream capture = nullptr;
+    if (d.cuStreamCreate(&capture, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+      d.cuMemFree(scratch);
+      return heuristic;
+    }
     CUevent start = nullptr, stop = nullptr;
     d.cuEventCreate(&start, CU_EVENT_DEFAULT);
     d.cuEventCreate(&stop, CU_EVENT_DEFAULT);
-    // The mean of `runs` runs after one to warm up; negative where it fails.
+    // The mean of `runs` back-to-back runs in one graph, launched once to
+    // warm up; negative where the candidate cannot run the product.
     auto time = [&](const cublasLtMatmulAlgo_t& algo, int runs) -> float {
       algo_ = algo;
-      try {
-        run(device_.stream, lhs, rhs, out, bias);
-        d.cuEventRecord(start, device_.stream);
-        for (int r = 0; r < runs; ++r) run(device_.stream, lhs, rhs, out, bias);
-        d.cuEventRecord(stop, device_.stream);
-        float ms = 0;
-        if (d.cuEventSynchronize(stop) != CUDA_SUCCESS || d.cuEventElapsedTime(&ms, start, stop) != CUDA_SUCCESS)
-          return -1;
-        return ms / static_cast<float>(runs);
-      } catch (const std::runtime_error&) {  // this candidate cannot run the product
-        return -1;
-      }
+      CUgraphExec graph = back_to_back(capture, lhs, rhs, out, bias, runs);
+      if (!graph) return -1;
+      float ms = -1;
+      if (d.cuGraphLaunch(graph, device_.stream) == CUDA_SUCCESS &&
+          d.cuEventRecord(start, device_.stream) == CUDA_SUCCESS &&
+          d.cuGraphLaunch(graph, device_.stream) == CUDA_SUCCESS &&
+          d.cuEventRecord(stop, device_.stream) == CUDA_SUCCESS && d.cuEventSynchronize(stop) == CUDA_SUCCESS &&
+          d.cuEventElapsedTime(&ms, start, stop) == CUDA_SUCCESS)
+        ms /= static_cast<float>(runs);
+      else
+        ms = -1;
+      d.cuGraphExecDestroy(graph);
+      return ms;
     };
-    float first_ms = time(candidates[0], 1);
+    float first_ms = time(candidates[0], 4);
+    // As many runs as fill some tens of microseconds, so that the gaps
+    // between graph launches and the events' resolution stay small beside them.
+    const int screening_runs = runs_filling(first_ms, kScreeningMs, kMaxScreeningRuns);
+    const int final_runs = runs_filling(first_ms, kFinalMs, kMaxFinalRuns);
     if (first_ms >= 0 && first_ms < kMaxSearchMs)
       for (const cublasLtMatmulAlgo_t& config : configurations()) candidates.push_back(config);
     AlgoChoice choice{candidates[0], 0, std::vector<float>(candidates.size(), -1.0f), AlgoChoice::Source::Timed};
-    choice.candidate_ms[0] = first_ms;
-    for (size_t i = 1; i < candidates.size(); ++i) choice.candidate_ms[i] = time(candidates[i], 1);
+    for (size_t i = 0; i < candidates.size(); ++i) choice.candidate_ms[i] = time(candidates[i], screening_runs);
     std::vector<size_t> order;
     for (size_t i = 0; i < candidates.size(); ++i)
       if (choice.candidate_ms[i] >= 0) order.push_back(i);
@@ -285,7 +314,7 @@ class Product {
     float best_ms = std::numeric_limits<float>::infinity();
     for (size_t rank = 0; rank < std::min<size_t>(order.size(), kFinalists); ++rank) {
       size_t i = order[rank];
-      float ms = time(candidates[i], 3);
+      float ms = time(candidates[i], final_runs);
       if (ms < 0) continue;
       choice.candidate_ms[i] = ms;
       if (ms < best_ms) best_ms = ms, choice.algo = candidates[i], choice.chosen = static_cast<int>(i);
@@ -293,8 +322,29 @@ class Product {
     d.cuStreamSynchronize(device_.stream);
     d.cuEventDestroy(start);
     d.cuEventDestroy(stop);
+    d.cuStreamDestroy(capture);
     d.cuMemFree(scratch);
     return std::isfinite(best_ms) ? choice : heuristic;
+  }
+
+  // `runs` runs of the product with the current algorithm captured on
+  // `stream` as one graph; null where the algorithm cannot run it.
+  CUgraphExec back_to_back(CUstream stream, CUdeviceptr lhs, CUdeviceptr rhs, CUdeviceptr out, CUdeviceptr bias,
+                           int runs) {
+    const Driver& d = device_.driver;
+    if (d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return nullptr;
+    bool ran = true;
+    try {
+      for (int r = 0; r < runs; ++r) run(stream, lhs, rhs, out, bias);
+    } catch (const std::runtime_error&) {  // this candidate cannot run the product
+      ran = false;
+    }
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    bool captured = d.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS && graph;
+    if (ran && captured && d.cuGraphInstantiateWithFlags(&exec, graph, 0) != CUDA_SUCCESS) exec = nullptr;
+    if (graph) d.cuGraphDestroy(graph);
+    return ran ? exec : nullptr;
   }
 
  public:

@@ -813,13 +813,13 @@ TEST_CASE("a cuBLASLt choice goes to disk and back whole, and a bad entry is nev
     timed.algo.data[w] = 0x0123456789abcdefULL * (w + 1);
   timed.chosen = 2;
   timed.candidate_ms = {1.402f, 1.3906f, 1.371f, -1.0f};
-  CHECK(cuda::describe(timed) == "candidate 3 of 4, 1.371 ms (timed at compile; all: 1.402 1.391 1.371 failed ms)");
+  CHECK(cuda::describe(timed) == "candidate 3 of 4, 1.3710 ms (timed at compile; all: 1.4020 1.3906 1.3710 failed ms)");
   cuda::AlgoChoice searched = timed;  // past 8 candidates: the fastest five and the heuristic's first
   searched.candidate_ms = {1.376f, 1.39f, 1.46f, 1.6f, 1.33f, -1.0f, 1.325f, 1.4f, 1.35f, 1.5f};
   searched.chosen = 6;
   CHECK(cuda::describe(searched) ==
-        "candidate 7 of 10, 1.325 ms (timed at compile; fastest: 1.325 1.330 1.350 1.376 1.390 ms; the heuristic's "
-        "first: 1.376 ms)");
+        "candidate 7 of 10, 1.3250 ms (timed at compile; fastest: 1.3250 1.3300 1.3500 1.3760 1.3900 ms; the "
+        "heuristic's first: 1.3760 ms)");
   std::string path = cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 0 0|NVIDIA H100|sm_90");
   CHECK(path != cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 1 0|NVIDIA H100|sm_90"));
   std::string why;
@@ -832,7 +832,7 @@ TEST_CASE("a cuBLASLt choice goes to disk and back whole, and a bad entry is nev
   CHECK(loaded->chosen == 2);
   CHECK(loaded->candidate_ms == std::vector<float>{1.402f, 1.3906f, 1.371f, -1.0f});
   CHECK(loaded->source == cuda::AlgoChoice::Source::Disk);
-  CHECK(cuda::describe(*loaded).ends_with("(from the disk cache; all: 1.402 1.391 1.371 failed ms)"));
+  CHECK(cuda::describe(*loaded).ends_with("(from the disk cache; all: 1.4020 1.3906 1.3710 failed ms)"));
   // A compiled kernel's entry at that path is not a choice.
   std::ofstream(path, std::ios::trunc) << "garbage";
   CHECK_FALSE(cuda::load_algo_choice(path, why));
