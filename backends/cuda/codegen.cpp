@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -398,15 +399,27 @@ class ProgramSource {
   // (unless pointwise), the product, then the epilogue as one elementwise
   // launch over the result's [N O, OH OW] rows, read from the end as a
   // contraction's. One cuBLASLt does not take (groups: depthwise) runs as
-  // the direct kernel, a thread per output, with the epilogue after it.
+  // the direct kernel, a thread per output, its epilogue computing each
+  // element where it reads it (one launch; direct_epilogue_reads_in_place);
+  // else the epilogue after it.
   KernelCode convolution(const lazylab_kernel& kernel, const lazylab_op& conv, const std::string& name,
                          ProgramCode& code) {
     std::vector<const lazylab_op*> epilogue;
     for (uint32_t i = 0; i < kernel.num_ops; ++i)
       if (&kernel.ops[i] != &conv) epilogue.push_back(&kernel.ops[i]);
     KernelCode result;
+    std::optional<std::string> why = convolution_product_refusal(program_, conv);
+    if (why && !epilogue.empty() && direct_epilogue_reads_in_place(kernel, conv, epilogue)) {
+      ComputedValue element{conv.result, name + "_at", {conv.operands[0], conv.operands[1]}};
+      Launch launch;
+      code.source += direct_convolution_element(program_, conv, element.function);
+      code.source += elementwise_function(program_, row_space(kernel, std::move(epilogue)), name, launch,
+                                          /*from_the_end=*/false, &element);
+      result.launches.push_back(std::move(launch));
+      return result;
+    }
     if (program_.values[conv.result].kind == LAZYLAB_VALUE_KERNEL_LOCAL) needs_memory_.insert(conv.result);
-    if (auto why = convolution_product_refusal(program_, conv)) {
+    if (why) {
       code.source += op_function(program_, conv, name + "_direct", result.launches);
       if (!epilogue.empty()) result.op_by_op = *why;
     } else {
@@ -428,6 +441,24 @@ class ProgramSource {
                                         /*from_the_end=*/true);
     result.launches.push_back(std::move(launch));
     return result;
+  }
+
+  // Whether a direct convolution's epilogue can compute each of its
+  // elements where it reads them: the convolution is needed nowhere else,
+  // takes a thread an output, and is read in full, element for element
+  // (an epilogue over its [N O, OH OW] rows), and no output the epilogue
+  // writes takes the input's or the weights' memory (donation: a thread
+  // would write over windows its neighbours still read).
+  bool direct_epilogue_reads_in_place(const lazylab_kernel& kernel, const lazylab_op& conv,
+                                      const std::vector<const lazylab_op*>& epilogue) const {
+    if (program_.values[conv.result].kind != LAZYLAB_VALUE_KERNEL_LOCAL) return false;
+    if (convolution_takes_blocks(program_, conv)) return false;
+    if (kernel.rows * kernel.cols != elements_of(program_.values[conv.result])) return false;
+    for (uint32_t i = 0; i < kernel.num_accesses; ++i) {
+      const lazylab_access& a = kernel.accesses[i];
+      if ((a.value == conv.result || a.source == conv.result) && a.kind != LAZYLAB_ACCESS_FULL) return false;
+    }
+    return !writes_over_a_read(program_, {conv.operands[0], conv.operands[1]}, row_space(kernel, epilogue).writes());
   }
 
   // The epilogue starts by reshaping the product, keeping its rows (a

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "lazylab/dtype_table.hpp"
 #include "lazylab/window_shape.hpp"
 #include "product_types.h"
@@ -55,22 +57,26 @@ std::string unfold_function(const lazylab_program& program, const lazylab_op& op
                             const std::string& name, Launch& launch) {
   WindowShape s = windows::window_shape(program.values, op);
   const char* type = storage_type(program.values[op.result].dtype);
-  launch = Launch{name, {op.operands[0], columns}, s.images * s.taps() * s.positions()};
+  const int64_t elements = s.images * s.taps() * s.positions();
+  launch = Launch{name, {op.operands[0], columns}, elements};
+  const IndexType index = index_type(std::max(elements, elements_of(program.values[op.operands[0]])));
+  auto c = [&](int64_t value) { return index.literal(value); };
   // Element t of image n's [taps, positions]: tap (c, r, q) at output
   // position (i, j) reads x[n, c, i * stride - pad + r * dilation, ...].
   return fmt::format(
       "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {1}* __restrict__ columns, long long work) {{\n"
       "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
       "       t += (long long)blockDim.x * gridDim.x) {{\n"
-      "    const long long p = t % {2}LL, k = (t / {2}LL) % {3}LL, n = t / ({2}LL * {3}LL);\n"
-      "    const long long i = p / {4}LL, j = p % {4}LL, q = k % {5}LL, r = (k / {5}LL) % {6}LL, c = k / ({5}LL * "
-      "{6}LL);\n"
-      "    const long long y = i * {7}LL - {8}LL + r * {9}LL, z = j * {10}LL - {11}LL + q * {12}LL;\n"
-      "    columns[t] = (y >= 0 && y < {13}LL && z >= 0 && z < {14}LL) ? x[((n * {15}LL + c) * {13}LL + y) * {14}LL "
-      "+ z] : {1}(0.0f);\n"
+      "    const {16} e = ({16})t;\n"
+      "    const {16} p = e % {2}, k = (e / {2}) % {3}, n = e / ({2} * {3});\n"
+      "    const {16} i = p / {4}, j = p % {4}, q = k % {5}, r = (k / {5}) % {6}, c = k / ({5} * {6});\n"
+      "    const {16} y = i * {7} - {8} + r * {9}, z = j * {10} - {11} + q * {12};\n"
+      "    columns[t] = (y >= 0 && y < {13} && z >= 0 && z < {14}) ? x[((n * {15} + c) * {13} + y) * {14} + z] : "
+      "{1}(0.0f);\n"
       "  }}\n}}\n",
-      name, type, s.positions(), s.taps(), s.out_w, s.kernel[1], s.kernel[0], s.stride[0], s.pad[0], s.dilation[0],
-      s.stride[1], s.pad[1], s.dilation[1], s.height, s.width, s.channels);
+      name, type, c(s.positions()), c(s.taps()), c(s.out_w), c(s.kernel[1]), c(s.kernel[0]), c(s.stride[0]),
+      c(s.pad[0]), c(s.dilation[0]), c(s.stride[1]), c(s.pad[1]), c(s.dilation[1]), c(s.height), c(s.width),
+      c(s.channels), index.name());
 }
 
 }  // namespace lazylab::cuda

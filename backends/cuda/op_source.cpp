@@ -331,60 +331,53 @@ class OpSource {
   }
 
   // conv2d and the pools: a thread per result element, looping over its
-  // window (ops.def gives the semantics).
+  // window (ops.def gives the semantics); a convolution's element is
+  // direct_convolution_element's.
   std::string window(const lazylab_op& op, const std::string& name, Launch& launch) const {
     const lazylab_value& out = program_.values[op.result];
     bool conv = op.op == LAZYLAB_OP_Conv2d, max = op.op == LAZYLAB_OP_MaxPool2d;
     const windows::WindowShape s = windows::window_shape(program_.values, op);
     const int64_t *kernel = s.kernel, *dilation = s.dilation;
-    int64_t channels = s.channels, h = s.height, width = s.width, filters = s.filters;
-    int64_t group_in = conv ? s.group_channels() : 1, group_out = conv ? s.group_filters() : 1;
+    int64_t channels = s.channels, h = s.height, width = s.width;
     const char* type = storage_type(out.dtype);
     const char* acc = out.dtype == LAZYLAB_F64 ? "double" : "float";
-    if (conv && s.taps() >= kBlockReductionMin && elements_of(out) < kBlockReductionMaxOutputs)
-      return window_by_blocks(op, name, launch, s);
-    std::string body;
-    if (conv)
-      body = fmt::format(
-          "    {0} acc = 0;\n"
-          "    for (long long c = 0; c < {1}LL; ++c) {{\n"
-          "      const {2}* plane = x + (n * {3}LL + (f / {4}LL) * {1}LL + c) * {5}LL * {6}LL;\n"
-          "      const {2}* taps = w + (f * {1}LL + c) * {7}LL * {8}LL;\n"
-          "      for (long long p = 0; p < {7}LL; ++p) for (long long q = 0; q < {8}LL; ++q) {{\n"
-          "        const long long yy = top + p * {9}LL, xx = left + q * {10}LL;\n"
-          "        if (yy >= 0 && yy < {5}LL && xx >= 0 && xx < {6}LL) acc += ({0})plane[yy * {6}LL + xx] * "
-          "({0})taps[p * {8}LL + q];\n"
-          "      }}\n    }}\n    y[t] = ({2})acc;\n",
-          acc, group_in, type, channels, group_out, h, width, kernel[0], kernel[1], dilation[0], dilation[1]);
-    else
-      body = fmt::format(
-          "    const {0}* plane = x + (n * {1}LL + f) * {2}LL * {3}LL;\n"
-          "    {4} acc = {5};\n    long long inside = 0;\n"
-          "    for (long long p = 0; p < {6}LL; ++p) for (long long q = 0; q < {7}LL; ++q) {{\n"
-          "      const long long yy = top + p * {8}LL, xx = left + q * {9}LL;\n"
-          "      if (yy >= 0 && yy < {2}LL && xx >= 0 && xx < {3}LL) {{ const {4} v = plane[yy * {3}LL + xx]; "
-          "acc = {10}; ++inside; }}\n"
-          "    }}\n{11}    y[t] = ({0})acc;\n",
-          type, channels, h, width, acc, max ? literal(-INFINITY, out.dtype) : "0", kernel[0], kernel[1], dilation[0],
-          dilation[1], max ? "LazylabMax()(acc, v)" : "acc + v",
-          max ? ""
-              : fmt::format("    acc /= ({})({});\n", acc,
-                            s.count_include_pad ? fmt::format("((top + {0}LL < {1}LL ? top + {0}LL : {1}LL) - top) * "
-                                                              "((left + {2}LL < {3}LL ? left + {2}LL : {3}LL) - left)",
-                                                              kernel[0], h + s.pad[2], kernel[1], width + s.pad[3])
-                                                : std::string("inside")));
-    launch = Launch{name, {}, elements_of(out)};
-    launch.values = conv ? std::vector<uint32_t>{op.operands[0], op.operands[1], op.result}
-                         : std::vector<uint32_t>{op.operands[0], op.result};
+    if (conv && convolution_takes_blocks(program_, op)) return window_by_blocks(op, name, launch, s);
+    if (conv) {
+      launch = Launch{name, {op.operands[0], op.operands[1], op.result}, elements_of(out)};
+      return direct_convolution_element(program_, op, name + "_at") +
+             fmt::format(
+                 "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, const {1}* __restrict__ w, {1}* "
+                 "__restrict__ y, long long work) {{\n"
+                 "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
+                 "       t += (long long)blockDim.x * gridDim.x)\n"
+                 "    y[t] = {0}_at(x, w, t);\n}}\n",
+                 name, type);
+    }
+    std::string body = fmt::format(
+        "    const {0}* plane = x + (n * {1}LL + f) * {2}LL * {3}LL;\n"
+        "    {4} acc = {5};\n    long long inside = 0;\n"
+        "    for (long long p = 0; p < {6}LL; ++p) for (long long q = 0; q < {7}LL; ++q) {{\n"
+        "      const long long yy = top + p * {8}LL, xx = left + q * {9}LL;\n"
+        "      if (yy >= 0 && yy < {2}LL && xx >= 0 && xx < {3}LL) {{ const {4} v = plane[yy * {3}LL + xx]; "
+        "acc = {10}; ++inside; }}\n"
+        "    }}\n{11}    y[t] = ({0})acc;\n",
+        type, channels, h, width, acc, max ? literal(-INFINITY, out.dtype) : "0", kernel[0], kernel[1], dilation[0],
+        dilation[1], max ? "LazylabMax()(acc, v)" : "acc + v",
+        max ? ""
+            : fmt::format("    acc /= ({})({});\n", acc,
+                          s.count_include_pad ? fmt::format("((top + {0}LL < {1}LL ? top + {0}LL : {1}LL) - top) * "
+                                                            "((left + {2}LL < {3}LL ? left + {2}LL : {3}LL) - left)",
+                                                            kernel[0], h + s.pad[2], kernel[1], width + s.pad[3])
+                                              : std::string("inside")));
+    launch = Launch{name, {op.operands[0], op.result}, elements_of(out)};
     return fmt::format(
-        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {2}{1}* __restrict__ y, long long work) {{\n"
+        "extern \"C\" __global__ void {0}(const {1}* __restrict__ x, {1}* __restrict__ y, long long work) {{\n"
         "  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < work;\n"
         "       t += (long long)blockDim.x * gridDim.x) {{\n"
-        "    const long long j = t % {3}LL, i = (t / {3}LL) % {4}LL, f = (t / ({3}LL * {4}LL)) % {5}LL,"
-        " n = t / ({3}LL * {4}LL * {5}LL);\n"
-        "    const long long top = i * {6}LL - {7}LL, left = j * {8}LL - {9}LL;\n{10}  }}\n}}\n",
-        name, type, conv ? fmt::format("const {}* __restrict__ w, ", type) : "", s.out_w, s.out_h, filters, s.stride[0],
-        s.pad[0], s.stride[1], s.pad[1], body);
+        "    const long long j = t % {2}LL, i = (t / {2}LL) % {3}LL, f = (t / ({2}LL * {3}LL)) % {4}LL,"
+        " n = t / ({2}LL * {3}LL * {4}LL);\n"
+        "    const long long top = i * {5}LL - {6}LL, left = j * {7}LL - {8}LL;\n{9}  }}\n}}\n",
+        name, type, s.out_w, s.out_h, s.filters, s.stride[0], s.pad[0], s.stride[1], s.pad[1], body);
   }
 
   // A convolution of few outputs over many taps (a depthwise weight's
@@ -707,6 +700,42 @@ class OpSource {
 std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name,
                         std::vector<Launch>& launches) {
   return OpSource(program).generate(op, name, launches);
+}
+
+bool convolution_takes_blocks(const lazylab_program& program, const lazylab_op& op) {
+  return windows::window_shape(program.values, op).taps() >= kBlockReductionMin &&
+         elements_of(program.values[op.result]) < kBlockReductionMaxOutputs;
+}
+
+std::string direct_convolution_element(const lazylab_program& program, const lazylab_op& op, const std::string& name) {
+  const windows::WindowShape s = windows::window_shape(program.values, op);
+  const uint32_t dtype = program.values[op.result].dtype;
+  const char* type = storage_type(dtype);
+  int64_t largest = 0;
+  for (uint32_t v : {op.operands[0], op.operands[1], op.result})
+    largest = std::max(largest, elements_of(program.values[v]));
+  const IndexType index = index_type(largest);
+  auto c = [&](int64_t value) { return index.literal(value); };
+  return fmt::format(
+      "__device__ __forceinline__ {0} {1}(const {0}* __restrict__ x, const {0}* __restrict__ w, long long element) {{\n"
+      "  const {2} t = ({2})element;\n"
+      "  const {2} j = t % {3}, i = (t / {3}) % {4}, f = (t / ({3} * {4})) % {5}, n = t / ({3} * {4} * {5});\n"
+      "  const {2} top = i * {6} - {7}, left = j * {8} - {9};\n"
+      "  {10} acc = 0;\n"
+      "  for ({2} c = 0; c < {11}; ++c) {{\n"
+      "    const {0}* plane = x + (n * {12} + (f / {13}) * {11} + c) * {14} * {15};\n"
+      "    const {0}* taps = w + (f * {11} + c) * {16} * {17};\n"
+      "#pragma unroll\n"
+      "    for (int p = 0; p < {16}; ++p)\n"
+      "#pragma unroll\n"
+      "      for (int q = 0; q < {17}; ++q) {{\n"
+      "        const {2} yy = top + p * {18}, xx = left + q * {19};\n"
+      "        if (yy >= 0 && yy < {14} && xx >= 0 && xx < {15}) acc += ({10})plane[yy * {15} + xx] * ({10})taps[p * "
+      "{17} + q];\n"
+      "      }}\n  }}\n  return ({0})acc;\n}}\n",
+      type, name, index.name(), c(s.out_w), c(s.out_h), c(s.filters), c(s.stride[0]), c(s.pad[0]), c(s.stride[1]),
+      c(s.pad[1]), dtype == LAZYLAB_F64 ? "double" : "float", c(s.group_channels()), c(s.channels),
+      c(s.group_filters()), c(s.height), c(s.width), s.kernel[0], s.kernel[1], c(s.dilation[0]), c(s.dilation[1]));
 }
 
 }  // namespace lazylab::cuda

@@ -19,6 +19,17 @@ namespace lazylab::cuda {
 std::string op_function(const lazylab_program& program, const lazylab_op& op, const std::string& name,
                         std::vector<Launch>& launches);
 
+// Whether a convolution of few outputs over many taps takes a block per
+// output (its threads striding over the taps) rather than a thread.
+bool convolution_takes_blocks(const lazylab_program& program, const lazylab_op& op);
+
+// The direct convolution's element `element` (row-major in its [N, O, OH,
+// OW] result) as a device function `name`(x, w, element) returning the
+// result's storage type: the element's group of channels times the taps,
+// summed in f32 (f64 for f64), as ops.def says. The direct kernel stores it;
+// a window kernel's epilogue reads it in place of the result's memory.
+std::string direct_convolution_element(const lazylab_program& program, const lazylab_op& op, const std::string& name);
+
 // A strided copy: element t of `shape` reads operand element offset +
 // sum_d coordinate_d * strides[d].
 std::string strided_copy(const std::string& name, uint32_t in, uint32_t out, uint32_t dtype,

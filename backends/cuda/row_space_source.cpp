@@ -20,8 +20,12 @@ namespace {
 // A row-space kernel's ops ([rows, cols]), as the description indexes them.
 class RowSpaceSource {
  public:
-  RowSpaceSource(const lazylab_program& program, rows::RowSpace space)
-      : program_(program), space_(std::move(space)), rows_(space_.rows()), cols_(space_.cols()) {}
+  RowSpaceSource(const lazylab_program& program, rows::RowSpace space, const ComputedValue* computed = nullptr)
+      : program_(program),
+        space_(std::move(space)),
+        rows_(space_.rows()),
+        cols_(space_.cols()),
+        computed_value_(computed) {}
 
   // `from_the_end`: the loop walks the elements last first. A contraction's
   // epilogue reads the product that cuBLASLt has just written, last tiles
@@ -30,7 +34,9 @@ class RowSpaceSource {
   // H100, alternating runs; mlp's gelu pass did not change).
   std::string elementwise(const std::string& name, Launch& launch, bool from_the_end = false) {
     int64_t n = rows_ * cols_;
-    vec_ = n % 8 == 0 && moves_16_bit_only() ? 8 : n % 4 == 0 ? 4 : 1;
+    // A computed element is a thread's work (a direct convolution's window):
+    // one a thread, so that small planes still fill the device.
+    vec_ = computed_value_ ? 1 : n % 8 == 0 && moves_16_bit_only() ? 8 : n % 4 == 0 ? 4 : 1;
     collect_memory();
     launch.function = name;
     launch.work = n / vec_;
@@ -43,6 +49,7 @@ class RowSpaceSource {
       body += vec_ == 1 ? "    const long long i_0 = t;\n"
                         : fmt::format("    const long long i_{0} = t * {1} + {0};\n", lane, vec_);
       body += fmt::format("    const long long r_{0} = i_{0} / {1}LL;\n", lane, cols_);
+      if (computed_value_) body += computed_element();
       for (const lazylab_op* op : space_.ops()) body += element_op(*op);
       for (uint32_t v : space_.writes())
         if (!vector_store(v)) body += store_element(v);
@@ -56,7 +63,7 @@ class RowSpaceSource {
         "       s += (long long)blockDim.x * gridDim.x) {{\n"
         "    const long long t = {};\n"
         "{}  }}\n}}\n",
-        name, parameters(program_, space_.reads(), space_.writes(), launch), from_the_end ? "work - 1 - s" : "s", body);
+        name, parameters(program_, memory_reads(), space_.writes(), launch), from_the_end ? "work - 1 - s" : "s", body);
   }
 
   // A row per warp (rows up to kWarpRowCols) or per block; with 128-bit
@@ -188,6 +195,26 @@ class RowSpaceSource {
 
   uint32_t dtype(uint32_t v) const { return program_.values[v].dtype; }
 
+  bool is_computed(uint32_t v) const { return computed_value_ && computed_value_->value == v; }
+
+  // The computed value's element of this lane, once: e<v>_<lane>.
+  std::string computed_element() const {
+    std::vector<std::string> pointers;
+    for (uint32_t v : computed_value_->operands) pointers.push_back(fmt::format("p{}", v));
+    uint32_t v = computed_value_->value;
+    return fmt::format("    const {0} e{1}_{2} = {3}({4}, i_{2});\n", storage_type(dtype(v)), v, lane_,
+                       computed_value_->function, fmt::join(pointers, ", "));
+  }
+
+  // The memory the kernel reads: a computed value's operands for it.
+  std::set<uint32_t> memory_reads() const {
+    std::set<uint32_t> reads = space_.reads();
+    if (!computed_value_) return reads;
+    reads.erase(computed_value_->value);
+    reads.insert(computed_value_->operands.begin(), computed_value_->operands.end());
+    return reads;
+  }
+
   const lazylab_access& access(uint32_t v) const {
     const lazylab_access* a = space_.access(v);
     if (!a) throw std::invalid_argument(fmt::format("codegen: %{} has no access", v));
@@ -211,7 +238,8 @@ class RowSpaceSource {
     }
     if (vec_ > 1)
       for (uint32_t v : space_.reads())
-        if (const lazylab_access* a = space_.access(v); a && vectorized(v) && a->kind == LAZYLAB_ACCESS_FULL)
+        if (const lazylab_access* a = space_.access(v);
+            a && vectorized(v) && a->kind == LAZYLAB_ACCESS_FULL && !is_computed(v))
           vector_loads_.insert(v);
   }
 
@@ -248,6 +276,11 @@ class RowSpaceSource {
 
   // Memory `source` read the way `kind` says, at this lane's element.
   std::string load(uint32_t source, uint32_t kind, int64_t period) const {
+    if (is_computed(source)) {
+      if (kind != LAZYLAB_ACCESS_FULL)
+        throw std::invalid_argument(fmt::format("codegen: computed %{} is read other than in full", source));
+      return loaded(source, fmt::format("e{}_{}", source, lane_));
+    }
     std::string at;
     switch (kind) {
       case LAZYLAB_ACCESS_FULL:
@@ -512,6 +545,7 @@ class RowSpaceSource {
   const lazylab_program& program_;
   rows::RowSpace space_;
   int64_t rows_, cols_;
+  const ComputedValue* computed_value_;  // or null
   std::set<uint32_t> vector_loads_;
   std::set<uint32_t> scope_;      // declared in the current loop body or lane
   std::set<uint32_t> row_known_;  // declared once for the row
@@ -530,8 +564,8 @@ class RowSpaceSource {
 }  // namespace
 
 std::string elementwise_function(const lazylab_program& program, rows::RowSpace space, const std::string& name,
-                                 Launch& launch, bool from_the_end) {
-  return RowSpaceSource(program, std::move(space)).elementwise(name, launch, from_the_end);
+                                 Launch& launch, bool from_the_end, const ComputedValue* computed) {
+  return RowSpaceSource(program, std::move(space), computed).elementwise(name, launch, from_the_end);
 }
 
 std::string row_reduction_function(const lazylab_program& program, rows::RowSpace space, const std::string& name,

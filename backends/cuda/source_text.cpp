@@ -90,6 +90,10 @@ int64_t elements_of(const lazylab_value& v) {
 
 std::vector<int64_t> shape_of(const lazylab_value& v) { return std::vector<int64_t>(v.shape, v.shape + v.rank); }
 
+IndexType index_type(int64_t largest) { return IndexType{largest < INT32_MAX}; }
+
+std::string IndexType::literal(int64_t value) const { return fmt::format("{}{}", value, narrow ? "" : "LL"); }
+
 // The device functor of a reduction's combiner (the op table's).
 const char* combiner_functor(uint32_t reduce_op) {
   uint32_t combine = ops::combiner(reduce_op);
@@ -119,10 +123,6 @@ std::string identity_literal(uint32_t reduce_op, uint32_t type, bool wide) {
   return literal(lowest ? -INFINITY : INFINITY, type);
 }
 
-namespace {
-
-// Whether an output written here may take the memory of a parameter read
-// here (buffer donation, ABI 3.8: an update in place, element for element).
 bool writes_over_a_read(const lazylab_program& program, const std::set<uint32_t>& reads,
                         const std::set<uint32_t>& writes) {
   const int32_t* donors = lazylab_program_donors(&program);
@@ -133,8 +133,6 @@ bool writes_over_a_read(const lazylab_program& program, const std::set<uint32_t>
       return true;
   return false;
 }
-
-}  // namespace
 
 // The parameter list: every value read (const) then every value written;
 // not __restrict__ where an output may be written over a value read.

@@ -40,10 +40,24 @@ std::string scalar_literal(const lazylab_attr& value, uint32_t dtype);
 std::string cast_expr(const std::string& x, uint32_t from, uint32_t to);
 int64_t elements_of(const lazylab_value& v);
 std::vector<int64_t> shape_of(const lazylab_value& v);
+// The integer type of generated index arithmetic over at most `largest`
+// elements: int where every index fits (a 32-bit division or remainder by a
+// constant is a multiply and a shift, a 64-bit one a sequence of them),
+// else long long; `literal` writes a constant of it.
+struct IndexType {
+  bool narrow;
+  const char* name() const { return narrow ? "int" : "long long"; }
+  std::string literal(int64_t value) const;
+};
+IndexType index_type(int64_t largest);
 // The device functor of a reduction's combiner (the op table's).
 const char* combiner_functor(uint32_t reduce_op);
 // The literal a reduction's accumulator starts from (see source_text.cpp).
 std::string identity_literal(uint32_t reduce_op, uint32_t type, bool wide);
+// Whether an output written here may take the memory of a parameter read
+// here (buffer donation, ABI 3.8: an update in place, element for element).
+bool writes_over_a_read(const lazylab_program& program, const std::set<uint32_t>& reads,
+                        const std::set<uint32_t>& writes);
 // The parameter list: every value read (const) then every value written,
 // each appended to launch.values; not __restrict__ where an output may be
 // written over a value read (buffer donation, ABI 3.8).

@@ -880,6 +880,29 @@ TEST_CASE("a per-channel value over NCHW is read in place, indexed by its row's 
   CHECK(compiled.cubin.size() > 100);
 }
 
+TEST_CASE("a depthwise convolution's epilogue computes it in place unless its output may take the input's memory") {
+  // relu(depthwise(x)) has x's shape: donated, the output would be written
+  // over windows that neighbouring threads still read, so the convolution
+  // is stored first and the epilogue is a launch of its own. The host's
+  // planner donates no input a window reads; the backend does not rely on it.
+  Context ctx;
+  Tensor x = ctx.from_vector(std::vector<float>(2 * 8 * 9 * 9, 0.5f), {2, 8, 9, 9});
+  Tensor w = ctx.from_vector(std::vector<float>(8 * 9, 0.25f), {8, 1, 3, 3});
+  Tensor y = relu(conv2d(x, w, {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 8));
+  (void)y;
+  Module module = lowered(ctx.capture(), "canonicalize,cse,dce,fuse{strategy=gemm-epilogue},lower,plan-memory");
+  auto launches = [&] {
+    cuda::ProgramCode code = generated(module);
+    REQUIRE(code.kernels.size() == 1);
+    return code.kernels[0].launches.size();
+  };
+  CHECK(launches() == 1);
+  CHECK(plan_output_donors(*module.program, module.graph) == std::vector<int64_t>{-1});
+  module.program->output_donors = {0};  // x's buffer
+  CHECK(launches() == 2);
+  CHECK(cuda::compile_cuda(generated(module).source, no_cache()).cubin.size() > 100);
+}
+
 TEST_CASE("an update in place is generated without __restrict__ on the pointers it may alias, and compiles") {
   // SGD with momentum: w' = w - lr (0.9 v + g) takes w's memory where the
   // host donates it (ABI 3.8), so the kernel that reads w and writes w' may
@@ -1138,7 +1161,7 @@ TEST_CASE("convolutions run as cuBLASLt products of their unfolded windows, epil
   // windows unfolded into [C KH KW, OH OW] columns, one product of every
   // image's by the weights (one lhs for every batch), the epilogue after. A
   // pointwise convolution multiplies its input as it is; a depthwise one
-  // (groups) runs as the direct kernel, its epilogue still one launch.
+  // (groups) runs as the direct kernel, its epilogue in the same launch.
   for (DType dtype : {DType::F32, DType::BF16}) {
     CAPTURE(dtype_name(dtype));
     Context ctx;
@@ -1172,15 +1195,19 @@ TEST_CASE("convolutions run as cuBLASLt products of their unfolded windows, epil
           CHECK(kernel.contraction.k == 16);  // pointwise: the input is the matrix
         }
       }
-      if (kernel.launches.size() == 2 && kernel.launches[0].function.find("_direct") != std::string::npos) {
+      // The depthwise convolution's relu computes each element where it reads it: one launch.
+      if (kernel.launches.size() == 1 && code.source.find(kernel.launches[0].function + "_at(p") != std::string::npos) {
         ++direct;
-        CHECK(kernel.op_by_op.find("8 groups") != std::string::npos);
+        CHECK(kernel.op_by_op.empty());
+        CHECK(kernel.launches[0].values.size() == 3);  // x, the weights, the relu's result
       }
     }
     CHECK(products == 2);
     CHECK(unfolded == 1);
     CHECK(direct == 1);
     CHECK(count(code.source, "lazylab_block_reduce(acc, shared, LazylabSum())") == 1);
+    CHECK(count(code.source, "const int t = (int)element;") == 1);  // 32-bit indices
+    CHECK(count(code.source, "const int e = (int)t;") == 1);        // the unfolding's too
     CHECK(code.columns_bytes == 2 * 72 * 25 * (dtype == DType::F32 ? 4 : 2));
     CHECK(count(cuda::annotated_source(code), "(one for every batch)") == 2);
     cuda::CompiledModule compiled = cuda::compile_cuda(code.source, no_cache());

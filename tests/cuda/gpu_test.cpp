@@ -1014,11 +1014,16 @@ TEST_CASE("convolutions on cuBLASLt match the interpreter, their epilogues too, 
       pointwise = pointwise + per_channel(9, pointwise.type().shape, 8);
       Tensor shortcut = conv2d(x, filled({10, 12, 1, 1}, 9), {{2, 2}, {0, 0, 0, 0}, {1, 1}});
       Tensor depthwise = relu(conv2d(x, filled({24, 1, 3, 3}, 10), {{1, 1}, {1, 1, 1, 1}, {1, 1}}, 12));
+      // MobileNetV2's: strided, batch norm's scale and shift per channel, then relu6, one launch.
+      Tensor strided = conv2d(x, filled({12, 1, 3, 3}, 14), {{2, 2}, {1, 1, 1, 1}, {1, 1}}, 12);  // [3, 12, 6, 7]
+      Dims ss = strided.type().shape;
+      Tensor shifted = strided * per_channel(12, ss, 15) + per_channel(12, ss, 16);
+      Tensor depthwise_bn = minimum(relu(shifted), full_like(shifted, 6.0));
       Tensor one_image = conv2d(slice(x, {0, 0, 0, 0}, {1, 12, 11, 13}, {1, 1, 1, 1}), filled({7, 12, 5, 5}, 11),
                                 {{1, 1}, {2, 2, 2, 2}, {1, 1}});
       // A depthwise weight gradient's shape: few outputs over 400 taps each, a block per output.
       Tensor few_outputs = conv2d(filled({2, 6, 22, 22}, 12), filled({6, 1, 20, 20}, 13), {}, 6);  // [2, 6, 3, 3]
-      std::vector<Tensor> outs{block, dilated, pointwise, shortcut, depthwise, one_image, few_outputs};
+      std::vector<Tensor> outs{block, dilated, pointwise, shortcut, depthwise, depthwise_bn, one_image, few_outputs};
       for (Tensor& out : outs) out = cast(out, DType::F32);
       return outs;
     };
