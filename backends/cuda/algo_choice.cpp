@@ -51,8 +51,13 @@ std::string describe(const AlgoChoice& choice) {
     times = fmt::format("fastest:{} ms; the heuristic's first:{}", times_text(fastest),
                         times_text({choice.candidate_ms[0]}));
   }
+  std::string source = source_text(choice.source);
+  if (choice.source == AlgoChoice::Source::Timed && choice.search_ms >= 0)
+    source += fmt::format(" in {:.1f} ms", choice.search_ms);
+  if (choice.source == AlgoChoice::Source::Timed && choice.timed_alone > 0)
+    source += fmt::format(", {} of them alone: their shared graph failed", choice.timed_alone);
   return fmt::format("candidate {} of {}, {:.4f} ms ({}; {} ms)", choice.chosen + 1, count,
-                     choice.candidate_ms[choice.chosen], source_text(choice.source), times);
+                     choice.candidate_ms[choice.chosen], source, times);
 }
 
 std::string serialize(const AlgoChoice& choice) {

@@ -28,9 +28,16 @@ struct AlgoChoice {
   // negative where one could not run.
   std::vector<float> candidate_ms;
   Source source = Source::Timed;
+  // Timed: how long the timing took on the host (graphs made, run and
+  // waited for), in ms; negative where not known (read from the disk).
+  float search_ms = -1;
+  // Timed: candidates whose shared graph could not be made or run, each
+  // then timed in a graph of its own (the slower way).
+  int timed_alone = 0;
 };
 
-// "candidate 2 of 8, 1.3710 ms (timed at compile; all: 1.4020 1.3710 ... ms)";
+// "candidate 2 of 8, 1.3710 ms (timed at compile; all: 1.4020 1.3710 ... ms)",
+// "timed at compile in 12.3 ms" where the search's time is known;
 // past 8 candidates, the fastest five and the heuristic's first instead of all.
 std::string describe(const AlgoChoice& choice);
 

@@ -51,6 +51,7 @@ struct Driver {
   X(cuLaunchKernel) \
   X(cuEventCreate) \
   X(cuEventRecord) \
+  X(cuEventRecordWithFlags) \
   X(cuEventSynchronize) \
   X(cuEventElapsedTime) \
   X(cuEventDestroy) \

@@ -820,6 +820,12 @@ TEST_CASE("a cuBLASLt choice goes to disk and back whole, and a bad entry is nev
   CHECK(cuda::describe(searched) ==
         "candidate 7 of 10, 1.3250 ms (timed at compile; fastest: 1.3250 1.3300 1.3500 1.3760 1.3900 ms; the "
         "heuristic's first: 1.3760 ms)");
+  searched.search_ms = 81.26f;  // how long the timing took, where this process timed it
+  CHECK(cuda::describe(searched).starts_with("candidate 7 of 10, 1.3250 ms (timed at compile in 81.3 ms; fastest: "));
+  searched.timed_alone = 4;  // a graph of many that failed: its candidates timed one by one, said so
+  CHECK(
+      cuda::describe(searched).starts_with("candidate 7 of 10, 1.3250 ms (timed at compile in 81.3 ms, 4 of them "
+                                           "alone: their shared graph failed; fastest: "));
   std::string path = cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 0 0|NVIDIA H100|sm_90");
   CHECK(path != cuda::algo_choice_path(dir.string(), "8192 1024 4096 1024 0 0 1 0|NVIDIA H100|sm_90"));
   std::string why;

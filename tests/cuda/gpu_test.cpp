@@ -927,7 +927,9 @@ TEST_CASE("cuda notes each product's cuBLASLt choice, and a second backend reads
   REQUIRE(first.size() == 2);
   CHECK(first[0].starts_with("generated kernels: NVRTC, "));
   CHECK(first[1].starts_with("kernel 0: cuBLASLt f32 1 x [64 x 32] x [32 x 48]: candidate "));
-  CHECK(first[1].find("(timed at compile; fastest: ") != std::string::npos);
+  CHECK(first[1].find("(timed at compile in ") != std::string::npos);
+  CHECK(first[1].find(" ms; fastest: ") != std::string::npos);
+  CHECK(first[1].find(" alone: their shared graph failed") == std::string::npos);  // timed many to a graph
   CHECK(first[1].find(" ms; the heuristic's first: ") != std::string::npos);
   // The heuristic's few candidates and every configuration of cuBLASLt's algorithms.
   CHECK(std::stoi(first[1].substr(first[1].find(" of ") + 4)) > 8);
