@@ -121,12 +121,20 @@ __device__ __forceinline__ void load_tile(unsigned short* dst, int dst_stride, c
 // output's sums so far take (rescale); p gets the
 // probabilities rounded to 16 bits as the next product's A fragments (the
 // C fragment of two 8-column tiles is the A fragment of one 16-deep step).
+// The maxima are taken over the rounded scores before the factor to base 2
+// (positive: log2 e, times the scale where that is a power of two), which
+// each exponent's argument then takes in one fma. A row's running max moves
+// only where a tile's passes it by more than 8 (FlashAttention-4's rule):
+// the probabilities stay at most 2^8, which f32 sums and 16-bit
+// probabilities hold, and the quotient, the sum over the same base, is the
+// same; most tiles then leave alpha at 1 and the output unscaled.
 template <bool BF16, int M, int N, bool CAUSAL, bool EXACT_SCALE, int MASK>
-__device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsigned (&p)[BC / 16][4], float (&alpha)[2],
-                                             float (&row_max)[2], float (&row_sum)[2], int n0, int warp_first,
-                                             const int (&row)[2], int t, const unsigned char* __restrict__ mask,
-                                             float scale) {
+__device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsigned (&p)[BC / 16][4],
+                                             float (&alpha)[2], float (&row_max)[2], float (&row_sum)[2], int n0,
+                                             int warp_first, const int (&row)[2], int t,
+                                             const unsigned char* __restrict__ mask, float scale) {
   const float NEG_INF = -__int_as_float(0x7f800000);
+  const float to_log2 = EXACT_SCALE ? scale * LOG2E : LOG2E;
   const bool edge = MASK != 0 || n0 + BC > N || (CAUSAL && n0 + BC - 1 > warp_first);
   // Not in s: the warpgroup kernel's products write s while they run, and
   // an instruction writing it there would serialize them.
@@ -137,13 +145,8 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsign
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       unsigned r = pack<BF16>(s[j][2 * h], s[j][2 * h + 1]);
-      float x[2];
-      if constexpr (EXACT_SCALE) {
-        x[0] = low<BF16>(r) * (scale * LOG2E), x[1] = high<BF16>(r) * (scale * LOG2E);
-      } else {
-        r = pack<BF16>(low<BF16>(r) * scale, high<BF16>(r) * scale);
-        x[0] = low<BF16>(r) * LOG2E, x[1] = high<BF16>(r) * LOG2E;
-      }
+      if constexpr (!EXACT_SCALE) r = pack<BF16>(low<BF16>(r) * scale, high<BF16>(r) * scale);
+      float x[2] = {low<BF16>(r), high<BF16>(r)};
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int col = n0 + j * 8 + 2 * t + i;
@@ -159,16 +162,18 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsign
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    const float peak = fmaxf(row_max[h], tile_max[h]);
+    const float peak = tile_max[h] * to_log2;
+    const bool moves = peak > row_max[h] + 8.f;  // -inf + 8 is -inf: the first finite score moves it
+    const float kept = moves ? peak : row_max[h];
     // While every score so far is -inf, nothing is accumulated: keep 0.
-    const float base = peak == NEG_INF ? 0.f : peak;
-    alpha[h] = exp2_ftz(row_max[h] - base);
-    row_max[h] = peak;
+    const float base = kept == NEG_INF ? 0.f : kept;
+    alpha[h] = moves ? exp2_ftz(row_max[h] - base) : 1.f;
+    row_max[h] = kept;
     row_sum[h] *= alpha[h];
 #pragma unroll
     for (int j = 0; j < BC / 8; ++j) {
-      e[j][2 * h] = exp2_ftz(e[j][2 * h] - base);
-      e[j][2 * h + 1] = exp2_ftz(e[j][2 * h + 1] - base);
+      e[j][2 * h] = exp2_ftz(fmaf(e[j][2 * h], to_log2, -base));
+      e[j][2 * h + 1] = exp2_ftz(fmaf(e[j][2 * h + 1], to_log2, -base));
       row_sum[h] += e[j][2 * h] + e[j][2 * h + 1];
     }
   }
@@ -181,9 +186,11 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsign
   }
 }
 
-// The output's sums so far times the tile's alpha (its rows' max moved).
+// The output's sums so far times the tile's alpha, skipped where no row of
+// the warp's moved its max (alpha 1 in every lane).
 template <int DVP>
 __device__ __forceinline__ void rescale(float (&o)[DVP / 8][4], const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int j = 0; j < DVP / 8; ++j) {
     o[j][0] *= alpha[0], o[j][1] *= alpha[0];
@@ -375,14 +382,26 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 // ROWS x WIDTH (a multiple of 8) of src into dst as core matrices, zeros at
 // rows >= rows_valid and columns >= cols: eight threads fill one core
 // matrix (128 bytes of shared memory, eight rows' 16 bytes of global).
-template <int ROWS, int WIDTH, int BLOCK>
+// UNROLLED: each thread's copies unrolled, their count known at compile
+// time: in a loop over threadIdx.x's stride their index arithmetic was a
+// third of the instructions of a tile at head dim 64 (the SASS), though
+// removing it took only 0.4% of the time. The pipelined form keeps the
+// loop: unrolled, the addresses it holds spilled 60 bytes at head dim 128.
+template <int ROWS, int WIDTH, int BLOCK, bool UNROLLED>
 __device__ __forceinline__ void load_core_tile(unsigned short* dst, const unsigned short* __restrict__ src,
                                                long long src_stride, int rows_valid, int cols) {
-  constexpr int CHUNKS = WIDTH / 8;
-  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += BLOCK) {
+  constexpr int CHUNKS = WIDTH / 8, COPIES = ROWS * CHUNKS;
+  auto copy = [&](int i) {
     const int r = i / (8 * CHUNKS) * 8 + i % 8, c = i / 8 % CHUNKS * 8;
     const bool valid = r < rows_valid && c < cols;
     copy16(shared_address(dst + i * 8), valid ? src + r * src_stride + c : src, valid);
+  };
+  if constexpr (UNROLLED) {
+#pragma unroll
+    for (int j = 0; j < (COPIES + BLOCK - 1) / BLOCK; ++j)
+      if (COPIES % BLOCK == 0 || (int)threadIdx.x + j * BLOCK < COPIES) copy((int)threadIdx.x + j * BLOCK);
+  } else {
+    for (int i = threadIdx.x; i < COPIES; i += BLOCK) copy(i);
   }
 }
 
@@ -428,8 +447,8 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
   auto load_keys = [&](int tile) {
     const int n0 = tile * BC, stage = tile % STAGES;
     const int keys_valid = N - n0 < BC ? N - n0 : BC;
-    load_core_tile<BC, DP, BLOCK>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D);
-    load_core_tile<BC, DVP, BLOCK>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV);
+    load_core_tile<BC, DP, BLOCK, !PIPELINED>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D);
+    load_core_tile<BC, DVP, BLOCK, !PIPELINED>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV);
   };
   auto scores = [&](float (&s)[BC / 8][4], int tile) {
     const unsigned q_rows = shared_address(Qs + warp / 4 * 64 * DP);
@@ -438,7 +457,7 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
     for (int kk = 0; kk < DP / 16; ++kk)
       score_product(s, descriptor(q_rows + kk * 256, 128, K_STRIDE), descriptor(kt + kk * 256, 128, K_STRIDE), kk > 0);
   };
-  load_core_tile<ROWS, DP, BLOCK>(Qs, q, q_row, rows_valid, D);
+  load_core_tile<ROWS, DP, BLOCK, !PIPELINED>(Qs, q, q_row, rows_valid, D);
   load_keys(0);
   commit();
   if (tiles > 1) load_keys(1);
@@ -553,11 +572,13 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // How the warpgroup kernel runs a head dim, as measured on an H200 (bf16,
 // [16, 16, 1024, 64] and [8, 16, 1024, 128], docs/results.md): up to 64,
-// two blocks an SM of two warpgroups, each product waited for (0.322 ms;
-// four warpgroups an SM fill each other's gaps, where the pipelined form
-// took 0.367 in one block of three and 0.379 in two blocks of two, which
-// spill past their 128 registers); above 64, one block of three
-// warpgroups, pipelined (0.298 ms; 0.345 in one block of two).
+// two blocks an SM of two warpgroups, each product waited for (0.308 ms;
+// keys 128 at a time 0.315; one block of three, keys 128 at a time,
+// pipelined 0.346 or waited for 0.354; one block of four 0.292, not yet
+// through the GPU tests, and no faster where causal); above 64, one block of
+// three warpgroups, pipelined (0.300 ms before the softmax took its fma and
+// kept its max, 0.345 in one block of two, 0.296 keys 128 at a time in two
+// stages).
 struct WgmmaForm {
   int64_t groups, blocks_per_sm;
   bool pipelined;
