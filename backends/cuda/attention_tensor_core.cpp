@@ -571,21 +571,31 @@ namespace {
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // How the warpgroup kernel runs a head dim, as measured on an H200 (bf16,
-// [16, 16, 1024, 64] and [8, 16, 1024, 128], docs/results.md): up to 64,
-// two blocks an SM of two warpgroups, each product waited for (0.308 ms;
-// keys 128 at a time 0.315; one block of three, keys 128 at a time,
-// pipelined 0.346 or waited for 0.354; one block of four 0.292, not yet
-// through the GPU tests, and no faster where causal); above 64, one block of
-// three warpgroups, pipelined (0.300 ms before the softmax took its fma and
-// kept its max, 0.345 in one block of two, 0.296 keys 128 at a time in two
-// stages).
+// docs/results.md). Up to 64, each product waited for: a block of four
+// warpgroups (256 rows, one block an SM) where no mask is causal, the rows
+// fill it and there are at least 128 blocks, else two blocks an SM of two.
+// Four against two: [16, 16, 1024, 64] 0.295 against 0.309 ms, [4, 12,
+// 4096, 64] 0.694 against 0.783, 128 blocks ([2, 16, 1024, 64]) 0.043
+// against 0.051, but 64 blocks 0.041 against 0.033 (half the 132 SMs
+// idle), and no faster where causal (gpt2-block 0.684 against 0.681: a
+// causal block's rows take unequal times). Keys 128 at a time 0.315; one
+// block of three, keys 128 at a time, pipelined 0.346 or waited for 0.354.
+// Above 64, one block of three warpgroups, pipelined ([8, 16, 1024, 128]
+// 0.290 ms; 0.345 in one block of two, 0.296 keys 128 at a time in two
+// stages, before the softmax took its fma). `rows` (128 or 256) overrides
+// the rule up to 64.
 struct WgmmaForm {
   int64_t groups, blocks_per_sm;
   bool pipelined;
 };
-WgmmaForm wgmma_form(int64_t widest) {
-  if (widest <= 64) return {2, 2, false};
-  return {3, 1, true};
+WgmmaForm wgmma_form(const lazylab_attention& a, int64_t widest, int rows) {
+  if (widest > 64) return {3, 1, true};
+  constexpr WgmmaForm kTwo{2, 2, false}, kFour{4, 1, false};
+  if (rows) return rows == 256 ? kFour : kTwo;
+  // Four warpgroups where they pad no more rows than two do and make about
+  // a block for each SM of a Hopper GPU (132 on an H100 SXM or H200).
+  const bool fills = round_up(a.m, 256) == round_up(a.m, 128) && a.batch * (round_up(a.m, 256) / 256) >= 128;
+  return !a.causal && fills ? kFour : kTwo;
 }
 
 // Whether x times `scale` is exact for every 16-bit x away from the
@@ -685,11 +695,11 @@ std::optional<std::string> attention_wgmma_refusal(const lazylab_kernel& kernel)
 }
 
 std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtype, const std::string& name,
-                                     Launch& launch) {
+                                     Launch& launch, int block_rows) {
   const lazylab_attention& a = kernel.attention;
   constexpr int64_t kKeys = 64;
   int64_t dp = round_up(a.d, 16), dvp = round_up(a.dv, 16);
-  const WgmmaForm form = wgmma_form(std::max(dp, dvp));
+  const WgmmaForm form = wgmma_form(a, std::max(dp, dvp), block_rows);
   const int64_t groups = form.groups, rows = 64 * groups;
   int64_t elements = rows * (std::max(dp, dvp) + 8) + 3 * kKeys * dp + 3 * kKeys * dvp;  // Q or the output, 3 stages
   AttentionMask mask = attention_launch(kernel, name, elements * 2, launch, rows);

@@ -52,9 +52,10 @@ std::string attention16_function(const lazylab_kernel& kernel, uint32_t dtype, c
 std::optional<std::string> attention_wgmma_refusal(const lazylab_kernel& kernel);
 
 // attention16_function's kernel on the warpgroup products: its two product
-// functions and the __global__ function; a block per (batch, 128 or 192
-// rows), 256 or 384 threads, Q and three stages of K and V in shared memory.
+// functions and the __global__ function; a block per (batch, 128, 192 or
+// 256 rows), 128 threads for each 64 rows, Q and three stages of K and V in
+// shared memory. `block_rows`: CodegenOptions::wgmma_attention_rows.
 std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtype, const std::string& name,
-                                     Launch& launch);
+                                     Launch& launch, int block_rows);
 
 }  // namespace lazylab::cuda

@@ -56,6 +56,10 @@ class CudaBackend : public plugin::Backend {
        nullptr, 0},
       {"wgmma", LAZYLAB_OPTION_BOOL, "on",
        "16-bit attention on Hopper's warpgroup products (sm_90 only; mma.sync elsewhere or when off)", nullptr, 0},
+      {"attention-rows", LAZYLAB_OPTION_ENUM, "auto",
+       "rows a block of the warpgroup attention kernel at head dims up to 64 (auto: 256 where not causal and "
+       "there are at least 128 such blocks, else 128)",
+       "auto|128|256", 0},
   };
 
   explicit CudaBackend(const plugin::BackendOptions& options) {
@@ -68,6 +72,8 @@ class CudaBackend : public plugin::Backend {
     codegen_.row_block_threads = row_block == "auto" ? 0 : std::stoi(row_block);
     row_groups_ = options.flag("row-groups");
     codegen_.wgmma = options.flag("wgmma");
+    const std::string& attention_rows = options.text("attention-rows");
+    codegen_.wgmma_attention_rows = attention_rows == "auto" ? 0 : std::stoi(attention_rows);
     compiler_.disk_cache = options.flag("cache");
     if (const std::string& dir = options.text("cache-dir"); !dir.empty()) compiler_.cache_dir = dir;
     std::string error;
@@ -99,7 +105,11 @@ class CudaBackend : public plugin::Backend {
         driver_->version % 1000 / 10, nvrtc_version_, blas_->cublasLtGetVersion(), tf32_ ? "on" : "off",
         codegen_.bias_epilogue ? "cuBLASLt" : "generated", codegen_.gelu_epilogue ? "cuBLASLt" : "generated",
         codegen_.row_block_threads ? std::to_string(codegen_.row_block_threads) : "auto",
-        codegen_for(d).wgmma ? "wgmma" : "mma.sync", compiler_.disk_cache ? cache_directory(compiler_) : "off",
+        codegen_for(d).wgmma
+            ? fmt::format("wgmma ({} rows a block up to head dim 64)",
+                          codegen_.wgmma_attention_rows ? std::to_string(codegen_.wgmma_attention_rows) : "auto")
+            : "mma.sync",
+        compiler_.disk_cache ? cache_directory(compiler_) : "off",
         graph_.mode == GraphPolicy::On ? "on"
         : graph_.mode == GraphPolicy::Off
             ? "off"

@@ -320,7 +320,7 @@ class ProgramSource {
             if (!wgmma_template_) code.templates += kAttentionWgmmaTemplate;
             wgmma_template_ = true;
             kernel_template_ = attention_wgmma_template().c_str();
-            code.source += attention_wgmma_function(kernel, dtype, name, launch);
+            code.source += attention_wgmma_function(kernel, dtype, name, launch, options_.wgmma_attention_rows);
           } else {
             kernel_template_ = kAttention16Template;
             code.source += attention16_function(kernel, dtype, name, launch);

@@ -107,6 +107,11 @@ struct CodegenOptions {
   // the units are then compiled for), where attention_wgmma_refusal allows;
   // else mma.sync, the reason in KernelCode::slower_path.
   bool wgmma = false;
+  // Rows a block of the warpgroup attention kernel takes at head dims up to
+  // 64: 128 (two warpgroups, two blocks an SM) or 256 (four, one block); 0:
+  // the rule in attention_tensor_core.cpp (256 where not causal and there
+  // are at least 128 such blocks).
+  int wgmma_attention_rows = 0;
 };
 
 // What the generated code runs, as the backend declares it (and the tests

@@ -752,7 +752,7 @@ if [[ -f $cuda_plugin ]]; then  # options are checked before anything else, GPU 
   check "a bad cuda option names it" 1 "backend 'cuda': option 'tf32' expects on or off, got 'maybe'" -- "$lazylab" run "$work/cuda-option.yaml"
   experiment "$work/cuda-key.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
     "backends: [{name: cuda, options: colour=red}]"
-  check "an unknown cuda option names the options" 1 "backend 'cuda' has no option 'colour' \\(options: tf32, cache, cache-dir, graph, bias-epilogue, gelu-epilogue, row-block, row-groups, wgmma\\)" -- \
+  check "an unknown cuda option names the options" 1 "backend 'cuda' has no option 'colour' \\(options: tf32, cache, cache-dir, graph, bias-epilogue, gelu-epilogue, row-block, row-groups, wgmma, attention-rows\\)" -- \
     "$lazylab" run "$work/cuda-key.yaml"
   experiment "$work/cuda-graph.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
     "backends: [{name: cuda, options: graph=sometimes}]"

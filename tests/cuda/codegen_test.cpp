@@ -609,6 +609,46 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
       }
 }
 
+// Up to head dim 64 the warpgroup kernel takes a block of four warpgroups
+// (256 rows, one block an SM) where no mask is causal, the rows pad no more
+// than in blocks of 128 and there are at least 128 blocks; else two (two
+// blocks an SM). The backend's attention-rows sets it instead.
+TEST_CASE("the warpgroup attention kernel's block is four warpgroups where no mask is causal and the grid is large") {
+  struct Case {
+    AttentionShape shape;
+    bool large;  // four warpgroups by the rule, where not causal
+  };
+  for (const Case& c : {Case{{{256, 256, 64}, 100, 64}, true}, Case{{{64, 512, 48}, 64, 64}, true},
+                        Case{{{127, 256, 64}, 64, 64}, false}, Case{{{512, 300, 64}, 64, 64}, false},
+                        Case{{{256, 256, 72}, 64, 64}, false}})
+    for (int variant : {0, 2, 4}) {
+      CAPTURE(to_string(c.shape.q));
+      CAPTURE(c.shape.dv);
+      CAPTURE(variant);
+      Context ctx;
+      std::vector<Tensor> outputs = attention_variant(ctx, variant, c.shape);
+      Module module =
+          lowered(ctx.capture(), "autocast,decompose,canonicalize,cse,dce,fuse{strategy=flash-attention},lower");
+      const int64_t plain = variant == 4 ? 2 : 1;  // kernels with no causal mask
+      const bool wide = c.shape.q.back() > 64;
+      for (int rows : {0, 128, 256}) {
+        CAPTURE(rows);
+        cuda::CodegenOptions hopper;
+        hopper.wgmma = true;
+        hopper.wgmma_attention_rows = rows;
+        cuda::ProgramCode code = generated(module, hopper);
+        const int64_t four = wide ? 0 : rows == 256 ? 2 : rows == 128 ? 0 : c.large ? plain : 0;
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<4, ") == four);
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<2, ") == (wide ? 0 : 2 - four));
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<3, ") == (wide ? 2 : 0));
+        if (rows != 256 || variant != 4 || wide || c.shape.q[0] != 256) continue;
+        cuda::CompilerOptions sm90a = no_cache();
+        sm90a.arch = "sm_90a";
+        for (const cuda::CompiledModule& unit : cuda::compile_units(code.units, sm90a)) CHECK(unit.cubin.size() > 100);
+      }
+    }
+}
+
 // Heads split from the projections and merged back after (BERT's and
 // GPT-2's layouts) are read and written in place: one attention kernel, no
 // copies; k's rows read as such (on wgmma too); in 16 bits, heads not 16

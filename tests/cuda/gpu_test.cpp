@@ -176,12 +176,13 @@ TEST_CASE("16-bit attention kernels of every shape match the interpreter") {
     const char* dtype;
     double each, mean;
   };
-  // On Hopper the kernels reading k's rows take wgmma unless it is off; the
-  // others say in the executable's notes why they do not.
-  for (const char* products : {"wgmma=on", "wgmma=off"}) {
+  // On Hopper the kernels reading k's rows take wgmma unless it is off (in
+  // blocks of 256 rows where attention-rows says so); the others say in the
+  // executable's notes why they do not.
+  for (const char* products : {"wgmma=on", "wgmma=on,attention-rows=256", "wgmma=off"}) {
     auto cuda = cuda_backend(std::string("cache=off,") + products);
-    const bool hopper =
-        std::string(products) == "wgmma=on" && cuda->device_description().find("(sm_90,") != std::string::npos;
+    const bool hopper = std::string(products).starts_with("wgmma=on") &&
+                        cuda->device_description().find("(sm_90,") != std::string::npos;
     for (Tolerance tolerance : {Tolerance{"bf16", 0.25, 0.01}, Tolerance{"f16", 0.05, 0.002}})
       for (const AttentionShape& shape : kAttentionShapes) {
         for (int variant = 0; variant < kAttentionVariants; ++variant) {
@@ -234,7 +235,7 @@ TEST_CASE("16-bit attention kernels of every shape match the interpreter") {
 // kernel of its own copies a layout.
 TEST_CASE("attention over heads split from their projections matches the interpreter, in place") {
   auto interp = interp_backend();
-  for (const char* products : {"wgmma=on", "wgmma=off"}) {
+  for (const char* products : {"wgmma=on", "wgmma=on,attention-rows=256", "wgmma=off"}) {
     auto cuda = cuda_backend(std::string("cache=off,") + products);
     for (const char* dtype : {"f32", "bf16", "f16"})
       for (const HeadsShape& shape : kHeadsShapes)
