@@ -764,6 +764,10 @@ if [[ -f $cuda_plugin ]]; then  # options are checked before anything else, GPU 
     check "row-block=$value names the sizes" 1 "backend 'cuda': option 'row-block' expects one of \\{auto, 128, 256, 512, 1024\\}, got '$value'" -- \
       "$lazylab" run "$work/cuda-row-block.yaml"
   done
+  experiment "$work/cuda-attention-rows.yaml" "name: t" "workloads: [chain-tiny]" "pipelines: {p: lower}" \
+    "backends: [{name: cuda, options: 'attention-rows=64'}]"
+  check "attention-rows=64 names the sizes" 1 "backend 'cuda': option 'attention-rows' expects one of \\{auto, 128, 256\\}, got '64'" -- \
+    "$lazylab" run "$work/cuda-attention-rows.yaml"
 fi
 
 # repeat.flush: caches flushed on the cell's backend before each step, said
