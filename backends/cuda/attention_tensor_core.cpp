@@ -94,6 +94,9 @@ __device__ __forceinline__ float high(unsigned packed) {
   return f;
 }
 
+// x rounded to bf16 (to nearest even), as an f32.
+__device__ __forceinline__ float rounded_bf16(float x) { return __uint_as_float(pack<true>(0.f, x)); }
+
 __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -144,9 +147,21 @@ __device__ __forceinline__ void softmax_tile(const float (&s)[BC / 8][4], unsign
   for (int j = 0; j < BC / 8; ++j) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      unsigned r = pack<BF16>(s[j][2 * h], s[j][2 * h + 1]);
-      if constexpr (!EXACT_SCALE) r = pack<BF16>(low<BF16>(r) * scale, high<BF16>(r) * scale);
-      float x[2] = {low<BF16>(r), high<BF16>(r)};
+      float x[2];
+      if constexpr (BF16) {
+        // A bf16 is an f32's high half: packed over a zero, the rounded
+        // score is an f32 in one instruction, not a pack and two unpacks.
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          x[i] = rounded_bf16(s[j][2 * h + i]);
+          if constexpr (!EXACT_SCALE) x[i] = rounded_bf16(x[i] * scale);
+        }
+      } else {
+        unsigned r = pack<BF16>(s[j][2 * h], s[j][2 * h + 1]);
+        if constexpr (!EXACT_SCALE) r = pack<BF16>(low<BF16>(r) * scale, high<BF16>(r) * scale);
+        x[0] = low<BF16>(r);
+        x[1] = high<BF16>(r);
+      }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int col = n0 + j * 8 + 2 * t + i;
@@ -344,10 +359,9 @@ __device__ __forceinline__ void attention(const unsigned short* __restrict__ q, 
 // at (i * chunks + c) * 128 bytes, so a descriptor's leading offset
 // (between core matrices along the depth) and stride (along M or N) are
 // constants of the tile's width; Q's and K's rows are the depth's (the
-// depth contiguous), V's the keys' (its depth, so B transposed). The
-// products run while the warps compute: the next tile's scores and this
-// tile's output are issued together, the next tile's softmax computed while
-// the output's product runs, with K and V three stages deep.
+// depth contiguous), V's the keys' (its depth, so B transposed). K and V
+// come three stages deep, copied by a warp of their own where no mask is
+// causal, else by every thread.
 const char* const kAttentionWgmmaTemplate = R"(
 namespace lazylab_attention16 {
 __device__ __forceinline__ unsigned long long descriptor(unsigned address, unsigned leading, unsigned stride) {
@@ -381,15 +395,16 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 
 // ROWS x WIDTH (a multiple of 8) of src into dst as core matrices, zeros at
 // rows >= rows_valid and columns >= cols: eight threads fill one core
-// matrix (128 bytes of shared memory, eight rows' 16 bytes of global).
-// UNROLLED: each thread's copies unrolled, their count known at compile
-// time: in a loop over threadIdx.x's stride their index arithmetic was a
-// third of the instructions of a tile at head dim 64 (the SASS), though
-// removing it took only 0.4% of the time. The pipelined form keeps the
-// loop: unrolled, the addresses it holds spilled 60 bytes at head dim 128.
-template <int ROWS, int WIDTH, int BLOCK, bool UNROLLED>
+// matrix (128 bytes of shared memory, eight rows' 16 bytes of global),
+// `thread` one of BLOCK copying. UNROLLED: each thread's copies unrolled,
+// their count known at compile time: in a loop over the block's stride
+// their index arithmetic was a third of the instructions of a tile at head
+// dim 64 (the SASS), though removing it took only 0.4% of the time. The
+// pipelined form keeps the loop: unrolled, the addresses it holds spilled
+// 60 bytes at head dim 128.
+template <int ROWS, int WIDTH, int BLOCK, bool UNROLLED = true>
 __device__ __forceinline__ void load_core_tile(unsigned short* dst, const unsigned short* __restrict__ src,
-                                               long long src_stride, int rows_valid, int cols) {
+                                               long long src_stride, int rows_valid, int cols, int thread) {
   constexpr int CHUNKS = WIDTH / 8, COPIES = ROWS * CHUNKS;
   auto copy = [&](int i) {
     const int r = i / (8 * CHUNKS) * 8 + i % 8, c = i / 8 % CHUNKS * 8;
@@ -399,17 +414,172 @@ __device__ __forceinline__ void load_core_tile(unsigned short* dst, const unsign
   if constexpr (UNROLLED) {
 #pragma unroll
     for (int j = 0; j < (COPIES + BLOCK - 1) / BLOCK; ++j)
-      if (COPIES % BLOCK == 0 || (int)threadIdx.x + j * BLOCK < COPIES) copy((int)threadIdx.x + j * BLOCK);
+      if (COPIES % BLOCK == 0 || thread + j * BLOCK < COPIES) copy(thread + j * BLOCK);
   } else {
-    for (int i = threadIdx.x; i < COPIES; i += BLOCK) copy(i);
+    for (int i = thread; i < COPIES; i += BLOCK) copy(i);
   }
 }
 
+// Shared-memory barriers (mbarrier): a phase completes when its count of
+// arrivals has come; a waiter names the parity of the phase it waits for.
+__device__ __forceinline__ void barrier_init(unsigned address, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(address), "r"(count) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(unsigned address) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(address) : "memory");
+}
+// An arrival made once this thread's cp.async copies so far have landed.
+__device__ __forceinline__ void barrier_arrive_on_copies(unsigned address) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(address) : "memory");
+}
+__device__ __forceinline__ void barrier_wait(unsigned address, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// The threads of warpgroup `group` meet (barrier 0 is the block's). The
+// barrier's number an immediate: from a register, ptxas reserves all 16.
+__device__ __forceinline__ void group_barrier(int group) {
+  if (group == 0)
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+  else if (group == 1)
+    asm volatile("bar.sync 2, 128;" ::: "memory");
+  else if (group == 2)
+    asm volatile("bar.sync 3, 128;" ::: "memory");
+  else
+    asm volatile("bar.sync 4, 128;" ::: "memory");
+}
+
 // As attention() above, k as [n, d], a block of GROUPS warpgroups of 64
-// rows each. PIPELINED: a tile's output product (its probabilities `now`)
-// and the next tile's scores issued together, the next tile's softmax (into
-// `then`) computed while the output's product runs; else one product after
-// the other, the next warpgroup's (GROUPS blocks an SM) filling the gaps.
+// rows each, each waiting for its products (the other warpgroups filling
+// the gaps), and one more warp that alone copies K and V, STAGES tiles
+// ahead: a stage is `full` once its copies have landed and `empty` once
+// every consumer warp is past its products, so that the warpgroups run
+// apart instead of meeting at a block barrier each tile (on an H200 at [16
+// x 16, 1024, 64], four warpgroups 0.225 ms against 0.263 with the barrier,
+// two 0.260 against 0.282). Each warpgroup's Q rows, and after them its
+// output's, lie in its own 64 rows of QS elements, so that it meets only
+// its own threads. score_product and output_product are the two products'
+// function objects (warpgroup_product's), generated for the tiles' widths.
+template <int GROUPS, bool BF16, int M, int N, int D, int DV, int DP, int DVP, bool CAUSAL, bool EXACT_SCALE, int MASK,
+          class ScoreProduct, class OutputProduct, class Views>
+__device__ __forceinline__ void attention_wgmma_loaded(const unsigned short* __restrict__ q,
+                                                       const unsigned short* __restrict__ k,
+                                                       const unsigned short* __restrict__ v,
+                                                       const unsigned char* __restrict__ mask,
+                                                       unsigned short* __restrict__ out, float scale,
+                                                       ScoreProduct score_product, OutputProduct output_product,
+                                                       Views views) {
+  constexpr int ROWS = 64 * GROUPS, CONSUMERS = 128 * GROUPS, STAGES = 3;
+  constexpr int QS = (DP > DVP ? DP : DVP) + 8;
+  constexpr int K_TILE = BC * DP, V_TILE = BC * DVP;
+  constexpr unsigned K_STRIDE = DP / 8 * 128, V_LEADING = DVP / 8 * 128;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  extern __shared__ uint4 attention16_shared[];
+  unsigned short* Qs = reinterpret_cast<unsigned short*>(attention16_shared);
+  unsigned short* Ks = Qs + ROWS * QS;
+  unsigned short* Vs = Ks + STAGES * K_TILE;
+  const unsigned full = shared_address(Vs + STAGES * V_TILE), empty = full + 8 * STAGES;  // a barrier a stage
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  long long batch, first_row;
+  lazylab_attention_block(ROWS, batch, first_row);
+  const int row_start = (int)first_row;
+  const long long q_row = views.row(0), k_row = views.row(1), v_row = views.row(2), out_row = views.row(3);
+  const int rows_valid = M - row_start < ROWS ? M - row_start : ROWS;
+  const int key_end = CAUSAL ? (row_start + ROWS < N ? row_start + ROWS : N) : N;
+  const int tiles = (key_end + BC - 1) / BC;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < STAGES; ++i) {
+      barrier_init(full + 8 * i, 32);
+      barrier_init(empty + 8 * i, CONSUMERS / 32);
+    }
+  __syncthreads();
+  if (warp == CONSUMERS / 32) {  // the loader
+    k += views.at(1, batch);
+    v += views.at(2, batch);
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int n0 = tile * BC, stage = tile % STAGES;
+      if (tile >= STAGES) barrier_wait(empty + 8 * stage, (tile / STAGES - 1) & 1);
+      const int keys_valid = N - n0 < BC ? N - n0 : BC;
+      load_core_tile<BC, DP, 32>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D, lane);
+      load_core_tile<BC, DVP, 32>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV, lane);
+      barrier_arrive_on_copies(full + 8 * stage);
+    }
+    wait_copies<0>();
+    return;
+  }
+  // The warpgroup's index, the same in every lane as the compiler sees it,
+  // so that the products' descriptors are uniform values.
+  const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+  unsigned short* group_rows = Qs + group * 64 * QS;
+  const int group_first = row_start + group * 64, warp_first = row_start + warp * 16;
+  const int row[2] = {warp_first + g, warp_first + g + 8};
+  // (A group past the last row copies none, from a row that is there.)
+  load_core_tile<64, DP, 128>(group_rows, q + views.at(0, batch) + (group_first < M ? group_first : row_start) * q_row,
+                              q_row, rows_valid - group * 64, D, threadIdx.x % 128);
+  commit();
+  wait_copies<0>();
+  fence_async_shared();
+  group_barrier(group);
+  // A descriptor's address is its low 14 bits, in 16 bytes: an offset adds to it.
+  const unsigned long long q_desc = descriptor(shared_address(group_rows), 128, K_STRIDE);
+  const unsigned long long k_desc = descriptor(shared_address(Ks), 128, K_STRIDE);
+  const unsigned long long v_desc = descriptor(shared_address(Vs), V_LEADING, 128);
+  float o[DVP / 8][4];
+#pragma unroll
+  for (int j = 0; j < DVP / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float row_max[2] = {NEG_INF, NEG_INF}, row_sum[2] = {0.f, 0.f}, alpha[2];
+  float s[BC / 8][4];
+  unsigned p[BC / 16][4];
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int stage = tile % STAGES;
+    barrier_wait(full + 8 * stage, (tile / STAGES) & 1);
+    fence_async_shared();
+    // Causal: a warpgroup whose rows all precede a tile's keys has nothing
+    // there (it still waits for the tile, so that its arrivals keep the
+    // stages' phases in order).
+    if (!CAUSAL || tile * BC <= group_first + 63) {
+      const unsigned long long kt = k_desc + stage * (K_TILE * 2 / 16), vt = v_desc + stage * (V_TILE * 2 / 16);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; ++kk) score_product(s, q_desc + kk * 16, kt + kk * 16, kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      pin(s);
+      softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, p, alpha, row_max, row_sum, tile * BC, warp_first, row, t,
+                                                         mask, scale);
+      rescale<DVP>(o, alpha);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk) output_product(o, p[kk], vt + kk * 2 * V_LEADING / 16, true);
+      wgmma_commit();
+      wgmma_wait<0>();
+      pin(o);
+    }
+    __syncwarp();
+    if (lane == 0) barrier_arrive(empty + 8 * stage);
+  }
+  group_barrier(group);  // the group's Q rows take its output
+  store_rows<BF16, DV, DVP, QS>(o, row_sum, group_rows + warp % 4 * 16 * QS,
+                                out + views.at(3, batch) + warp_first * out_row, out_row,
+                                rows_valid - warp * 16, lane);
+}
+
+// As attention() above, k as [n, d], a block of GROUPS warpgroups of 64
+// rows each, K and V copied by every thread, the warps meeting at a block
+// barrier each tile: the form for causal masks (in the form with a warp to
+// copy, a causal block of two warpgroups at [16 x 16, 1024, 64] ran 0.239
+// ms against this form's 0.211 on an H200, where without the mask it ran
+// 0.260 against 0.282). PIPELINED: a tile's output product (its
+// probabilities `now`) and the next tile's scores issued together, the
+// next tile's softmax (into `then`) computed while the output's product
+// runs; else one product after the other, the next warpgroup's (GROUPS
+// blocks an SM) filling the gaps.
 // score_product and output_product are the two products' function objects
 // (warpgroup_product's), generated for the tiles' widths.
 template <int GROUPS, bool PIPELINED, bool BF16, int M, int N, int D, int DV, int DP, int DVP, bool CAUSAL,
@@ -447,8 +617,9 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
   auto load_keys = [&](int tile) {
     const int n0 = tile * BC, stage = tile % STAGES;
     const int keys_valid = N - n0 < BC ? N - n0 : BC;
-    load_core_tile<BC, DP, BLOCK, !PIPELINED>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D);
-    load_core_tile<BC, DVP, BLOCK, !PIPELINED>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV);
+    load_core_tile<BC, DP, BLOCK, !PIPELINED>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D, threadIdx.x);
+    load_core_tile<BC, DVP, BLOCK, !PIPELINED>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV,
+                                               threadIdx.x);
   };
   auto scores = [&](float (&s)[BC / 8][4], int tile) {
     const unsigned q_rows = shared_address(Qs + warp / 4 * 64 * DP);
@@ -457,7 +628,7 @@ __device__ __forceinline__ void attention_wgmma(const unsigned short* __restrict
     for (int kk = 0; kk < DP / 16; ++kk)
       score_product(s, descriptor(q_rows + kk * 256, 128, K_STRIDE), descriptor(kt + kk * 256, 128, K_STRIDE), kk > 0);
   };
-  load_core_tile<ROWS, DP, BLOCK, !PIPELINED>(Qs, q, q_row, rows_valid, D);
+  load_core_tile<ROWS, DP, BLOCK, !PIPELINED>(Qs, q, q_row, rows_valid, D, threadIdx.x);
   load_keys(0);
   commit();
   if (tiles > 1) load_keys(1);
@@ -570,32 +741,34 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// How the warpgroup kernel runs a head dim, as measured on an H200 (bf16,
-// docs/results.md). Up to 64, each product waited for: a block of four
-// warpgroups (256 rows, one block an SM) where no mask is causal, the rows
-// fill it and there are at least 128 blocks, else two blocks an SM of two.
-// Four against two: [16, 16, 1024, 64] 0.295 against 0.309 ms, [4, 12,
-// 4096, 64] 0.694 against 0.783, 128 blocks ([2, 16, 1024, 64]) 0.043
-// against 0.051, but 64 blocks 0.041 against 0.033 (half the 132 SMs
-// idle), and no faster where causal (gpt2-block 0.684 against 0.681: a
-// causal block's rows take unequal times). Keys 128 at a time 0.315; one
-// block of three, keys 128 at a time, pipelined 0.346 or waited for 0.354.
-// Above 64, one block of three warpgroups, pipelined ([8, 16, 1024, 128]
-// 0.290 ms; 0.345 in one block of two, 0.296 keys 128 at a time in two
-// stages, before the softmax took its fma). `rows` (128 or 256) overrides
-// the rule up to 64.
+// How the warpgroup kernel runs, as measured on an H200 (bf16,
+// docs/results.md; the kernel alone, [batch x heads, 1024, d]). Where no
+// mask is causal, K and V copied by a warp of their own (`loaded`): up to
+// head dim 64 a block of four warpgroups (256 rows, one block an SM) where
+// the rows fill it and there are at least 128 blocks, else two blocks an
+// SM of two; four against two: 256 heads 0.225 against 0.260 ms, 32 heads
+// (128 blocks) 0.034 against 0.042, but 16 heads (64 blocks) 0.032 against
+// 0.027, half the 132 SMs idle. Above 64 one block of three (256 heads at
+// d 128: 0.486 ms; two 0.524, three pipelined as below 0.513). Where the
+// mask is causal, the block barrier's forms (the loaded form was slower
+// there, attention_wgmma's comment): up to 64 two blocks an SM of two (four
+// were no faster: gpt2-block 0.684 against 0.681 ms, a causal block's rows
+// taking unequal times), above it a block of three issuing the next tile's
+// scores with this tile's output (`pipelined`). `rows` (128 or 256)
+// overrides the groups up to 64.
 struct WgmmaForm {
   int64_t groups, blocks_per_sm;
-  bool pipelined;
+  bool loaded, pipelined;
 };
 WgmmaForm wgmma_form(const lazylab_attention& a, int64_t widest, int rows) {
-  if (widest > 64) return {3, 1, true};
-  constexpr WgmmaForm kTwo{2, 2, false}, kFour{4, 1, false};
-  if (rows) return rows == 256 ? kFour : kTwo;
+  const bool loaded = !a.causal;
+  if (widest > 64) return {3, 1, loaded, !loaded};
+  const WgmmaForm two{2, 2, loaded, false}, four{4, 1, loaded, false};
+  if (rows) return rows == 256 ? four : two;
   // Four warpgroups where they pad no more rows than two do and make about
   // a block for each SM of a Hopper GPU (132 on an H100 SXM or H200).
   const bool fills = round_up(a.m, 256) == round_up(a.m, 128) && a.batch * (round_up(a.m, 256) / 256) >= 128;
-  return !a.causal && fills ? kFour : kTwo;
+  return loaded && fills ? four : two;
 }
 
 // Whether x times `scale` is exact for every 16-bit x away from the
@@ -702,8 +875,10 @@ std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtyp
   const WgmmaForm form = wgmma_form(a, std::max(dp, dvp), block_rows);
   const int64_t groups = form.groups, rows = 64 * groups;
   int64_t elements = rows * (std::max(dp, dvp) + 8) + 3 * kKeys * dp + 3 * kKeys * dvp;  // Q or the output, 3 stages
-  AttentionMask mask = attention_launch(kernel, name, elements * 2, launch, rows);
-  launch.block = static_cast<uint32_t>(128 * groups);
+  // The loaded form: a warp copying K and V, two barriers a stage.
+  const int64_t bytes = elements * 2 + (form.loaded ? 6 * 8 : 0), block = 128 * groups + (form.loaded ? 32 : 0);
+  AttentionMask mask = attention_launch(kernel, name, bytes, launch, rows);
+  launch.block = static_cast<uint32_t>(block);
   const char* type = dtype == LAZYLAB_BF16 ? "bf16" : "f16";
   std::string scores = fmt::format("lazylab_wgmma_n{}_{}_shared", kKeys, type);
   std::string outputs = fmt::format("lazylab_wgmma_n{}_{}_transposed", dvp, type);
@@ -711,13 +886,14 @@ std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtyp
          fmt::format(
              "extern \"C\" __global__ void __launch_bounds__({17}, {10}) {0}(const unsigned short* __restrict__ q, "
              "const unsigned short* __restrict__ k,\n    const unsigned short* __restrict__ v, {11}unsigned short* "
-             "__restrict__ out, long long work) {{\n{20}"
-             "  lazylab_attention16::attention_wgmma<{18}, {19}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+             "__restrict__ out, long long work) {{\n{19}"
+             "  lazylab_attention16::attention_wgmma{20}<{18}{21}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
              "{12}>(q, k, v, {13}, out, {14}, {15}{{}}, {16}{{}}, Views{{}});\n}}\n",
              name, dtype == LAZYLAB_BF16 ? "true" : "false", a.m, a.n, a.d, a.dv, dp, dvp, a.causal ? "true" : "false",
              exact_scale(a.scale) ? "true" : "false", form.blocks_per_sm, mask.parameter, mask.kind, mask.argument,
              fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))), scores,
-             outputs, 128 * groups, groups, form.pipelined ? "true" : "false", views_struct(attention_views(kernel)));
+             outputs, block, groups, views_struct(attention_views(kernel)), form.loaded ? "_loaded" : "",
+             form.loaded ? "" : (form.pipelined ? ", true" : ", false"));
 }
 
 }  // namespace lazylab::cuda

@@ -75,6 +75,12 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The warpgroup attention kernels `source` instantiates, in either form.
+size_t warpgroup_kernels(const std::string& source) {
+  return count(source, "lazylab_attention16::attention_wgmma<") +
+         count(source, "lazylab_attention16::attention_wgmma_loaded<");
+}
+
 }  // namespace
 
 TEST_CASE("every workload under every fusion strategy generates CUDA that NVRTC compiles for sm_90") {
@@ -600,7 +606,7 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
         hopper.wgmma = true;
         cuda::ProgramCode warpgroup = generated(module, hopper);
         for (uint32_t k : attention) CHECK(warpgroup.kernels[k].slower_path.empty() == a.k_transposed);
-        CHECK(count(warpgroup.source, "lazylab_attention16::attention_wgmma<") == (a.k_transposed ? 2 : 0));
+        CHECK(warpgroup_kernels(warpgroup.source) == (a.k_transposed ? 2 : 0));
         CHECK(count(warpgroup.source, "lazylab_attention16::attention<") == (a.k_transposed ? 0 : 2));
         cuda::CompilerOptions sm90a = no_cache();
         sm90a.arch = "sm_90a";
@@ -612,7 +618,8 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
 // Up to head dim 64 the warpgroup kernel takes a block of four warpgroups
 // (256 rows, one block an SM) where no mask is causal, the rows pad no more
 // than in blocks of 128 and there are at least 128 blocks; else two (two
-// blocks an SM). The backend's attention-rows sets it instead.
+// blocks an SM). The backend's attention-rows sets it instead. Where no
+// mask is causal a warp of the block copies K and V (the `loaded` form).
 TEST_CASE("the warpgroup attention kernel's block is four warpgroups where no mask is causal and the grid is large") {
   struct Case {
     AttentionShape shape;
@@ -638,10 +645,18 @@ TEST_CASE("the warpgroup attention kernel's block is four warpgroups where no ma
         hopper.wgmma_attention_rows = rows;
         cuda::ProgramCode code = generated(module, hopper);
         const int64_t four = wide ? 0 : rows == 256 ? 2 : rows == 128 ? 0 : c.large ? plain : 0;
-        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<4, ") == four);
-        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<2, ") == (wide ? 0 : 2 - four));
-        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<3, ") == (wide ? 2 : 0));
-        if (rows != 256 || variant != 4 || wide || c.shape.q[0] != 256) continue;
+        // Where no mask is causal, the form with a warp copying K and V; a
+        // causal kernel the block barrier's (three warpgroups pipelined).
+        const int64_t causal = 2 - plain;
+        const int64_t barrier4 = !wide && rows == 256 ? causal : 0, barrier2 = !wide && rows != 256 ? causal : 0;
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<4, ") == four - barrier4);
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<4, false, ") == barrier4);
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<2, ") ==
+              (wide ? 0 : 2 - four) - barrier2);
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<2, false, ") == barrier2);
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<3, ") == (wide ? plain : 0));
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma<3, true, ") == (wide ? causal : 0));
+        if (rows != 256 || variant == 0 || wide || c.shape.q[0] != 256) continue;
         cuda::CompilerOptions sm90a = no_cache();
         sm90a.arch = "sm_90a";
         for (const cuda::CompiledModule& unit : cuda::compile_units(code.units, sm90a)) CHECK(unit.cubin.size() > 100);
@@ -695,7 +710,7 @@ TEST_CASE("attention over heads split from their projections reads and writes th
           hopper.wgmma = true;
           cuda::ProgramCode warpgroup = generated(module, hopper);
           CHECK(warpgroup.kernels[attention[0]].slower_path.empty());
-          CHECK(count(warpgroup.source, "lazylab_attention16::attention_wgmma<") == 1);
+          CHECK(warpgroup_kernels(warpgroup.source) == 1);
           cuda::CompilerOptions sm90a = no_cache();
           sm90a.arch = "sm_90a";
           for (const cuda::CompiledModule& unit : cuda::compile_units(warpgroup.units, sm90a))
