@@ -656,6 +656,31 @@ TEST_CASE("the warpgroup attention kernel's block is four warpgroups where no ma
         CHECK(count(code.source, "lazylab_attention16::attention_wgmma<2, false, ") == barrier2);
         CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<3, ") == (wide ? plain : 0));
         CHECK(count(code.source, "lazylab_attention16::attention_wgmma<3, true, ") == (wide ? causal : 0));
+        // A block is its warpgroups, and in the loaded form the warp that
+        // copies (the kernel waits on it: a launch without it would hang),
+        // its shared memory Q's rows, three stages of K and V and, loaded,
+        // two 8-byte barriers a stage.
+        std::multiset<uint32_t> blocks, expected_blocks;
+        for (uint32_t k = 0; k < module.program->kernels.size(); ++k)
+          if (module.program->kernels[k].description.kind == KernelKind::Attention)
+            for (const cuda::Launch& launch : code.kernels[k].launches) {
+              blocks.insert(launch.block);
+              const bool loaded = launch.block % 128 == 32;
+              const int64_t dp = (c.shape.q.back() + 15) / 16 * 16, dvp = (c.shape.dv + 15) / 16 * 16;
+              const int64_t rows = 64 * (launch.block / 128);
+              CHECK(launch.shared_bytes ==
+                    (rows * (std::max(dp, dvp) + 8) + 3 * 64 * (dp + dvp)) * 2 + (loaded ? 48 : 0));
+            }
+        auto expect = [&](int64_t kernels, uint32_t block) {
+          for (int64_t i = 0; i < kernels; ++i) expected_blocks.insert(block);
+        };
+        expect(four - barrier4, 4 * 128 + 32);
+        expect(barrier4, 4 * 128);
+        expect((wide ? 0 : 2 - four) - barrier2, 2 * 128 + 32);
+        expect(barrier2, 2 * 128);
+        expect(wide ? plain : 0, 3 * 128 + 32);
+        expect(wide ? causal : 0, 3 * 128);
+        CHECK(blocks == expected_blocks);
         if (rows != 256 || variant == 0 || wide || c.shape.q[0] != 256) continue;
         cuda::CompilerOptions sm90a = no_cache();
         sm90a.arch = "sm_90a";
