@@ -454,20 +454,58 @@ __device__ __forceinline__ void group_barrier(int group) {
   else
     asm volatile("bar.sync 4, 128;" ::: "memory");
 }
+// Warpgroups taking turns to issue their score products (FlashAttention-3's
+// ping-pong): warpgroup g waits on barrier 5 + g, which warpgroup g - 1
+// (the last for 0) arrives at once it has issued its own, so that one
+// warpgroup's softmax runs while the next's products do instead of every
+// warpgroup's at once. Each barrier counts the 128 threads waiting and the
+// 128 arriving.
+template <int ID, bool ARRIVE>
+__device__ __forceinline__ void turn_barrier() {
+  if constexpr (ARRIVE)
+    asm volatile("bar.arrive %0, 256;" ::"n"(ID) : "memory");
+  else
+    asm volatile("bar.sync %0, 256;" ::"n"(ID) : "memory");
+}
+// Warpgroup `group`'s barrier, waited on or (ARRIVE) arrived at; its
+// number an immediate, as group_barrier's.
+template <bool ARRIVE>
+__device__ __forceinline__ void turn_barrier(int group) {
+  if (group == 0)
+    turn_barrier<5, ARRIVE>();
+  else if (group == 1)
+    turn_barrier<6, ARRIVE>();
+  else if (group == 2)
+    turn_barrier<7, ARRIVE>();
+  else
+    turn_barrier<8, ARRIVE>();
+}
+__device__ __forceinline__ void wait_turn(int group) { turn_barrier<false>(group); }
+template <int GROUPS>
+__device__ __forceinline__ void pass_turn(int group) {
+  turn_barrier<true>((group + 1) % GROUPS);
+}
 
 // As attention() above, k as [n, d], a block of GROUPS warpgroups of 64
 // rows each, each waiting for its products (the other warpgroups filling
-// the gaps), and one more warp that alone copies K and V, STAGES tiles
+// the gaps), and one more warpgroup that alone copies K and V, STAGES tiles
 // ahead: a stage is `full` once its copies have landed and `empty` once
 // every consumer warp is past its products, so that the warpgroups run
 // apart instead of meeting at a block barrier each tile (on an H200 at [16
 // x 16, 1024, 64], four warpgroups 0.225 ms against 0.263 with the barrier,
-// two 0.260 against 0.282). Each warpgroup's Q rows, and after them its
-// output's, lie in its own 64 rows of QS elements, so that it meets only
-// its own threads. score_product and output_product are the two products'
-// function objects (warpgroup_product's), generated for the tiles' widths.
-template <int GROUPS, bool BF16, int M, int N, int D, int DV, int DP, int DVP, bool CAUSAL, bool EXACT_SCALE, int MASK,
-          class ScoreProduct, class OutputProduct, class Views>
+// two 0.260 against 0.282). The copying warpgroup gives its registers up
+// to PRODUCER_REGISTERS a thread, the others take CONSUMER_REGISTERS
+// (setmaxnreg; the block's registers at launch must hold both: the kernel
+// is compiled to its launch bound's maximum), and the warpgroups take
+// turns to issue their scores (wait_turn): at [256 heads, 1024, 128],
+// 0.411 ms against 0.479 with a single copying warp, every thread held to
+// 128 registers; at head dim 64 0.218 against 0.224. Each warpgroup's Q
+// rows, and after them its output's, lie in its own 64 rows of QS
+// elements, so that it meets only its own threads. score_product and
+// output_product are the two products' function objects
+// (warpgroup_product's), generated for the tiles' widths.
+template <int GROUPS, int PRODUCER_REGISTERS, int CONSUMER_REGISTERS, bool BF16, int M, int N, int D, int DV, int DP,
+          int DVP, bool CAUSAL, bool EXACT_SCALE, int MASK, class ScoreProduct, class OutputProduct, class Views>
 __device__ __forceinline__ void attention_wgmma_loaded(const unsigned short* __restrict__ q,
                                                        const unsigned short* __restrict__ k,
                                                        const unsigned short* __restrict__ v,
@@ -475,6 +513,8 @@ __device__ __forceinline__ void attention_wgmma_loaded(const unsigned short* __r
                                                        unsigned short* __restrict__ out, float scale,
                                                        ScoreProduct score_product, OutputProduct output_product,
                                                        Views views) {
+  // Every warpgroup takes a turn each tile: a causal mask's skipped tiles would stop them.
+  static_assert(!CAUSAL, "the loaded form takes no causal mask");
   constexpr int ROWS = 64 * GROUPS, CONSUMERS = 128 * GROUPS, STAGES = 3;
   constexpr int QS = (DP > DVP ? DP : DVP) + 8;
   constexpr int K_TILE = BC * DP, V_TILE = BC * DVP;
@@ -495,24 +535,31 @@ __device__ __forceinline__ void attention_wgmma_loaded(const unsigned short* __r
   const int tiles = (key_end + BC - 1) / BC;
   if (threadIdx.x == 0)
     for (int i = 0; i < STAGES; ++i) {
-      barrier_init(full + 8 * i, 32);
+      barrier_init(full + 8 * i, 128);
       barrier_init(empty + 8 * i, CONSUMERS / 32);
     }
   __syncthreads();
-  if (warp == CONSUMERS / 32) {  // the loader
+  if (warp >= CONSUMERS / 32) {  // the copying warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGISTERS));
     k += views.at(1, batch);
     v += views.at(2, batch);
     for (int tile = 0; tile < tiles; ++tile) {
       const int n0 = tile * BC, stage = tile % STAGES;
       if (tile >= STAGES) barrier_wait(empty + 8 * stage, (tile / STAGES - 1) & 1);
       const int keys_valid = N - n0 < BC ? N - n0 : BC;
-      load_core_tile<BC, DP, 32>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D, lane);
-      load_core_tile<BC, DVP, 32>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV, lane);
+      // The thread's index opaque to the compiler each tile, so that it
+      // keeps no copy's address across tiles (in PRODUCER_REGISTERS, that
+      // spilled).
+      int thread = threadIdx.x - CONSUMERS;
+      asm volatile("mov.u32 %0, %0;" : "+r"(thread));
+      load_core_tile<BC, DP, 128>(Ks + stage * K_TILE, k + n0 * k_row, k_row, keys_valid, D, thread);
+      load_core_tile<BC, DVP, 128>(Vs + stage * V_TILE, v + n0 * v_row, v_row, keys_valid, DV, thread);
       barrier_arrive_on_copies(full + 8 * stage);
     }
-    wait_copies<0>();
+    asm volatile("cp.async.wait_all;" ::: "memory");  // (none committed: the barriers track them)
     return;
   }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGISTERS));
   // The warpgroup's index, the same in every lane as the compiler sees it,
   // so that the products' descriptors are uniform values.
   const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
@@ -536,31 +583,30 @@ __device__ __forceinline__ void attention_wgmma_loaded(const unsigned short* __r
   float row_max[2] = {NEG_INF, NEG_INF}, row_sum[2] = {0.f, 0.f}, alpha[2];
   float s[BC / 8][4];
   unsigned p[BC / 16][4];
+  if (group == GROUPS - 1) pass_turn<GROUPS>(group);  // warpgroup 0 goes first
   for (int tile = 0; tile < tiles; ++tile) {
     const int stage = tile % STAGES;
     barrier_wait(full + 8 * stage, (tile / STAGES) & 1);
     fence_async_shared();
-    // Causal: a warpgroup whose rows all precede a tile's keys has nothing
-    // there (it still waits for the tile, so that its arrivals keep the
-    // stages' phases in order).
-    if (!CAUSAL || tile * BC <= group_first + 63) {
-      const unsigned long long kt = k_desc + stage * (K_TILE * 2 / 16), vt = v_desc + stage * (V_TILE * 2 / 16);
-      wgmma_fence();
+    const unsigned long long kt = k_desc + stage * (K_TILE * 2 / 16), vt = v_desc + stage * (V_TILE * 2 / 16);
+    wait_turn(group);
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) score_product(s, q_desc + kk * 16, kt + kk * 16, kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      pin(s);
-      softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, p, alpha, row_max, row_sum, tile * BC, warp_first, row, t,
-                                                         mask, scale);
-      rescale<DVP>(o, alpha);
-      wgmma_fence();
+    for (int kk = 0; kk < DP / 16; ++kk) score_product(s, q_desc + kk * 16, kt + kk * 16, kk > 0);
+    wgmma_commit();
+    // The last warpgroup's last turn is passed to no one.
+    if (group != GROUPS - 1 || tile + 1 < tiles) pass_turn<GROUPS>(group);
+    wgmma_wait<0>();
+    pin(s);
+    softmax_tile<BF16, M, N, CAUSAL, EXACT_SCALE, MASK>(s, p, alpha, row_max, row_sum, tile * BC, warp_first, row, t,
+                                                       mask, scale);
+    rescale<DVP>(o, alpha);
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BC / 16; ++kk) output_product(o, p[kk], vt + kk * 2 * V_LEADING / 16, true);
-      wgmma_commit();
-      wgmma_wait<0>();
-      pin(o);
-    }
+    for (int kk = 0; kk < BC / 16; ++kk) output_product(o, p[kk], vt + kk * 2 * V_LEADING / 16, true);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin(o);
     __syncwarp();
     if (lane == 0) barrier_arrive(empty + 8 * stage);
   }
@@ -743,22 +789,42 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // How the warpgroup kernel runs, as measured on an H200 (bf16,
 // docs/results.md; the kernel alone, [batch x heads, 1024, d]). Where no
-// mask is causal, K and V copied by a warp of their own (`loaded`): up to
-// head dim 64 a block of four warpgroups (256 rows, one block an SM) where
-// the rows fill it and there are at least 128 blocks, else two blocks an
-// SM of two; four against two: 256 heads 0.225 against 0.260 ms, 32 heads
-// (128 blocks) 0.034 against 0.042, but 16 heads (64 blocks) 0.032 against
-// 0.027, half the 132 SMs idle. Above 64 one block of three (256 heads at
-// d 128: 0.486 ms; two 0.524, three pipelined as below 0.513). Where the
-// mask is causal, the block barrier's forms (the loaded form was slower
-// there, attention_wgmma's comment): up to 64 two blocks an SM of two (four
-// were no faster: gpt2-block 0.684 against 0.681 ms, a causal block's rows
+// mask is causal, K and V copied by a warpgroup of their own (`loaded`):
+// up to head dim 64 a block of four warpgroups (256 rows, one block an SM)
+// where the rows fill it and there are at least 128 blocks, else two
+// blocks an SM of two; four against two: 256 heads 0.225 against 0.260
+// ms, 32 heads (128 blocks) 0.034 against 0.042, but 16 heads (64 blocks)
+// 0.032 against 0.027, half the 132 SMs idle. Above 64 one block of three
+// (256 heads at d 128: 0.411 ms). Where the mask is causal, the
+// block barrier's forms (the loaded form was slower there,
+// attention_wgmma's comment): up to 64 two blocks an SM of two (four were
+// no faster: gpt2-block 0.684 against 0.681 ms, a causal block's rows
 // taking unequal times), above it a block of three issuing the next tile's
 // scores with this tile's output (`pipelined`). `rows` (128 or 256)
 // overrides the groups up to 64.
 struct WgmmaForm {
   int64_t groups, blocks_per_sm;
   bool loaded, pipelined;
+  // Threads: the warpgroups', and the loaded form's copying warpgroup.
+  int64_t block() const { return 128 * groups + (loaded ? 128 : 0); }
+  // The registers a thread at launch, as ptxas gives a kernel that sets
+  // them (setmaxnreg) its launch bound's maximum: each of the four SM
+  // sub-partitions' 16,384 shared among a quarter of the SM's warps
+  // (rounded up: 96 for 17 warps, and for two blocks of 9), a multiple of
+  // 8, at most 248 (ptxas allows 255).
+  int64_t launch_registers() const {
+    const int64_t warps_per_partition = (block() / 32 * blocks_per_sm + 3) / 4;
+    return std::min<int64_t>(16384 / (warps_per_partition * 32) / 8 * 8, 248);
+  }
+  // The loaded form's copying warpgroup gives its registers up to
+  // kProducerRegisters a thread, the others share them out (a multiple of
+  // 8). At head dim 128 its copies' addresses spill 44 bytes in 32, but 48
+  // (no spill) leaves the others 152 instead of 160: 0.449 ms against
+  // 0.411 at [256 heads, 1024, 128] on an H200.
+  static constexpr int64_t kProducerRegisters = 32;
+  int64_t consumer_registers() const {
+    return std::min<int64_t>((launch_registers() * block() - kProducerRegisters * 128) / (128 * groups) / 8 * 8, 256);
+  }
 };
 WgmmaForm wgmma_form(const lazylab_attention& a, int64_t widest, int rows) {
   const bool loaded = !a.causal;
@@ -875,10 +941,11 @@ std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtyp
   const WgmmaForm form = wgmma_form(a, std::max(dp, dvp), block_rows);
   const int64_t groups = form.groups, rows = 64 * groups;
   int64_t elements = rows * (std::max(dp, dvp) + 8) + 3 * kKeys * dp + 3 * kKeys * dvp;  // Q or the output, 3 stages
-  // The loaded form: a warp copying K and V, two barriers a stage.
-  const int64_t bytes = elements * 2 + (form.loaded ? 6 * 8 : 0), block = 128 * groups + (form.loaded ? 32 : 0);
+  // The loaded form: a warpgroup copying K and V, two barriers a stage.
+  const int64_t bytes = elements * 2 + (form.loaded ? 6 * 8 : 0), block = form.block();
   AttentionMask mask = attention_launch(kernel, name, bytes, launch, rows);
   launch.block = static_cast<uint32_t>(block);
+  if (form.loaded) launch.registers = static_cast<uint32_t>(form.launch_registers());
   const char* type = dtype == LAZYLAB_BF16 ? "bf16" : "f16";
   std::string scores = fmt::format("lazylab_wgmma_n{}_{}_shared", kKeys, type);
   std::string outputs = fmt::format("lazylab_wgmma_n{}_{}_transposed", dvp, type);
@@ -893,7 +960,8 @@ std::string attention_wgmma_function(const lazylab_kernel& kernel, uint32_t dtyp
              exact_scale(a.scale) ? "true" : "false", form.blocks_per_sm, mask.parameter, mask.kind, mask.argument,
              fmt::format("__int_as_float({:#x})", std::bit_cast<uint32_t>(static_cast<float>(a.scale))), scores,
              outputs, block, groups, views_struct(attention_views(kernel)), form.loaded ? "_loaded" : "",
-             form.loaded ? "" : (form.pipelined ? ", true" : ", false"));
+             form.loaded ? fmt::format(", {}, {}", WgmmaForm::kProducerRegisters, form.consumer_registers())
+                         : (form.pipelined ? ", true" : ", false"));
 }
 
 }  // namespace lazylab::cuda

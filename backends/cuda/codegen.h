@@ -34,6 +34,10 @@ struct Launch {
   // from `work`, and the dynamic shared memory each block takes.
   uint32_t blocks = 0, blocks_y = 1;
   uint32_t shared_bytes = 0;
+  // Where set, the registers a thread the kernel must have been compiled
+  // with: its warpgroups share out the block's (setmaxnreg), and with fewer
+  // they would wait for registers that never come.
+  uint32_t registers = 0;
 };
 
 inline constexpr uint32_t kNoValue = ~uint32_t{0};

@@ -58,6 +58,7 @@ struct Driver {
   X(cuGetErrorName) \
   X(cuGetErrorString) \
   X(cuFuncSetAttribute) \
+  X(cuFuncGetAttribute) \
   X(cuStreamBeginCapture) \
   X(cuStreamEndCapture) \
   X(cuGraphInstantiateWithFlags) \

@@ -376,6 +376,15 @@ class CudaExecutable : public plugin::Executable {
               device_.driver.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                 static_cast<int>(launch.shared_bytes)),
               "cuFuncSetAttribute");
+      if (launch.registers) {
+        int registers = 0;
+        check(device_.driver, device_.driver.cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function),
+              "cuFuncGetAttribute");
+        if (registers < static_cast<int>(launch.registers))
+          throw std::runtime_error(
+              fmt::format("{} was compiled to {} registers a thread, not the {} its warpgroups share out",
+                          launch.function, registers, launch.registers));
+      }
       // Grid-stride loops: enough blocks to fill the device, no more.
       uint64_t blocks = launch.block_per_item ? (launch.work + launch.items_per_block - 1) / launch.items_per_block
                                               : (launch.work + launch.block - 1) / launch.block;

@@ -4,9 +4,13 @@
 // the cuBLASLt choices kept there.
 #include <fmt/format.h>
 
+#include <elf.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -73,6 +77,43 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// Each function's registers a thread in a cubin, as ptxas wrote them: the
+// ELF's .nv.info section holds attributes of (format, attribute, size)
+// headers, register counts (EIATTR_REGCOUNT, 0x2f) as a symbol's index
+// and its count. Empty where the ELF is not as expected.
+std::map<std::string, uint32_t> function_registers(const std::string& cubin) {
+  std::map<std::string, uint32_t> registers;
+  auto at = [&](size_t offset, auto value) {
+    if (offset + sizeof(value) <= cubin.size()) std::memcpy(&value, cubin.data() + offset, sizeof(value));
+    return value;
+  };
+  const auto header = at(0, Elf64_Ehdr{});
+  if (cubin.size() < sizeof(Elf64_Ehdr) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) return registers;
+  auto section = [&](size_t i) { return at(header.e_shoff + i * sizeof(Elf64_Shdr), Elf64_Shdr{}); };
+  auto name_in = [&](const Elf64_Shdr& strings, size_t offset) {
+    const size_t from = strings.sh_offset + offset;
+    return from < cubin.size() ? std::string(cubin.c_str() + from) : std::string();
+  };
+  const Elf64_Shdr names = section(header.e_shstrndx);
+  Elf64_Shdr symbols{}, info{};
+  for (size_t i = 0; i < header.e_shnum; ++i) {
+    const Elf64_Shdr s = section(i);
+    if (s.sh_type == SHT_SYMTAB) symbols = s;
+    if (name_in(names, s.sh_name) == ".nv.info") info = s;
+  }
+  const Elf64_Shdr symbol_names = section(symbols.sh_link);
+  for (size_t offset = info.sh_offset; offset + 4 <= info.sh_offset + info.sh_size;) {
+    const auto format = at(offset, uint8_t{}), attribute = at(offset + 1, uint8_t{});
+    const auto size = at(offset + 2, uint16_t{});
+    if (format == 4 && attribute == 0x2f && size == 8) {
+      const auto symbol = at(symbols.sh_offset + at(offset + 4, uint32_t{}) * sizeof(Elf64_Sym), Elf64_Sym{});
+      registers[name_in(symbol_names, symbol.st_name)] = at(offset + 8, uint32_t{});
+    }
+    offset += 4 + (format == 4 ? size : 0);  // EIFMT_SVAL carries `size` bytes, the others none
+  }
+  return registers;
 }
 
 // The warpgroup attention kernels `source` instantiates, in either form.
@@ -619,7 +660,8 @@ TEST_CASE("attention under autocast is one 16-bit tensor-core kernel each, which
 // (256 rows, one block an SM) where no mask is causal, the rows pad no more
 // than in blocks of 128 and there are at least 128 blocks; else two (two
 // blocks an SM). The backend's attention-rows sets it instead. Where no
-// mask is causal a warp of the block copies K and V (the `loaded` form).
+// mask is causal a warpgroup of the block copies K and V (the `loaded`
+// form), its registers shared out to the others.
 TEST_CASE("the warpgroup attention kernel's block is four warpgroups where no mask is causal and the grid is large") {
   struct Case {
     AttentionShape shape;
@@ -645,46 +687,73 @@ TEST_CASE("the warpgroup attention kernel's block is four warpgroups where no ma
         hopper.wgmma_attention_rows = rows;
         cuda::ProgramCode code = generated(module, hopper);
         const int64_t four = wide ? 0 : rows == 256 ? 2 : rows == 128 ? 0 : c.large ? plain : 0;
-        // Where no mask is causal, the form with a warp copying K and V; a
-        // causal kernel the block barrier's (three warpgroups pipelined).
+        // Where no mask is causal, the form with a warpgroup copying K and V
+        // in 32 registers a thread, the others taking the rest of the
+        // block's (96 a thread at launch for four, 80 for two blocks an SM
+        // of two, 128 for three); a causal kernel the block barrier's form
+        // (three warpgroups pipelined).
         const int64_t causal = 2 - plain;
         const int64_t barrier4 = !wide && rows == 256 ? causal : 0, barrier2 = !wide && rows != 256 ? causal : 0;
-        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<4, ") == four - barrier4);
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<4, 32, 112, ") == four - barrier4);
         CHECK(count(code.source, "lazylab_attention16::attention_wgmma<4, false, ") == barrier4);
-        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<2, ") ==
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<2, 32, 104, ") ==
               (wide ? 0 : 2 - four) - barrier2);
         CHECK(count(code.source, "lazylab_attention16::attention_wgmma<2, false, ") == barrier2);
-        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<3, ") == (wide ? plain : 0));
+        CHECK(count(code.source, "lazylab_attention16::attention_wgmma_loaded<3, 32, 160, ") == (wide ? plain : 0));
         CHECK(count(code.source, "lazylab_attention16::attention_wgmma<3, true, ") == (wide ? causal : 0));
-        // A block is its warpgroups, and in the loaded form the warp that
-        // copies (the kernel waits on it: a launch without it would hang),
-        // its shared memory Q's rows, three stages of K and V and, loaded,
-        // two 8-byte barriers a stage.
+        // A block is its warpgroups, and in the loaded form the warpgroup
+        // that copies (the kernel waits on it: a launch without it would
+        // hang), its shared memory Q's rows, three stages of K and V and,
+        // loaded, two 8-byte barriers a stage; a loaded launch names the
+        // registers a thread it must have been compiled with.
         std::multiset<uint32_t> blocks, expected_blocks;
+        std::multiset<std::pair<uint32_t, uint32_t>> registers, expected_registers;
         for (uint32_t k = 0; k < module.program->kernels.size(); ++k)
           if (module.program->kernels[k].description.kind == KernelKind::Attention)
             for (const cuda::Launch& launch : code.kernels[k].launches) {
               blocks.insert(launch.block);
-              const bool loaded = launch.block % 128 == 32;
+              const bool loaded = launch.registers != 0;
+              if (loaded) registers.insert({launch.block, launch.registers});
               const int64_t dp = (c.shape.q.back() + 15) / 16 * 16, dvp = (c.shape.dv + 15) / 16 * 16;
-              const int64_t rows = 64 * (launch.block / 128);
+              const int64_t rows = 64 * (launch.block / 128 - (loaded ? 1 : 0));
               CHECK(launch.shared_bytes ==
                     (rows * (std::max(dp, dvp) + 8) + 3 * 64 * (dp + dvp)) * 2 + (loaded ? 48 : 0));
             }
-        auto expect = [&](int64_t kernels, uint32_t block) {
-          for (int64_t i = 0; i < kernels; ++i) expected_blocks.insert(block);
+        auto expect = [&](int64_t kernels, uint32_t block, uint32_t launch_registers) {
+          for (int64_t i = 0; i < kernels; ++i) {
+            expected_blocks.insert(block);
+            if (launch_registers) expected_registers.insert({block, launch_registers});
+          }
         };
-        expect(four - barrier4, 4 * 128 + 32);
-        expect(barrier4, 4 * 128);
-        expect((wide ? 0 : 2 - four) - barrier2, 2 * 128 + 32);
-        expect(barrier2, 2 * 128);
-        expect(wide ? plain : 0, 3 * 128 + 32);
-        expect(wide ? causal : 0, 3 * 128);
+        expect(four - barrier4, 5 * 128, 96);
+        expect(barrier4, 4 * 128, 0);
+        expect((wide ? 0 : 2 - four) - barrier2, 3 * 128, 80);
+        expect(barrier2, 2 * 128, 0);
+        expect(wide ? plain : 0, 4 * 128, 128);
+        expect(wide ? causal : 0, 3 * 128, 0);
         CHECK(blocks == expected_blocks);
-        if (rows != 256 || variant == 0 || wide || c.shape.q[0] != 256) continue;
+        CHECK(registers == expected_registers);
+        // NVRTC compiles the four-warpgroup forms, and the loaded forms of
+        // two and of three warpgroups, each loaded kernel to exactly the
+        // registers it shares out: with fewer its warpgroups would wait
+        // forever (the backend refuses it on loading), with more the
+        // shares waste them.
+        const bool fours = rows == 256 && variant != 0 && !wide,
+                   other_loaded = variant == 4 && rows == (wide ? 0 : 128);
+        if (c.shape.q[0] != 256 || !(fours || other_loaded)) continue;
         cuda::CompilerOptions sm90a = no_cache();
         sm90a.arch = "sm_90a";
-        for (const cuda::CompiledModule& unit : cuda::compile_units(code.units, sm90a)) CHECK(unit.cubin.size() > 100);
+        const std::vector<cuda::CompiledModule> units = cuda::compile_units(code.units, sm90a);
+        for (const cuda::CompiledModule& unit : units) CHECK(unit.cubin.size() > 100);
+        size_t loaded_checked = 0;
+        for (const cuda::KernelCode& kernel : code.kernels)
+          for (const cuda::Launch& launch : kernel.launches)
+            if (launch.registers) {
+              CAPTURE(launch.function);
+              CHECK(function_registers(units.at(kernel.unit).cubin)[launch.function] == launch.registers);
+              ++loaded_checked;
+            }
+        CHECK(loaded_checked == (variant == 4 ? 2 : fours ? 1 : 0));
       }
     }
 }
